@@ -1,0 +1,101 @@
+"""The kernel interface: covariance functions with closed-form psi statistics.
+
+The split follows GPy's psi-statistics design (code without autodiff): the bound
+(``model/bound.py``) returns dL/dpsi0, dL/dPsi1, dL/dPsi2 and dL/dKuu, and each kernel
+maps those to gradients of its own parameters and of mu, S, Z.
+
+Notation (paper, section "Variational Gaussian Process Latent Variable Models"):
+    mu, S : (N, Q) means and diagonal variances of q(X) = prod_n N(x_n | mu_n, diag(S_n))
+    Z     : (M, Q) inducing inputs
+    psi0  : (N,)   psi0_n  = <k(x_n, x_n)>                        (eq:psi0)
+    Psi1  : (N, M) Psi1_nm = <k(x_n, z_m)>                        (eq:psi1)
+    Psi2  : (M, M) Psi2    = sum_n <k(z_m, x_n) k(x_n, z_m')>     (eq:psi2)
+
+Parameters are positive arrays held by the kernel (``params`` dict, name -> float64
+array; scalars have shape ()). The model packs them into its free vector through a
+positive transform; kernels themselves never see unconstrained values.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class Kernel:
+    """Abstract covariance function on R^Q. Subclasses implement every method below."""
+
+    #: short name used in kernel strings ("rbf", "linear", "bias", "white")
+    name: str = "kernel"
+
+    def __init__(self, input_dim: int):
+        self.input_dim = int(input_dim)
+        self.params: dict[str, np.ndarray] = {}
+
+    # --- parameters -----------------------------------------------------------------
+    def get_params(self) -> dict[str, np.ndarray]:
+        """Copy of the positive parameters, name -> float64 array."""
+        return {k: np.array(v, dtype=np.float64, copy=True) for k, v in self.params.items()}
+
+    def set_params(self, **values) -> None:
+        """Set parameters by name; shapes must match the current ones."""
+        for k, v in values.items():
+            if k not in self.params:
+                raise KeyError(f"{type(self).__name__} has no parameter {k!r}; has {list(self.params)}")
+            v = np.asarray(v, dtype=np.float64)
+            if v.shape != self.params[k].shape:
+                raise ValueError(f"parameter {k!r} must have shape {self.params[k].shape}, got {v.shape}")
+            self.params[k] = v.copy()
+
+    # --- deterministic inputs ---------------------------------------------------------
+    def K(self, X: np.ndarray, X2: np.ndarray | None = None) -> np.ndarray:
+        """Kernel matrix (N, N2). ``X2=None`` means X2 = X (white noise counts only then)."""
+        raise NotImplementedError
+
+    def Kdiag(self, X: np.ndarray) -> np.ndarray:
+        """Diagonal of K(X), shape (N,)."""
+        raise NotImplementedError
+
+    def K_gradients(self, dL_dK: np.ndarray, X: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Given dL/dK for K = K(X) (X2 None; (N, N), symmetric), return (dL_dX (N, Q), dL_dtheta)."""
+        raise NotImplementedError
+
+    # --- psi statistics (Gaussian inputs) -------------------------------------------------
+    def psi0(self, mu: np.ndarray, S: np.ndarray) -> np.ndarray:
+        """(N,) psi0_n = <k(x_n, x_n)>_{N(mu_n, S_n)} (eq:psi0)."""
+        raise NotImplementedError
+
+    def psi1(self, mu: np.ndarray, S: np.ndarray, Z: np.ndarray) -> np.ndarray:
+        """(N, M) Psi1 (eq:psi1)."""
+        raise NotImplementedError
+
+    def psi2(self, mu: np.ndarray, S: np.ndarray, Z: np.ndarray) -> np.ndarray:
+        """(M, M) Psi2 = sum_n Psi2^n (eq:psi2)."""
+        raise NotImplementedError
+
+    def psi2n(self, mu: np.ndarray, S: np.ndarray, Z: np.ndarray) -> np.ndarray:
+        """(N, M, M) per-point Psi2^n. Only for few points (predictions)."""
+        raise NotImplementedError
+
+    def psi_gradients(self, dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z):
+        """Chain rule through the psi statistics.
+
+        dL_dpsi0 (N,), dL_dPsi1 (N, M), dL_dPsi2 (M, M) (symmetric, applied to every n).
+        Returns (dL_dmu (N, Q), dL_dS (N, Q), dL_dZ (M, Q), dL_dtheta dict name -> array
+        shaped like the parameter).
+        """
+        raise NotImplementedError
+
+    # --- ARD ------------------------------------------------------------------------------
+    @property
+    def ard_weights(self) -> np.ndarray | None:
+        """(Q,) relevance of each input dimension, or None if the kernel has none."""
+        return None
+
+    def __add__(self, other: "Kernel") -> "Kernel":
+        from .sum import Sum
+
+        return Sum([self, other])
+
+    def __repr__(self) -> str:
+        ps = ", ".join(f"{k}={np.round(v, 4).tolist()}" for k, v in self.params.items())
+        return f"{type(self).__name__}({ps})"
