@@ -1,0 +1,29 @@
+"""bgplvm.model: the variational (Bayesian) GP-LVM of Titsias & Lawrence (2010) and
+Damianou, Titsias & Lawrence (JMLR), with psi statistics computed in Numba."""
+
+__version__ = "0.1.0"
+
+from .gplvm import BayesianGPLVM  # noqa: E402
+from .io import ModelFileError  # noqa: E402
+from .kernels import make_kernel  # noqa: E402
+from .linalg import CholeskyError  # noqa: E402
+from .optimize import FitProgress  # noqa: E402
+
+
+def warmup() -> None:
+    """Compile every Numba kernel now (a tiny model, bound + gradient + predictions), so
+    that users do not wait for compilation at the first click or the first fit."""
+    import numpy as np
+
+    from .kernels import warmup as warmup_kernels
+
+    warmup_kernels()
+    rng = np.random.default_rng(0)
+    m = BayesianGPLVM(rng.standard_normal((6, 3)), latent_dim=2, num_inducing=3, seed=0)
+    m.elbo_and_gradient()
+    m.predict(m.latent_mean[:2])
+    m.predict(m.latent_mean[:2], m.latent_variance[:2])
+
+
+__all__ = ["BayesianGPLVM", "CholeskyError", "FitProgress", "ModelFileError", "make_kernel",
+           "warmup", "__version__"]

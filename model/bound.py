@@ -1,0 +1,156 @@
+"""The collapsed variational bound (FdFinal) and its gradients w.r.t. the psi statistics.
+
+Stable form (as in the paper's code): with Kuu = Luu Luu^T,
+
+    A = Luu^{-1} Psi2 Luu^{-T},   B = I + beta A = LB LB^T,   R = LB^{-1} Luu^{-1}  (M, M)
+    c = R Psi1^T Yf   (M, r)      where Yf Yf^T = Y Y^T
+
+    F_hat = sum_j F_j = -ND/2 log 2pi + ND/2 log beta - D log|LB| - beta/2 tr(Y Y^T)
+            + beta^2/2 ||c||^2 - beta D/2 psi0 + beta D/2 tr(A)
+
+which is equation FdFinal summed over the D outputs: log|Kuu|^(1/2) / |beta Psi2 + Kuu|^(1/2)
+= -log|LB| and y^T W y = beta y^T y - beta^2 ||R Psi1^T y||^2. Y enters only through a factor
+Yf of Y Y^T (``OutputStats``), so D >> N costs O(N^2 D) once and O(N M min(N, D)) per call.
+
+The gradients returned are those GPy's ``var_dtc`` hands to its kernels:
+dF/dpsi0 (N,), dF/dPsi1 (N, M), dF/dPsi2 (M, M), dF/dKuu (M, M) and dF/dbeta; each kernel
+then maps them onto its own parameters and onto mu, S, Z (``Kernel.psi_gradients``).
+With G = (Kuu + beta Psi2)^{-1} = R^T R and E = Psi1^T Yf:
+
+    dF/dpsi0_n = -beta D / 2
+    dF/dPsi1   = beta^2 Yf (G E)^T
+    dF/dPsi2   = beta D/2 (Kuu^{-1} - G) - beta^3/2 (G E)(G E)^T
+    dF/dKuu    = D/2 (Kuu^{-1} - G) - beta^2/2 (G E)(G E)^T - beta D/2 Kuu^{-1} Psi2 Kuu^{-1}
+    dF/dbeta   = ND/(2 beta) - D/2 tr(G Psi2) - tr(YY^T)/2 + beta ||c||^2
+                 - beta^2/2 tr((G E)^T Psi2 (G E)) - D/2 psi0 + D/2 tr(Kuu^{-1} Psi2)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .linalg import JITTER, jittered_cholesky, solve_lower, solve_upper_t
+
+LOG_2PI = float(np.log(2.0 * np.pi))
+
+
+@dataclass(frozen=True)
+class OutputStats:
+    """What the bound needs of the centred outputs Y (N, D).
+
+    Yf : (N, r) with Yf Yf^T = Y Y^T, r = min(N, D) (numerical rank) -- Y itself when D <= N,
+         otherwise a factor from the eigendecomposition of Y Y^T (computed once, O(N^2 D)).
+    trYYT : tr(Y Y^T);  D : the number of outputs of the original Y.
+    """
+
+    Yf: np.ndarray
+    trYYT: float
+    D: int
+
+    @classmethod
+    def from_centred(cls, Yc: np.ndarray) -> "OutputStats":
+        N, D = Yc.shape
+        if D <= N:
+            Yf = np.ascontiguousarray(Yc)
+        else:
+            w, V = np.linalg.eigh(Yc @ Yc.T)
+            keep = w > max(w.max(), 0.0) * 1e-14
+            Yf = np.ascontiguousarray(V[:, keep] * np.sqrt(w[keep]))
+        return cls(Yf=Yf, trYYT=float(np.sum(Yc * Yc)), D=D)
+
+
+@dataclass
+class BoundTerms:
+    """The bound F_hat (without KL) and its gradients w.r.t. the statistics."""
+
+    F: float
+    dL_dpsi0: np.ndarray | None = None  # (N,)
+    dL_dPsi1: np.ndarray | None = None  # (N, M)
+    dL_dPsi2: np.ndarray | None = None  # (M, M)
+    dL_dKuu: np.ndarray | None = None  # (M, M)
+    dL_dbeta: float | None = None
+
+
+@dataclass(frozen=True)
+class Posterior:
+    """Shared algebra of q(u) used by predictions (meanFstar, covFstar, eq:testPosteriorF).
+
+    Luu : (M, M) Cholesky of Kuu;  LB : (M, M) Cholesky of B = I + beta Luu^{-1} Psi2 Luu^{-T};
+    Bmat : (M, D) the paper's B = beta (Kuu + beta Psi2)^{-1} Psi1^T Y (centred Y).
+    """
+
+    Luu: np.ndarray
+    LB: np.ndarray
+    Bmat: np.ndarray
+
+    def woodbury_solve(self, A: np.ndarray) -> np.ndarray:
+        """(Kuu^{-1} - (Kuu + beta Psi2)^{-1}) A, for A (M, k)."""
+        a = solve_lower(self.Luu, A)
+        return solve_upper_t(self.Luu, a - solve_upper_t(self.LB, solve_lower(self.LB, a)))
+
+
+def _factors(Kuu: np.ndarray, Psi2: np.ndarray, beta: float):
+    Luu = jittered_cholesky(Kuu, JITTER, what="Kuu (the inducing-point kernel matrix)",
+                            hint="Likely cause: two inducing inputs nearly coincide or the "
+                                 "lengthscales became extreme.")
+    M = Kuu.shape[0]
+    A = solve_lower(Luu, solve_lower(Luu, Psi2).T)  # Luu^{-1} Psi2 Luu^{-T} (symmetric)
+    A = 0.5 * (A + A.T)
+    LB = jittered_cholesky(np.eye(M) + beta * A, 0.0, what="B = I + beta Luu^-1 Psi2 Luu^-T",
+                           hint="Likely cause: a non-finite or extreme noise precision.")
+    return Luu, A, LB
+
+
+def collapsed_bound(Kuu: np.ndarray, psi0: np.ndarray, Psi1: np.ndarray, Psi2: np.ndarray,
+                    beta: float, data: OutputStats, grad: bool = True) -> BoundTerms:
+    """F_hat(q(X)) = sum_j F_j (FdFinal) from the psi statistics (psis).
+
+    Kuu (M, M) without jitter (added here), psi0 (N,), Psi1 (N, M), Psi2 (M, M); beta the
+    noise precision. With ``grad`` also the gradients listed in the module docstring.
+    """
+    N = Psi1.shape[0]
+    D = data.D
+    M = Kuu.shape[0]
+    Luu, A, LB = _factors(Kuu, Psi2, beta)
+    E = Psi1.T @ data.Yf  # (M, r)
+    c = solve_lower(LB, solve_lower(Luu, E))  # R E
+    psi0_sum = float(np.sum(psi0))
+    trA = float(np.trace(A))
+    F = (-0.5 * N * D * LOG_2PI + 0.5 * N * D * np.log(beta)
+         - D * float(np.sum(np.log(np.diag(LB))))
+         - 0.5 * beta * data.trYYT + 0.5 * beta**2 * float(np.sum(c * c))
+         - 0.5 * beta * D * psi0_sum + 0.5 * beta * D * trA)
+    if not grad:
+        return BoundTerms(F=F)
+
+    eye = np.eye(M)
+    Li = solve_lower(Luu, eye)  # Luu^{-1}
+    Kinv = Li.T @ Li  # Kuu^{-1} (from triangular solves)
+    R = solve_lower(LB, Li)  # LB^{-1} Luu^{-1}
+    G = R.T @ R  # (Kuu + beta Psi2)^{-1}
+    GE = R.T @ c  # G E  (M, r)
+    GEGE = GE @ GE.T
+    Kinv_Psi2_Kinv = Li.T @ A @ Li
+
+    dL_dpsi0 = np.full(N, -0.5 * beta * D)
+    dL_dPsi1 = beta**2 * (data.Yf @ GE.T)
+    dL_dPsi2 = 0.5 * beta * D * (Kinv - G) - 0.5 * beta**3 * GEGE
+    dL_dKuu = 0.5 * D * (Kinv - G) - 0.5 * beta**2 * GEGE - 0.5 * beta * D * Kinv_Psi2_Kinv
+    trGPsi2 = float(np.sum(G * Psi2))
+    dL_dbeta = (0.5 * N * D / beta - 0.5 * D * trGPsi2 - 0.5 * data.trYYT
+                + beta * float(np.sum(c * c)) - 0.5 * beta**2 * float(np.sum(GE * (Psi2 @ GE)))
+                - 0.5 * D * psi0_sum + 0.5 * D * trA)
+    sym = lambda X: 0.5 * (X + X.T)  # noqa: E731
+    return BoundTerms(F=F, dL_dpsi0=dL_dpsi0, dL_dPsi1=dL_dPsi1, dL_dPsi2=sym(dL_dPsi2),
+                      dL_dKuu=sym(dL_dKuu), dL_dbeta=dL_dbeta)
+
+
+def posterior(Kuu: np.ndarray, Psi1: np.ndarray, Psi2: np.ndarray, beta: float,
+              Yc: np.ndarray) -> Posterior:
+    """The q(u) algebra for predictions; Yc (N, D) the centred outputs."""
+    Luu, _, LB = _factors(Kuu, Psi2, beta)
+    # Bmat = beta Luu^{-T} LB^{-T} LB^{-1} Luu^{-1} Psi1^T Y
+    Bmat = beta * solve_upper_t(Luu, solve_upper_t(LB, solve_lower(LB, solve_lower(Luu, Psi1.T @ Yc))))
+    return Posterior(Luu=Luu, LB=LB, Bmat=Bmat)

@@ -1,0 +1,89 @@
+"""The ``bgplvm`` command line.
+
+    bgplvm fit --dataset NAME | --data FILE [--latent-dim Q] [--inducing M] [--kernel K]
+               [--iters N] [--seed S] --out model.npz
+    bgplvm summary model.npz
+    bgplvm datasets list | fetch NAME [--mirror DIR]
+    bgplvm serve [--port P] [--no-show]      (the explorer)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _fit(args) -> int:
+    from . import BayesianGPLVM
+
+    if args.data:
+        from bgplvm_datasets import load_array
+
+        Y, source = load_array(args.data), {"data_file": str(args.data)}
+    else:
+        from bgplvm_datasets import load
+
+        ds = load(args.dataset, mirror=args.mirror)
+        Y, source = ds.Y, {"dataset": ds.name}
+    m = BayesianGPLVM(Y, latent_dim=args.latent_dim, num_inducing=args.inducing,
+                      kernel=args.kernel, seed=args.seed)
+    m.metadata.update(source)
+    print(f"fitting {m!r} for {args.iters} iterations (Ctrl-C stops and keeps the best point)",
+          file=sys.stderr)
+    m.fit(max_iters=args.iters, progress=None if not args.quiet else False)
+    m.save(args.out)
+    print(m.summary())
+    print(f"saved to {args.out}")
+    return 0
+
+
+def _summary(args) -> int:
+    from . import BayesianGPLVM
+
+    print(BayesianGPLVM.load(args.model).summary())
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="bgplvm", description="Bayesian GP-LVM: fit, inspect, explore.")
+    sub = p.add_subparsers(dest="command", required=True)
+    f = sub.add_parser("fit", help="train a model and save it")
+    src = f.add_mutually_exclusive_group(required=True)
+    src.add_argument("--dataset", help="a data set name (see `bgplvm datasets list`)")
+    src.add_argument("--data", help="your own data: .npy, .npz or .csv, N rows x D columns")
+    f.add_argument("--latent-dim", "-q", type=int, default=10)
+    f.add_argument("--inducing", "-m", type=int, default=50)
+    f.add_argument("--kernel", default="rbf", help='e.g. "rbf", "linear", "rbf+bias+white"')
+    f.add_argument("--iters", type=int, default=2000, help="optimiser iterations in all")
+    f.add_argument("--seed", type=int, default=0)
+    f.add_argument("--mirror", default=None, help="offline mirror directory for data sets")
+    f.add_argument("--quiet", action="store_true", help="no progress bar")
+    f.add_argument("--out", "-o", required=True, help="model file to write (.npz)")
+    s = sub.add_parser("summary", help="print a saved model's bound, noise and ARD weights")
+    s.add_argument("model")
+    sub.add_parser("datasets", help="list or fetch data sets", add_help=False)
+    sub.add_parser("serve", help="open the explorer in the browser", add_help=False)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # sub-commands owned by the other halves of the project
+    if argv and argv[0] == "datasets":
+        from bgplvm_datasets.cli import main as datasets_main
+
+        return datasets_main(argv[1:])
+    if argv and argv[0] == "serve":
+        from explorer.cli import main as serve_main
+
+        return serve_main(argv[1:])
+    args = _parser().parse_args(argv)
+    try:
+        return {"fit": _fit, "summary": _summary}[args.command](args)
+    except (ValueError, OSError) as e:
+        print(f"bgplvm {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

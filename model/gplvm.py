@@ -1,0 +1,364 @@
+"""The variational (Bayesian) GP-LVM: q(X), inducing inputs, kernel, noise; fit and predict.
+
+Bound: F(q(X)) = sum_j F_j(q(X)) - KL(q(X) || N(0, I))   (jensensSplit2, FdFinal, KLstatic).
+Parameters live in one unconstrained vector (``ParamLayout``): mu and Z as they are,
+S, the kernel parameters and the noise variance through softplus.
+"""
+
+from __future__ import annotations
+
+import warnings
+from numbers import Integral
+
+import numpy as np
+
+from .bound import OutputStats, collapsed_bound, posterior
+from .init import init_params
+from .kernels import Kernel, make_kernel
+from .kl import kl_static
+from .linalg import solve_lower
+from .optimize import Optimisation
+from .params import Block, ParamLayout
+from .transforms import IDENTITY, POSITIVE, POSITIVE_FLOOR
+
+#: iterations of the initial phase with the noise held fixed (vargplvm's initVardistIters)
+INIT_ITERS = 300
+
+
+def _check_Y(Y) -> np.ndarray:
+    try:
+        Y = np.asarray(Y, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"Y must be a numeric (N, D) array: {e}") from None
+    if Y.ndim != 2:
+        raise ValueError(f"Y must be 2-D (N points x D outputs), got an array of shape {Y.shape}; "
+                         "reshape a single series with Y.reshape(-1, 1)")
+    if Y.shape[0] < 2 or Y.shape[1] < 1:
+        raise ValueError(f"Y needs at least 2 rows and 1 column, got shape {Y.shape}")
+    bad = ~np.isfinite(Y)
+    if bad.any():
+        rows = np.unique(np.nonzero(bad)[0])
+        raise ValueError(f"Y contains {int(bad.sum())} NaN/inf values (first rows: {rows[:5].tolist()}); "
+                         "remove or impute those rows before fitting")
+    return np.ascontiguousarray(Y)
+
+
+def _check_int(name: str, v, lo: int, hi: int | None = None, why: str = "") -> int:
+    if isinstance(v, bool) or not isinstance(v, Integral):
+        raise TypeError(f"{name} must be an integer, got {v!r}")
+    v = int(v)
+    if v < lo or (hi is not None and v > hi):
+        rng = f">= {lo}" if hi is None else f"between {lo} and {hi}"
+        raise ValueError(f"{name} must be {rng}{why}, got {v}")
+    return v
+
+
+class BayesianGPLVM:
+    """Bayesian GP-LVM with collapsed bound and psi statistics.
+
+    Parameters
+    ----------
+    Y : (N, D) data; centred inside the model (the mean is added back by ``predict``).
+    latent_dim : Q, latent dimensions (ARD switches unneeded ones off).
+    num_inducing : M inducing inputs, 1 <= M <= N.
+    kernel : a kernel name ("rbf", "linear", "rbf+bias+white", ...) or a ``Kernel``.
+    seed : seed of the initialisation (PCA means are deterministic; S, Z subset are drawn).
+    """
+
+    def __init__(self, Y, latent_dim: int = 2, num_inducing: int = 20, kernel="rbf",
+                 seed: int | None = 0):
+        Y = _check_Y(Y)
+        N, D = Y.shape
+        Q = _check_int("latent_dim", latent_dim, 1)
+        M = _check_int("num_inducing", num_inducing, 1, N, f" (the number of data points N={N})")
+        self.kernel: Kernel = make_kernel(kernel, Q)
+        self.Y = Y
+        self.Y_mean = Y.mean(0)
+        self._Yc = Y - self.Y_mean
+        self._data = OutputStats.from_centred(self._Yc)
+        self.seed = seed
+        self.metadata: dict = {}
+        self.fit_info: dict = {}
+        init = init_params(self._Yc, Q, M, np.random.default_rng(seed))
+        self._init_kernel(init)
+        self._layout = self._make_layout(N, Q, M)
+        self._x = self._layout.pack({"mu": init["mu"], "S": init["S"], "Z": init["Z"],
+                                     "noise_variance": np.asarray(init["noise_variance"]),
+                                     **self._kernel_values()})
+        self._cache: dict = {}
+
+    # --- construction helpers -------------------------------------------------------------
+    def _init_kernel(self, init: dict) -> None:
+        """Kernel parameters from the data: signal variance = data variance, ARD weights
+        alpha_q proportional to the PCA variance fractions (as GPy's initialisation)."""
+        from .kernels import RBF, Linear, Sum
+
+        parts = self.kernel.parts if isinstance(self.kernel, Sum) else [self.kernel]
+        for k in parts:
+            if isinstance(k, RBF):
+                k.set_params(variance=np.asarray(init["data_var"]),
+                             lengthscale=1.0 / np.sqrt(init["fracs"]))
+            elif isinstance(k, Linear):
+                k.set_params(variances=init["fracs"] * init["data_var"])
+
+    def _make_layout(self, N: int, Q: int, M: int) -> ParamLayout:
+        blocks = [Block("mu", (N, Q), IDENTITY), Block("S", (N, Q), POSITIVE_FLOOR),
+                  Block("Z", (M, Q), IDENTITY)]
+        blocks += [Block("kernel." + k, v.shape, POSITIVE) for k, v in self.kernel.params.items()]
+        blocks.append(Block("noise_variance", (), POSITIVE))
+        return ParamLayout(blocks)
+
+    def _kernel_values(self) -> dict:
+        return {"kernel." + k: v for k, v in self.kernel.params.items()}
+
+    # --- parameters -------------------------------------------------------------------------
+    @property
+    def param_names(self) -> list[str]:
+        return self._layout.names
+
+    def get_param_vector(self) -> np.ndarray:
+        """The free parameters, unconstrained (what the optimiser sees)."""
+        return self._x[self._layout.free_mask()].copy()
+
+    def set_param_vector(self, x_free: np.ndarray) -> None:
+        x = self._x.copy()
+        x[self._layout.free_mask()] = np.asarray(x_free, dtype=np.float64)
+        self._set_x(x)
+
+    def _set_x(self, x: np.ndarray) -> None:
+        if not np.all(np.isfinite(x)):
+            raise ValueError("refusing to set non-finite parameters")
+        self._x = x.copy()
+        self._cache.clear()
+
+    def _values(self, x: np.ndarray | None = None) -> dict:
+        return self._layout.unpack(self._x if x is None else x)
+
+    def freeze(self, *names: str) -> None:
+        """Hold parameters fixed during ``fit`` ("mu", "S", "Z", "kernel.<name>", "noise_variance")."""
+        self._layout.freeze(*names)
+
+    def unfreeze(self, *names: str) -> None:
+        self._layout.unfreeze(*names)
+
+    @property
+    def latent_dim(self) -> int:
+        return self._layout.blocks[0].shape[1]
+
+    @property
+    def num_inducing(self) -> int:
+        return self._layout.blocks[2].shape[0]
+
+    @property
+    def latent_mean(self) -> np.ndarray:
+        return self._values()["mu"]
+
+    @property
+    def latent_variance(self) -> np.ndarray:
+        return self._values()["S"]
+
+    @property
+    def inducing_inputs(self) -> np.ndarray:
+        return self._values()["Z"]
+
+    @property
+    def noise_variance(self) -> float:
+        return float(self._values()["noise_variance"])
+
+    @property
+    def kernel_variance(self) -> float:
+        """Signal variance of the ARD kernel part (RBF variance, else the first part's)."""
+        self._sync_kernel()
+        k = self._ard_part()
+        p = k.params
+        return float(p["variance"]) if "variance" in p else float(np.max(p["variances"]))
+
+    @property
+    def ard_weights(self) -> np.ndarray:
+        """(Q,) ARD weights alpha_q (1 / lengthscale_q^2 for RBF, the variances for linear)."""
+        self._sync_kernel()
+        w = self.kernel.ard_weights
+        if w is None:
+            raise AttributeError("this kernel has no ARD part (use rbf or linear)")
+        return np.asarray(w, dtype=np.float64)
+
+    def _ard_part(self) -> Kernel:
+        from .kernels import RBF, Linear, Sum
+
+        parts = self.kernel.parts if isinstance(self.kernel, Sum) else [self.kernel]
+        for cls in (RBF, Linear):
+            for k in parts:
+                if isinstance(k, cls):
+                    return k
+        return parts[0]
+
+    def _sync_kernel(self, values: dict | None = None) -> None:
+        values = self._values() if values is None else values
+        self.kernel.set_params(**{k[7:]: v for k, v in values.items() if k.startswith("kernel.")})
+
+    # --- the bound -----------------------------------------------------------------------
+    def _bound(self, x: np.ndarray, grad: bool = True):
+        """Bound and (optionally) its gradient w.r.t. the full unconstrained vector x."""
+        v = self._values(x)
+        self._sync_kernel(v)
+        k, mu, S, Z = self.kernel, v["mu"], v["S"], v["Z"]
+        beta = 1.0 / float(v["noise_variance"])
+        psi0, Psi1, Psi2 = k.psi0(mu, S), k.psi1(mu, S, Z), k.psi2(mu, S, Z)
+        terms = collapsed_bound(k.K(Z), psi0, Psi1, Psi2, beta, self._data, grad=grad)
+        kl, dkl_dmu, dkl_dS = kl_static(mu, S)
+        F = terms.F - kl
+        if not grad:
+            return F, None
+        dmu, dS, dZ, dth = k.psi_gradients(terms.dL_dpsi0, terms.dL_dPsi1, terms.dL_dPsi2, mu, S, Z)
+        dZ_K, dth_K = k.K_gradients(terms.dL_dKuu, Z)
+        grads = {"mu": dmu - dkl_dmu, "S": dS - dkl_dS, "Z": dZ + dZ_K,
+                 "noise_variance": -beta**2 * terms.dL_dbeta}
+        for name in k.params:
+            grads["kernel." + name] = dth[name] + dth_K[name]
+        return F, self._layout.chain(x, grads)
+
+    def elbo(self) -> float:
+        """The full bound F(q(X)) at the current parameters (of the centred data)."""
+        if "elbo" not in self._cache:
+            self._cache["elbo"] = self._bound(self._x, grad=False)[0]
+        return self._cache["elbo"]
+
+    def elbo_and_gradient(self) -> tuple[float, np.ndarray]:
+        """(bound, gradient w.r.t. the packed free unconstrained parameters)."""
+        F, g = self._bound(self._x, grad=True)
+        return F, g[self._layout.free_mask()]
+
+    # --- training --------------------------------------------------------------------------
+    def fit(self, max_iters: int = 2000, init_iters: int | None = None, callback=None,
+            progress: bool | None = None) -> "BayesianGPLVM":
+        """Maximise the bound with L-BFGS-B.
+
+        First ``init_iters`` iterations (default min(300, max_iters // 4)) with the noise
+        variance held fixed so that q(X) fits first (as the paper's code does), then all
+        free parameters, for ``max_iters`` iterations in all. ``callback(FitProgress)``
+        is called after each iteration; returning True stops the fit. Ctrl-C stops it too.
+        The model keeps the best accepted point; a non-finite step is never written.
+        """
+        max_iters = _check_int("max_iters", max_iters, 0)
+        if init_iters is None:
+            init_iters = min(INIT_ITERS, max_iters // 4)
+        init_iters = _check_int("init_iters", init_iters, 0, max_iters)
+        opt = Optimisation(max_iters, callback, progress)
+        fun = self._bound
+        layout = self._layout
+        x = self._x
+        interrupted = False
+        with opt.bar:
+            try:
+                phases = [("init", init_iters, True), ("main", max_iters - init_iters, False)]
+                for phase, iters, hold_noise in phases:
+                    if iters <= 0 or opt.stopped:
+                        continue
+                    was_frozen = "noise_variance" in layout.frozen
+                    if hold_noise:
+                        layout.freeze("noise_variance")
+                    try:
+                        x = opt.run(fun, x, layout.free_mask(), iters, phase)
+                    finally:
+                        if hold_noise and not was_frozen:
+                            layout.unfreeze("noise_variance")
+            except KeyboardInterrupt:
+                interrupted = True
+                x = opt.best_x if opt.best_x is not None else x
+        self._set_x(x)
+        self.fit_info = dict(iterations=opt.iteration, evaluations=opt.n_evals,
+                             rejected_steps=opt.n_rejected, stopped=opt.stopped or interrupted,
+                             bound=float(opt.best_f), history=opt.history)
+        if interrupted:
+            warnings.warn("fit interrupted: the model keeps the best point reached", stacklevel=2)
+        return self
+
+    # --- predictions ------------------------------------------------------------------------
+    def _posterior(self):
+        if "posterior" not in self._cache:
+            v = self._values()
+            self._sync_kernel(v)
+            k, mu, S, Z = self.kernel, v["mu"], v["S"], v["Z"]
+            beta = 1.0 / float(v["noise_variance"])
+            self._cache["posterior"] = posterior(k.K(Z), k.psi1(mu, S, Z), k.psi2(mu, S, Z),
+                                                 beta, self._Yc)
+        return self._cache["posterior"]
+
+    def _check_latent(self, X, name: str) -> np.ndarray:
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim == 1:
+            X = X[None, :]
+        if X.ndim != 2 or X.shape[1] != self.latent_dim:
+            raise ValueError(f"{name} must have shape (n, {self.latent_dim}), got {X.shape}")
+        if not np.all(np.isfinite(X)):
+            raise ValueError(f"{name} contains NaN or inf")
+        return np.ascontiguousarray(X)
+
+    def predictive_variance(self, Xnew) -> np.ndarray:
+        """(n,) variance of f at deterministic latent points (eq:testPosteriorF), the same
+        for every output: k(x,x) - k_u^T (Kuu^{-1} - (Kuu + beta Psi2)^{-1}) k_u."""
+        Xnew = self._check_latent(Xnew, "Xnew")
+        post = self._posterior()
+        Kxu = self.kernel.K(Xnew, self.inducing_inputs)
+        a = solve_lower(post.Luu, Kxu.T)  # (M, n)
+        b = solve_lower(post.LB, a)
+        var = self.kernel.Kdiag(Xnew) - np.sum(a * a, 0) + np.sum(b * b, 0)
+        return np.maximum(var, 0.0)
+
+    def predict(self, Xnew, Xnew_var=None, include_noise: bool = True):
+        """Predictive mean (n, D) and variance (n, D) of y* at latent points.
+
+        Deterministic points (``Xnew_var`` None): projected-process predictive
+        (eq:testPosteriorF). Gaussian points N(Xnew, diag Xnew_var): meanFstar / covFstar.
+        ``include_noise`` adds the noise variance (predicting y rather than f).
+        """
+        Xnew = self._check_latent(Xnew, "Xnew")
+        post = self._posterior()
+        Z = self.inducing_inputs
+        noise = self.noise_variance if include_noise else 0.0
+        D = self.Y.shape[1]
+        if Xnew_var is None:
+            mean = self.kernel.K(Xnew, Z) @ post.Bmat + self.Y_mean
+            var = self.predictive_variance(Xnew)[:, None] + noise
+            return mean, np.repeat(var, D, axis=1)
+        S = self._check_latent(Xnew_var, "Xnew_var")
+        if S.shape != Xnew.shape or np.any(S < 0):
+            raise ValueError("Xnew_var must be non-negative with the same shape as Xnew")
+        k = self.kernel
+        psi0 = k.psi0(Xnew, S)  # (n,)
+        Psi1 = k.psi1(Xnew, S, Z)  # (n, M)
+        Psi2n = k.psi2n(Xnew, S, Z)  # (n, M, M)
+        mean = Psi1 @ post.Bmat + self.Y_mean  # meanFstar
+        Bm = post.Bmat
+        var = np.empty((Xnew.shape[0], D))
+        for i in range(Xnew.shape[0]):  # covFstar, diagonal per output
+            C = Psi2n[i] - np.outer(Psi1[i], Psi1[i])
+            quad = np.sum(Bm * (C @ Bm), 0)
+            tr = float(np.sum(post.woodbury_solve(Psi2n[i]).diagonal()))
+            var[i] = quad + psi0[i] - tr
+        return mean, np.maximum(var, 0.0) + noise
+
+    # --- persistence ---------------------------------------------------------------------------
+    def save(self, path) -> None:
+        """Save to ``path`` (a file name or a binary file object): npz + JSON metadata, no pickle.
+        Writing to a file name is atomic (temp file + rename)."""
+        from .io import save_model
+
+        save_model(self, path)
+
+    @classmethod
+    def load(cls, path) -> "BayesianGPLVM":
+        from .io import load_model
+
+        return load_model(path)
+
+    # --- summary -------------------------------------------------------------------------
+    def summary(self) -> str:
+        from .io import summary_text
+
+        return summary_text(self)
+
+    def __repr__(self) -> str:
+        N, D = self.Y.shape
+        return (f"BayesianGPLVM(N={N}, D={D}, latent_dim={self.latent_dim}, "
+                f"num_inducing={self.num_inducing}, kernel={self.kernel!r})")

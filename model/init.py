@@ -1,0 +1,41 @@
+"""Initialisation of q(X), Z and the hyperparameters (as the paper's code and GPy do)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def pca_latent(Yc: np.ndarray, Q: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """PCA projection of the centred Y onto Q dimensions, each standardised to unit variance.
+
+    Returns (X (N, Q), fracs (Q,)) where fracs are the explained-variance fractions of the
+    dimensions relative to the first (dimensions beyond rank(Y) get random values and the
+    smallest fraction). Used to initialise mu and the ARD weights.
+    """
+    N, D = Yc.shape
+    X = rng.standard_normal((N, Q))
+    k = min(Q, D, N)
+    U, s, _ = np.linalg.svd(Yc, full_matrices=False)
+    X[:, :k] = U[:, :k] * s[:k]
+    X -= X.mean(0)
+    std = X.std(0)
+    X /= np.where(std > 0, std, 1.0)
+    var = s[:k] ** 2
+    fracs = np.full(Q, var[-1] if k else 1.0)
+    fracs[:k] = var
+    fracs = fracs / fracs.max()
+    return X, np.maximum(fracs, 1e-6)
+
+
+def init_params(Yc: np.ndarray, Q: int, M: int, rng: np.random.Generator) -> dict:
+    """Initial values: PCA means, variances around 0.5, Z from a subset of the means,
+    noise from the data variance (signal-to-noise 100, as vargplvm's initSNR)."""
+    N = Yc.shape[0]
+    mu, fracs = pca_latent(Yc, Q, rng)
+    S = rng.uniform(0.45, 0.55, size=(N, Q))
+    Z = mu[rng.permutation(N)[:M]].copy()
+    Z += 1e-3 * rng.standard_normal(Z.shape)  # break ties between duplicated rows
+    data_var = float(np.mean(Yc.var(0)))
+    data_var = data_var if data_var > 0 else 1.0
+    return dict(mu=mu, S=S, Z=Z, fracs=fracs, data_var=data_var,
+                noise_variance=data_var / 100.0)

@@ -1,0 +1,178 @@
+"""Model files: one ``.npz`` (numeric arrays, loaded with ``allow_pickle=False``) holding a
+``meta.json`` member (format name and version, kernel spec, metadata). Never pickle.
+
+The unconstrained parameter vector is stored as it is, so save -> load round-trips bit for
+bit; the constrained values (mu, S, Z, kernel parameters, noise) are stored beside it for
+other tools to read.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+FORMAT_NAME = "bgplvm-model"
+FORMAT_VERSION = 1
+
+
+class ModelFileError(ValueError):
+    """A model file that cannot be read: missing, truncated, foreign or too new."""
+
+
+def kernel_spec(kernel) -> str:
+    """The kernel string ``make_kernel`` rebuilds the kernel from (e.g. "rbf+bias+white")."""
+    from .kernels import Sum
+
+    parts = kernel.parts if isinstance(kernel, Sum) else [kernel]
+    return "+".join(p.name for p in parts)
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def save_model(m, target) -> None:
+    """Write model ``m`` to a path (atomically) or to a binary file object."""
+    from . import __version__
+
+    values = m._values()
+    meta = {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "library_version": __version__,
+        "saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "kernel": kernel_spec(m.kernel),
+        "latent_dim": m.latent_dim,
+        "num_inducing": m.num_inducing,
+        "param_names": m.param_names,
+        "frozen": sorted(m._layout.frozen),
+        "seed": m.seed,
+        "metadata": m.metadata,
+        "fit_info": {k: v for k, v in m.fit_info.items() if k != "history"},
+        "bound_history": [float(h) for h in m.fit_info.get("history", [])],
+    }
+    try:
+        meta_bytes = json.dumps(meta, allow_nan=True).encode("utf-8")
+    except TypeError as e:
+        raise ValueError(f"model metadata must be JSON-serialisable: {e}") from None
+    arrays = {"x": m._x, "Y": m.Y, "meta.json": np.frombuffer(meta_bytes, dtype=np.uint8)}
+    arrays.update({"value." + k: np.asarray(v) for k, v in values.items()})
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    if hasattr(target, "write"):
+        target.write(buf.getvalue())
+    else:
+        _atomic_write_bytes(Path(target), buf.getvalue())
+
+
+def _read(source) -> tuple[dict, dict]:
+    name = getattr(source, "name", None) or str(source)
+    if not hasattr(source, "read") and not Path(source).is_file():
+        raise ModelFileError(f"model file {name!r} does not exist")
+    try:
+        with np.load(source, allow_pickle=False) as z:
+            files = set(z.files)
+            if "meta.json" not in files:
+                raise ModelFileError(f"{name!r} is not a bgplvm model file (no meta.json member); "
+                                     "it may be a plain numpy archive: load data with "
+                                     "bgplvm_datasets.load_array instead")
+            arrays = {k: z[k] for k in files}
+    except ModelFileError:
+        raise
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as e:
+        raise ModelFileError(f"cannot read model file {name!r}: it is truncated or not a bgplvm "
+                             f"model file ({type(e).__name__}: {e})") from None
+    try:
+        meta = json.loads(arrays.pop("meta.json").tobytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ModelFileError(f"model file {name!r} has corrupt metadata: {e}") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
+        raise ModelFileError(f"{name!r} is not a bgplvm model file (format {meta.get('format')!r})")
+    version = meta.get("format_version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise ModelFileError(f"{name!r} was written in model format version {version}, newer than "
+                             f"this bgplvm reads ({FORMAT_VERSION}); upgrade bgplvm to open it")
+    for key in ("x", "Y"):
+        if key not in arrays:
+            raise ModelFileError(f"model file {name!r} lacks the array {key!r}: truncated or corrupt")
+    return meta, arrays
+
+
+def load_model(source):
+    """Read a model written by ``save_model`` (path or binary file object)."""
+    from .gplvm import BayesianGPLVM
+
+    meta, arrays = _read(source)
+    Y = arrays["Y"]
+    try:
+        m = BayesianGPLVM(Y, latent_dim=int(meta["latent_dim"]),
+                          num_inducing=int(meta["num_inducing"]), kernel=meta["kernel"],
+                          seed=meta.get("seed"))
+    except (KeyError, ValueError, TypeError) as e:
+        raise ModelFileError(f"model file {source!r} has inconsistent contents: {e}") from None
+    x = np.asarray(arrays["x"], dtype=np.float64)
+    if x.shape != m._x.shape or m.param_names != meta.get("param_names"):
+        raise ModelFileError(f"model file {source!r}: parameter vector does not match its "
+                             "metadata (corrupt file)")
+    m._set_x(x)
+    for name in meta.get("frozen", []):
+        m.freeze(name)
+    m.metadata = dict(meta.get("metadata") or {})
+    m.fit_info = dict(meta.get("fit_info") or {})
+    m.fit_info["history"] = list(meta.get("bound_history", []))
+    m._sync_kernel()
+    return m
+
+
+def summary_text(m) -> str:
+    """Bound, noise, signal-to-noise, ARD weights sorted, dimensions switched on."""
+    N, D = m.Y.shape
+    lines = [f"Bayesian GP-LVM  N={N}  D={D}  Q={m.latent_dim}  M={m.num_inducing}  "
+             f"kernel={kernel_spec(m.kernel)}",
+             f"  bound (ELBO)      {m.elbo():.4f}",
+             f"  noise variance    {m.noise_variance:.6g}",
+             f"  kernel variance   {m.kernel_variance:.6g}",
+             f"  signal-to-noise   {m.kernel_variance / m.noise_variance:.4g}"]
+    try:
+        w = m.ard_weights
+    except AttributeError:
+        w = None
+    if w is not None:
+        order = np.argsort(w)[::-1]
+        rel = w / w.max()
+        on = [int(q) for q in order if rel[q] > ACTIVE_FRACTION]
+        lines.append("  ARD weights (sorted; alpha_q, relative to the largest):")
+        for q in order:
+            mark = "on " if rel[q] > ACTIVE_FRACTION else "off"
+            lines.append(f"    dim {q:2d}  {w[q]:12.6g}  {rel[q]:7.4f}  {mark}")
+        lines.append(f"  dimensions switched on (> {ACTIVE_FRACTION:.0%} of the largest): "
+                     f"{len(on)} -> {on}")
+    if m.fit_info:
+        fi = m.fit_info
+        lines.append(f"  last fit: {fi.get('iterations', '?')} iterations, "
+                     f"{fi.get('evaluations', '?')} evaluations"
+                     + (", stopped early" if fi.get("stopped") else ""))
+    return "\n".join(lines)
+
+
+#: an ARD weight above this fraction of the largest counts as a dimension switched on
+ACTIVE_FRACTION = 0.05

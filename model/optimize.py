@@ -1,0 +1,113 @@
+"""L-BFGS-B driver: progress bar, callback hook (live progress / stop), non-finite guard.
+
+The objective handed to scipy is the negative bound. An evaluation that fails (a Cholesky
+that does not factor, a non-finite value) returns a huge finite value so that the line
+search backs off; only iterates whose bound is finite are ever kept (``best``), so a bad
+step never reaches the model.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+from scipy.optimize import minimize
+
+from .linalg import CholeskyError
+from .progress import ProgressBar
+
+#: value returned to the optimiser for a failed evaluation (it then shortens the step)
+_BAD_VALUE = 1e300
+
+
+@dataclass(frozen=True)
+class FitProgress:
+    """Passed to the fit callback after every optimiser iteration."""
+
+    iteration: int  # iterations done so far (all phases)
+    max_iters: int
+    n_evals: int  # bound + gradient evaluations so far
+    bound: float  # bound at the current iterate
+    phase: str  # "init" (noise held fixed) or "main"
+    elapsed: float  # seconds since the fit started
+
+
+class _Stop(Exception):
+    pass
+
+
+class Optimisation:
+    """State of one fit across its phases (iteration and evaluation counts, best point)."""
+
+    def __init__(self, max_iters: int, callback: Callable | None, progress: bool | None):
+        self.max_iters = int(max_iters)
+        self.callback = callback
+        self.iteration = 0
+        self.n_evals = 0
+        self.n_rejected = 0
+        self.stopped = False
+        self.best_x: np.ndarray | None = None
+        self.best_f = -np.inf
+        self.t0 = time.perf_counter()
+        self.bar = ProgressBar(max_iters, "fit", enabled=progress)
+        self.history: list[float] = []
+
+    def run(self, fun_and_grad: Callable, x0: np.ndarray, free: np.ndarray, iters: int,
+            phase: str) -> np.ndarray:
+        """Maximise fun_and_grad over the ``free`` entries of x for ``iters`` iterations.
+
+        fun_and_grad(x_full) -> (bound, gradient (size of x_full)); may raise CholeskyError /
+        FloatingPointError. Returns the best full vector seen (also in ``best_x``).
+        """
+        x_full = x0.copy()
+        last = {"x": None, "f": None}
+
+        def objective(xf):
+            self.n_evals += 1
+            x_full[free] = xf
+            try:
+                with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                    f, g = fun_and_grad(x_full)
+            except (CholeskyError, FloatingPointError, np.linalg.LinAlgError, ValueError):
+                f, g = np.nan, None
+            if not np.isfinite(f) or g is None or not np.all(np.isfinite(g)):
+                self.n_rejected += 1
+                return _BAD_VALUE, np.zeros_like(xf)
+            last["x"], last["f"] = x_full.copy(), f
+            return -f, -g[free]
+
+        def on_iteration(intermediate_result):
+            xk = intermediate_result.x
+            x = x_full.copy()
+            x[free] = xk
+            f = -float(intermediate_result.fun)
+            if np.isfinite(f) and f > -_BAD_VALUE / 2 and f >= self.best_f:
+                self.best_f, self.best_x = f, x  # accepted iterates only
+            self.iteration += 1
+            self.history.append(f)
+            self.bar.update(self.iteration, f"bound {f: .6g} [{phase}]")
+            if self.callback is not None:
+                p = FitProgress(self.iteration, self.max_iters, self.n_evals, f, phase,
+                                time.perf_counter() - self.t0)
+                if self.callback(p):
+                    self.stopped = True
+                    raise _Stop
+            if iters_left() <= 0:
+                raise _Stop
+
+        start_iter = self.iteration
+        iters_left = lambda: iters - (self.iteration - start_iter)  # noqa: E731
+        f0, _ = objective(x0[free])
+        if f0 < _BAD_VALUE:
+            self.best_f, self.best_x = -f0, x0.copy()
+        if iters <= 0:
+            return self.best_x if self.best_x is not None else x0
+        try:
+            minimize(objective, x0[free], jac=True, method="L-BFGS-B", callback=on_iteration,
+                     options=dict(maxiter=iters + 1, maxfun=10 * iters + 20, maxcor=10,
+                                  ftol=1e-12, gtol=1e-8))
+        except _Stop:
+            pass
+        return self.best_x if self.best_x is not None else x0

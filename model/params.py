@@ -1,0 +1,81 @@
+"""Packing named parameter blocks into one unconstrained vector, with freeze masks.
+
+Each block has a name, a shape and a transform (identity for means and inducing inputs,
+softplus for anything positive). The optimiser only sees the unconstrained entries of the
+blocks that are not frozen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Block:
+    name: str
+    shape: tuple[int, ...]
+    transform: object  # forward / inverse / gradfactor
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+
+class ParamLayout:
+    """Ordered blocks -> one flat vector; ``frozen`` names are left out of ``free`` vectors."""
+
+    def __init__(self, blocks: list[Block]):
+        self.blocks = list(blocks)
+        self.slices: dict[str, slice] = {}
+        i = 0
+        for b in self.blocks:
+            self.slices[b.name] = slice(i, i + b.size)
+            i += b.size
+        self.size = i
+        self.frozen: set[str] = set()
+
+    @property
+    def names(self) -> list[str]:
+        return [b.name for b in self.blocks]
+
+    # --- frozen / free ------------------------------------------------------------------
+    def freeze(self, *names: str) -> None:
+        for n in names:
+            if n not in self.slices:
+                raise KeyError(f"unknown parameter {n!r}; known: {self.names}")
+            self.frozen.add(n)
+
+    def unfreeze(self, *names: str) -> None:
+        self.frozen.difference_update(names)
+
+    def free_mask(self) -> np.ndarray:
+        mask = np.ones(self.size, dtype=bool)
+        for n in self.frozen:
+            mask[self.slices[n]] = False
+        return mask
+
+    # --- transforms -------------------------------------------------------------------------
+    def pack(self, values: dict[str, np.ndarray]) -> np.ndarray:
+        """Constrained values by name -> full unconstrained vector."""
+        x = np.empty(self.size)
+        for b in self.blocks:
+            v = np.asarray(values[b.name], dtype=np.float64)
+            if v.shape != b.shape:
+                raise ValueError(f"parameter {b.name!r} has shape {v.shape}, expected {b.shape}")
+            x[self.slices[b.name]] = b.transform.inverse(v).ravel()
+        return x
+
+    def unpack(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        """Full unconstrained vector -> constrained values by name."""
+        return {b.name: b.transform.forward(x[self.slices[b.name]]).reshape(b.shape)
+                for b in self.blocks}
+
+    def chain(self, x: np.ndarray, grads: dict[str, np.ndarray]) -> np.ndarray:
+        """Gradients w.r.t. constrained values -> gradient w.r.t. the full vector x."""
+        g = np.empty(self.size)
+        for b in self.blocks:
+            s = self.slices[b.name]
+            g[s] = np.asarray(grads[b.name], dtype=np.float64).ravel() * b.transform.gradfactor(x[s])
+        return g

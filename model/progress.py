@@ -1,0 +1,44 @@
+"""A small console progress bar (stderr), silent when stderr is not a terminal."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+
+class ProgressBar:
+    """``with ProgressBar(total, "fit") as bar: bar.update(i, "bound 123.4")``."""
+
+    def __init__(self, total: int, label: str = "", enabled: bool | None = None,
+                 stream=None, width: int = 28, min_interval: float = 0.1):
+        self.total = max(int(total), 1)
+        self.label = label
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = self.stream.isatty() if enabled is None else bool(enabled)
+        self.width = width
+        self.min_interval = min_interval
+        self._last = 0.0
+        self._t0 = time.perf_counter()
+
+    def update(self, done: int, info: str = "", force: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if not force and now - self._last < self.min_interval:
+            return
+        self._last = now
+        frac = min(max(done / self.total, 0.0), 1.0)
+        fill = int(round(frac * self.width))
+        bar = "#" * fill + "-" * (self.width - fill)
+        elapsed = now - self._t0
+        self.stream.write(f"\r{self.label} [{bar}] {done}/{self.total} {info} {elapsed:5.1f}s ")
+        self.stream.flush()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.enabled:
+            self.stream.write("\n")
+            self.stream.flush()
+        return False

@@ -1,0 +1,77 @@
+"""The collapsed bound (FdFinal) against a dense reference, and its gradients w.r.t. the
+psi statistics, Kuu and beta by central differences."""
+
+import numpy as np
+import pytest
+
+from model.bound import OutputStats, collapsed_bound
+from model.linalg import JITTER
+
+
+def _problem(N=7, M=4, D=3, seed=0):
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((M, M))
+    Kuu = A @ A.T + M * np.eye(M)
+    Psi1 = rng.standard_normal((N, M))
+    B = rng.standard_normal((M, M + 2))
+    Psi2 = Psi1.T @ Psi1 + B @ B.T  # PSD and >= Psi1^T Psi1, as a real Psi2
+    psi0 = rng.uniform(1.0, 2.0, N)
+    Y = rng.standard_normal((N, D))
+    return Kuu, psi0, Psi1, Psi2, 2.5, Y
+
+
+def dense_bound(Kuu, psi0, Psi1, Psi2, beta, Y):
+    """FdFinal summed over j, written with dense inverses and determinants (reference)."""
+    N, D = Y.shape
+    K = Kuu + JITTER * np.eye(len(Kuu))
+    C = beta * Psi2 + K
+    W = beta * np.eye(N) - beta**2 * Psi1 @ np.linalg.solve(C, Psi1.T)
+    Fj = (-0.5 * N * np.log(2 * np.pi) + 0.5 * N * np.log(beta)
+          + 0.5 * np.linalg.slogdet(K)[1] - 0.5 * np.linalg.slogdet(C)[1])
+    return (D * Fj - 0.5 * np.sum(Y * (W @ Y)) - 0.5 * beta * D * psi0.sum()
+            + 0.5 * beta * D * np.trace(np.linalg.solve(K, Psi2)))
+
+
+@pytest.mark.parametrize("D", [3, 12])  # D > N exercises the Y Y^T factor
+def test_bound_matches_dense_formula(D):
+    Kuu, psi0, Psi1, Psi2, beta, Y = _problem(D=D)
+    F = collapsed_bound(Kuu, psi0, Psi1, Psi2, beta, OutputStats.from_centred(Y), grad=False).F
+    assert F == pytest.approx(dense_bound(Kuu, psi0, Psi1, Psi2, beta, Y), rel=1e-10)
+
+
+def test_output_factor_reproduces_YYT():
+    Y = np.random.default_rng(1).standard_normal((5, 40))
+    st = OutputStats.from_centred(Y)
+    assert st.Yf.shape[1] <= 5 and st.D == 40
+    np.testing.assert_allclose(st.Yf @ st.Yf.T, Y @ Y.T, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("D", [3, 12])
+def test_gradients_by_central_differences(D):
+    Kuu, psi0, Psi1, Psi2, beta, Y = _problem(D=D)
+    data = OutputStats.from_centred(Y)
+    t = collapsed_bound(Kuu, psi0, Psi1, Psi2, beta, data)
+    rng = np.random.default_rng(2)
+    eps = 1e-6
+
+    def F(**kw):
+        args = dict(Kuu=Kuu, psi0=psi0, Psi1=Psi1, Psi2=Psi2, beta=beta)
+        args.update(kw)
+        return collapsed_bound(args["Kuu"], args["psi0"], args["Psi1"], args["Psi2"],
+                               args["beta"], data, grad=False).F
+
+    def sym(V):
+        return V + V.T
+
+    checks = {
+        "psi0": (rng.standard_normal(psi0.shape), t.dL_dpsi0, False),
+        "Psi1": (rng.standard_normal(Psi1.shape), t.dL_dPsi1, False),
+        "Psi2": (sym(rng.standard_normal(Psi2.shape)), t.dL_dPsi2, True),
+        "Kuu": (sym(rng.standard_normal(Kuu.shape)), t.dL_dKuu, True),
+    }
+    base = dict(psi0=psi0, Psi1=Psi1, Psi2=Psi2, Kuu=Kuu)
+    for name, (V, grad, _) in checks.items():
+        num = (F(**{name: base[name] + eps * V}) - F(**{name: base[name] - eps * V})) / (2 * eps)
+        assert np.sum(grad * V) == pytest.approx(num, rel=1e-6, abs=1e-6), name
+    num = (F(beta=beta + eps) - F(beta=beta - eps)) / (2 * eps)
+    assert t.dL_dbeta == pytest.approx(num, rel=1e-6, abs=1e-6)
