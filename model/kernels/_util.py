@@ -1,0 +1,60 @@
+"""Input validation shared by the kernel classes (compiled kernels get only clean arrays)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _numba_config as cfg
+
+
+def as_points(X, input_dim: int, name: str = "X") -> np.ndarray:
+    """C-contiguous float64 (N, input_dim) array; a 1-D array is read as one point."""
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    if X.ndim == 1:
+        X = X.reshape(1, -1)
+    if X.ndim != 2 or X.shape[1] != input_dim:
+        raise ValueError(f"{name} must have shape (N, {input_dim}), got {X.shape}")
+    return X
+
+
+def as_gaussians(mu, S, input_dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """Means and diagonal variances of q(X), both C-contiguous float64 (N, Q)."""
+    mu = as_points(mu, input_dim, "mu")
+    S = as_points(S, input_dim, "S")
+    if S.shape != mu.shape:
+        raise ValueError(f"S must have the shape of mu {mu.shape}, got {S.shape}")
+    return mu, S
+
+
+def as_array(a, shape: tuple, name: str) -> np.ndarray:
+    """C-contiguous float64 array of exactly ``shape``."""
+    a = np.ascontiguousarray(a, dtype=np.float64)
+    if a.shape != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)}, got {a.shape}")
+    return a
+
+
+def positive_vector(value, input_dim: int, name: str) -> np.ndarray:
+    """(input_dim,) float64 array from a scalar or a vector of positive numbers."""
+    v = np.asarray(value, dtype=np.float64)
+    if v.ndim == 0:
+        v = np.full(input_dim, float(v))
+    if v.shape != (input_dim,):
+        raise ValueError(f"{name} must be a scalar or have shape ({input_dim},), got {v.shape}")
+    if not np.all(v > 0):
+        raise ValueError(f"{name} must be positive, got {v}")
+    return v.copy()
+
+
+def positive_scalar(value, name: str) -> np.ndarray:
+    v = np.asarray(value, dtype=np.float64)
+    if v.shape != () or not v > 0:
+        raise ValueError(f"{name} must be a positive scalar, got {value!r}")
+    return v.copy()
+
+
+def pick(serial, parallel, n_points: int, *args):
+    """Run the parallel kernel (with one block per thread) or the serial one."""
+    if cfg.use_parallel(n_points):
+        return parallel(*args, cfg.n_chunks(n_points))
+    return serial(*args)

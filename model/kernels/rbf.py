@@ -1,0 +1,97 @@
+"""ARD exponentiated quadratic (RBF) kernel (paper eq. "ard")."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _rbf_numba as _nb
+from ._util import as_array, as_gaussians, as_points, pick, positive_scalar, positive_vector
+from .base import Kernel
+
+
+class RBF(Kernel):
+    """k(x, x') = sf2 exp(-1/2 sum_q alpha_q (x_q - x'_q)^2), alpha_q = 1 / lengthscale_q^2.
+
+    Parameters (positive): ``variance`` = sf2, shape (); ``lengthscale``, shape (Q,).
+    ``ard_weights`` = alpha. Gradients are returned w.r.t. ``variance`` and ``lengthscale``.
+    Psi statistics and their derivatives: see ``_rbf_numba``.
+    """
+
+    name = "rbf"
+
+    def __init__(self, input_dim: int, variance=1.0, lengthscale=1.0):
+        super().__init__(input_dim)
+        self.params = {
+            "variance": positive_scalar(variance, "variance"),
+            "lengthscale": positive_vector(lengthscale, self.input_dim, "lengthscale"),
+        }
+
+    # --- parameters -------------------------------------------------------------------
+    @property
+    def sf2(self) -> float:
+        return float(self.params["variance"])
+
+    @property
+    def alpha(self) -> np.ndarray:
+        """(Q,) inverse squared lengthscales."""
+        return np.ascontiguousarray(1.0 / self.params["lengthscale"] ** 2)
+
+    @property
+    def ard_weights(self) -> np.ndarray:
+        return self.alpha
+
+    def _theta_grads(self, dsf2: float, dalpha: np.ndarray) -> dict[str, np.ndarray]:
+        # alpha = l^-2  =>  dalpha/dl = -2 l^-3 = -2 alpha / l
+        ell = self.params["lengthscale"]
+        return {"variance": np.asarray(dsf2, dtype=np.float64),
+                "lengthscale": dalpha * (-2.0 / ell**3)}
+
+    # --- deterministic inputs ---------------------------------------------------------
+    def K(self, X, X2=None):
+        X = as_points(X, self.input_dim)
+        X2 = X if X2 is None else as_points(X2, self.input_dim, "X2")
+        return pick(_nb.K_serial, _nb.K_parallel, X.shape[0], X, X2, self.sf2, self.alpha)
+
+    def Kdiag(self, X):
+        X = as_points(X, self.input_dim)
+        return np.full(X.shape[0], self.sf2)
+
+    def K_gradients(self, dL_dK, X):
+        X = as_points(X, self.input_dim)
+        dL_dK = as_array(dL_dK, (X.shape[0], X.shape[0]), "dL_dK")
+        dX, dsf2, dalpha = _nb.K_gradients(dL_dK, X, self.sf2, self.alpha)
+        return dX, self._theta_grads(dsf2, dalpha)
+
+    # --- psi statistics ---------------------------------------------------------------
+    def psi0(self, mu, S):
+        mu, S = as_gaussians(mu, S, self.input_dim)
+        return np.full(mu.shape[0], self.sf2)
+
+    def psi1(self, mu, S, Z):
+        mu, S = as_gaussians(mu, S, self.input_dim)
+        Z = as_points(Z, self.input_dim, "Z")
+        return pick(_nb.psi1_serial, _nb.psi1_parallel, mu.shape[0], mu, S, Z, self.sf2, self.alpha)
+
+    def psi2(self, mu, S, Z):
+        mu, S = as_gaussians(mu, S, self.input_dim)
+        Z = as_points(Z, self.input_dim, "Z")
+        return pick(_nb.psi2_serial, _nb.psi2_parallel, mu.shape[0], mu, S, Z, self.sf2, self.alpha)
+
+    def psi2n(self, mu, S, Z):
+        mu, S = as_gaussians(mu, S, self.input_dim)
+        Z = as_points(Z, self.input_dim, "Z")
+        return pick(_nb.psi2n_serial, _nb.psi2n_parallel, mu.shape[0], mu, S, Z, self.sf2, self.alpha)
+
+    def psi_gradients(self, dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z):
+        """See :meth:`Kernel.psi_gradients`. Exact for any (M, M) dL_dPsi2, symmetric or not."""
+        mu, S = as_gaussians(mu, S, self.input_dim)
+        Z = as_points(Z, self.input_dim, "Z")
+        N, M = mu.shape[0], Z.shape[0]
+        dL_dpsi0 = as_array(dL_dpsi0, (N,), "dL_dpsi0")
+        dL_dPsi1 = as_array(dL_dPsi1, (N, M), "dL_dPsi1")
+        dL_dPsi2 = as_array(dL_dPsi2, (M, M), "dL_dPsi2")
+        do1, do2 = bool(dL_dPsi1.any()), bool(dL_dPsi2.any())
+        dmu, dS, dZ, dsf2, dalpha = pick(
+            _nb.psi_gradients_serial, _nb.psi_gradients_parallel, N,
+            dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z, self.sf2, self.alpha, do1, do2)
+        return dmu, dS, dZ, self._theta_grads(dsf2, dalpha)

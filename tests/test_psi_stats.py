@@ -1,0 +1,277 @@
+"""Psi statistics and their gradients: every kernel and sum against independent checks.
+
+- naive NumPy references (tests/reference.py), relative 1e-10;
+- Gauss-Hermite quadrature of E[k(x, .)] on a tensor grid (Q = 2);
+- the S -> 0 limit (psi0 -> Kdiag(mu), Psi1 -> K(mu, Z), Psi2 -> K(Z, mu) K(mu, Z));
+- gradients against complex-step derivatives of the reference (exact to rounding) and
+  central differences of the compiled statistics (tests/gradcheck.py);
+- serial and parallel kernels agree.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import reference as ref
+from gradcheck import assert_close_gradient, assert_gradient, complex_step_gradient
+from model import _numba_config as cfg
+from model.kernels import RBF
+
+# ------------------------------------------------------------------------------------------
+# cases
+# ------------------------------------------------------------------------------------------
+_LENGTHSCALES = np.array([0.8, 1.5, 1.1, 0.6])
+
+
+def build(case: str, Q: int):
+    """A kernel with non-trivial parameters for each case name."""
+    ell = _LENGTHSCALES[:Q]
+    if case == "rbf":
+        return RBF(Q, variance=1.3, lengthscale=ell)
+    raise KeyError(case)
+
+
+CASES = ["rbf"]
+
+
+def ref_parts(kernel, params=None):
+    """[(kind, params)] for tests/reference.py; ``params`` overrides the kernel's values
+    (names as in ``kernel.params``, possibly complex for the complex step)."""
+    params = kernel.params if params is None else params
+    if hasattr(kernel, "parts"):
+        return [(part.name, {n: params[f"{prefix}.{n}"] for n in part.params})
+                for prefix, part in zip(kernel.prefixes, kernel.parts)]
+    return [(kernel.name, dict(params))]
+
+
+def gaussians(N, M, Q, seed=0):
+    rng = np.random.default_rng(seed)
+    mu = rng.standard_normal((N, Q))
+    S = rng.uniform(0.05, 0.6, (N, Q))
+    Z = 0.8 * rng.standard_normal((M, Q))
+    return mu, S, Z
+
+
+def weights(N, M, seed=1, symmetric=True):
+    rng = np.random.default_rng(seed)
+    w0 = rng.standard_normal(N)
+    W1 = rng.standard_normal((N, M))
+    W2 = rng.standard_normal((M, M))
+    if symmetric:
+        W2 = W2 + W2.T
+    return w0, W1, W2
+
+
+def assert_rel(actual, expected, rtol=1e-10):
+    """Entry-wise |a - e| <= rtol * max|e| (relative to the array's scale)."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.shape == expected.shape, (actual.shape, expected.shape)
+    scale = max(np.max(np.abs(expected), initial=0.0), 1e-300)
+    err = np.max(np.abs(actual - expected), initial=0.0)
+    assert err <= rtol * scale, f"max error {err:.3g} > {rtol:g} * {scale:.3g}"
+
+
+# ------------------------------------------------------------------------------------------
+# flat packing for gradient checks: x = [mu, S, Z, kernel params in dict order]
+# ------------------------------------------------------------------------------------------
+class Packer:
+    def __init__(self, kernel, N, M, Q):
+        self.kernel, self.N, self.M, self.Q = kernel, N, M, Q
+        self.blocks = [("mu", (N, Q)), ("S", (N, Q)), ("Z", (M, Q))]
+        self.blocks += [(k, v.shape) for k, v in kernel.params.items()]
+
+    def pack(self, mu, S, Z, params):
+        return np.concatenate([np.ravel(mu), np.ravel(S), np.ravel(Z)]
+                              + [np.ravel(params[k]) for k, _ in self.blocks[3:]])
+
+    def unpack(self, x):
+        out, i = {}, 0
+        for name, shape in self.blocks:
+            n = int(np.prod(shape))
+            out[name] = x[i:i + n].reshape(shape)
+            i += n
+        return out
+
+    def names(self):
+        return [f"{name}{list(np.unravel_index(j, shape)) if shape else ''}"
+                for name, shape in self.blocks for j in range(int(np.prod(shape)))]
+
+
+def compiled_objective(kernel, packer, w0, W1, W2):
+    """(L, dL/dx) from the kernel's own statistics and psi_gradients."""
+
+    def f_and_grad(x):
+        v = packer.unpack(x)
+        kernel.set_params(**{k: v[k] for k in kernel.params})
+        mu, S, Z = v["mu"], v["S"], v["Z"]
+        L = (np.sum(w0 * kernel.psi0(mu, S)) + np.sum(W1 * kernel.psi1(mu, S, Z))
+             + np.sum(W2 * kernel.psi2(mu, S, Z)))
+        dmu, dS, dZ, dth = kernel.psi_gradients(w0, W1, W2, mu, S, Z)
+        assert set(dth) == set(kernel.params)
+        for k in kernel.params:
+            assert dth[k].shape == kernel.params[k].shape, k
+        return L, packer.pack(dmu, dS, dZ, dth)
+
+    return f_and_grad
+
+
+def reference_objective(kernel, packer, w0, W1, W2):
+    def f(x):
+        v = packer.unpack(x)
+        parts = ref_parts(kernel, {k: v[k] for k in kernel.params})
+        return ref.objective(parts, v["mu"], v["S"], v["Z"], w0, W1, W2)
+
+    return f
+
+
+# ------------------------------------------------------------------------------------------
+# values
+# ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("case", CASES)
+def test_psi_statistics_match_reference(case):
+    N, M, Q = 9, 6, 3
+    k = build(case, Q)
+    mu, S, Z = gaussians(N, M, Q)
+    p0, p1, p2n = ref.sum_psi(ref_parts(k), mu, S, Z)
+    assert_rel(k.psi0(mu, S), p0)
+    assert_rel(k.psi1(mu, S, Z), p1)
+    assert_rel(k.psi2(mu, S, Z), p2n.sum(0))
+    assert_rel(k.psi2n(mu, S, Z), p2n)
+    P2 = k.psi2(mu, S, Z)
+    np.testing.assert_array_equal(P2, P2.T)
+
+
+def gauss_hermite_psi(kernel, mu, S, Z, n_nodes=40):
+    """psi0, Psi1, Psi2 by a tensor-product Gauss-Hermite rule (any Q, small n_nodes^Q)."""
+    t, w = np.polynomial.hermite.hermgauss(n_nodes)
+    Q = mu.shape[1]
+    grids = np.meshgrid(*([t] * Q), indexing="ij")
+    T = np.stack([g.ravel() for g in grids], axis=1)            # (G, Q)
+    Wt = np.prod(np.meshgrid(*([w] * Q), indexing="ij"), axis=0).ravel() / np.pi ** (Q / 2)
+    N, M = mu.shape[0], Z.shape[0]
+    psi0, Psi1, Psi2 = np.empty(N), np.empty((N, M)), np.zeros((M, M))
+    for n in range(N):
+        X = mu[n] + np.sqrt(2.0 * S[n]) * T                     # nodes of N(mu_n, S_n)
+        Kxz = kernel.K(X, Z)                                     # (G, M)
+        psi0[n] = Wt @ kernel.Kdiag(X)
+        Psi1[n] = Wt @ Kxz
+        Psi2 += Kxz.T @ (Wt[:, None] * Kxz)
+    return psi0, Psi1, Psi2
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_psi_statistics_match_quadrature(case):
+    N, M, Q = 4, 5, 2
+    k = build(case, Q)
+    mu, S, Z = gaussians(N, M, Q, seed=3)
+    q0, q1, q2 = gauss_hermite_psi(k, mu, S, Z)
+    assert_rel(k.psi0(mu, S), q0, 1e-9)
+    assert_rel(k.psi1(mu, S, Z), q1, 1e-9)
+    assert_rel(k.psi2(mu, S, Z), q2, 1e-9)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_zero_variance_limit(case):
+    """S -> 0: psi0 -> Kdiag(mu) (white noise included: psi0 is <k(x, x)>, and k(x, x)
+    holds the white variance), Psi1 -> K(mu, Z), Psi2 -> K(Z, mu) K(mu, Z) (white noise
+    contributes nothing: K(mu, Z) with a second argument has no white part)."""
+    N, M, Q = 6, 4, 3
+    k = build(case, Q)
+    mu, _, Z = gaussians(N, M, Q)
+    S = np.full((N, Q), 1e-12)
+    Kmz = k.K(mu, Z)
+    assert_rel(k.psi0(mu, S), k.Kdiag(mu), 1e-9)
+    assert_rel(k.psi1(mu, S, Z), Kmz, 1e-9)
+    assert_rel(k.psi2(mu, S, Z), Kmz.T @ Kmz, 1e-9)
+    assert_rel(k.psi2n(mu, S, Z), Kmz[:, :, None] * Kmz[:, None, :], 1e-9)
+
+
+# ------------------------------------------------------------------------------------------
+# gradients
+# ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("symmetric", [True, False])
+@pytest.mark.parametrize("case", CASES)
+def test_psi_gradients_match_complex_step(case, symmetric):
+    """psi_gradients equals the complex-step derivative of the naive reference objective
+    L = sum w0 psi0 + sum W1 Psi1 + sum W2 Psi2 (also for a non-symmetric W2)."""
+    N, M, Q = 5, 4, 3
+    k = build(case, Q)
+    mu, S, Z = gaussians(N, M, Q, seed=2)
+    w0, W1, W2 = weights(N, M, symmetric=symmetric)
+    pk = Packer(k, N, M, Q)
+    x = pk.pack(mu, S, Z, k.params)
+    L, g = compiled_objective(k, pk, w0, W1, W2)(x)
+    fref = reference_objective(k, pk, w0, W1, W2)
+    np.testing.assert_allclose(L, fref(x), rtol=1e-11)
+    assert_close_gradient(g, complex_step_gradient(fref, x), rtol=1e-10, atol=0.0, names=pk.names())
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_psi_gradients_central_differences(case):
+    N, M, Q = 4, 3, 2
+    k = build(case, Q)
+    mu, S, Z = gaussians(N, M, Q, seed=4)
+    w0, W1, W2 = weights(N, M, seed=5)
+    pk = Packer(k, N, M, Q)
+    assert_gradient(compiled_objective(k, pk, w0, W1, W2), pk.pack(mu, S, Z, k.params),
+                    rtol=1e-6, atol=1e-8, eps=1e-6, names=pk.names())
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_gradients_finite_at_degenerate_points(case):
+    """An inducing input exactly at a mean, tiny and exactly zero variances."""
+    N, M, Q = 4, 3, 2
+    k = build(case, Q)
+    mu, S, Z = gaussians(N, M, Q, seed=6)
+    Z[0] = mu[0]
+    Z[1] = mu[1]
+    S[0] = 1e-10
+    S[1] = 0.0
+    w0, W1, W2 = weights(N, M, seed=7)
+    pk = Packer(k, N, M, Q)
+    x = pk.pack(mu, S, Z, k.params)
+    L, g = compiled_objective(k, pk, w0, W1, W2)(x)
+    assert np.isfinite(L) and np.all(np.isfinite(g))
+    fref = reference_objective(k, pk, w0, W1, W2)
+    assert_close_gradient(g, complex_step_gradient(fref, x), rtol=1e-10, atol=0.0, names=pk.names())
+
+
+# ------------------------------------------------------------------------------------------
+# serial vs parallel
+# ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("case", CASES)
+def test_serial_and_parallel_agree(case):
+    N, M, Q = 37, 6, 3  # N not a multiple of the number of blocks
+    k = build(case, Q)
+    mu, S, Z = gaussians(N, M, Q, seed=8)
+    w0, W1, W2 = weights(N, M, seed=9)
+    results = []
+    for par in (False, True):
+        with cfg.parallel_mode(par):
+            results.append([k.K(mu, Z), k.K(Z), k.psi0(mu, S), k.psi1(mu, S, Z), k.psi2(mu, S, Z),
+                            k.psi2n(mu, S, Z), *k.psi_gradients(w0, W1, W2, mu, S, Z)])
+    for a, b in zip(*results):
+        if isinstance(a, dict):
+            assert a.keys() == b.keys()
+            for key in a:
+                assert_rel(a[key], b[key], 1e-12)
+        else:
+            assert_rel(a, b, 1e-12)
+
+
+def test_parallel_blocks_cover_every_point():
+    """More blocks than threads and uneven blocks still sum every point exactly once."""
+    from model.kernels import _rbf_numba as nb
+
+    N, M, Q = 11, 4, 2
+    k = build("rbf", Q)
+    mu, S, Z = gaussians(N, M, Q, seed=10)
+    w0, W1, W2 = weights(N, M, seed=11)
+    args = (mu, S, Z, k.sf2, k.alpha)
+    for nchunks in (1, 3, 11):
+        assert_rel(nb.psi2_parallel(*args, nchunks), nb.psi2_serial(*args), 1e-12)
+        g_par = nb.psi_gradients_parallel(w0, W1, W2, *args, True, True, nchunks)
+        g_ser = nb.psi_gradients_serial(w0, W1, W2, *args, True, True)
+        for a, b in zip(g_par, g_ser):
+            assert_rel(a, b, 1e-12)
