@@ -1,0 +1,129 @@
+"""User data: ``load_array(path)`` reads a numeric (N, D) matrix from .npy, .npz,
+.csv (or whitespace/tab separated .txt/.tsv) and validates it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from .errors import DatasetError
+
+SUPPORTED = (".npy", ".npz", ".csv", ".txt", ".tsv", ".dat")
+
+
+def _read_text(path: Path, delimiter: str | None) -> np.ndarray:
+    with open(path, encoding="utf-8-sig") as fh:
+        lines = [ln for ln in fh.read().splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    if not lines:
+        raise DatasetError(f"{path} is empty: expected one row of numbers per line.")
+    first = lines[0].split(delimiter)
+    try:
+        [float(v) for v in first]
+        skip = 0
+    except ValueError:
+        skip = 1  # a header row of column names
+    rows = []
+    for i, ln in enumerate(lines[skip:], start=skip):
+        cells = ln.split(delimiter)
+        try:
+            rows.append([float(c) if c.strip() else np.nan for c in cells])
+        except ValueError:
+            bad = next(c for c in cells if _not_float(c))
+            raise DatasetError(
+                f"{path}: non-numeric value {bad.strip()!r} in data line {i + 1}. load_array reads "
+                f"numbers only (an optional first line of column names is skipped)."
+            ) from None
+    widths = {len(r) for r in rows}
+    if len(widths) > 1:
+        counts = [len(r) for r in rows]
+        j = next(k for k, c in enumerate(counts) if c != counts[0])
+        raise DatasetError(
+            f"{path}: rows have different numbers of columns ({counts[0]} in the first data "
+            f"row, {counts[j]} in data row {j + 1}); every row must have the same length."
+        )
+    if not rows:
+        raise DatasetError(f"{path} holds a header but no data rows.")
+    return np.array(rows, dtype=np.float64)
+
+
+def _not_float(c: str) -> bool:
+    try:
+        float(c)
+        return False
+    except ValueError:
+        return bool(c.strip())
+
+
+def load_array(path: str | os.PathLike, key: str | None = None) -> np.ndarray:
+    """Read a user data matrix Y (N, D) as float64 and validate it.
+
+    .npy: one array. .npz: the array ``key``, else the one named ``Y``, else the only
+    array in the file. .csv: comma separated; .txt/.tsv/.dat: whitespace/tab separated;
+    an optional header line of column names and ``#`` comment lines are skipped.
+    Raises DatasetError unless the result is a 2-D, non-empty, finite, real matrix.
+    """
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise DatasetError(f"no such file: {path}")
+    ext = path.suffix.lower()
+    if ext not in SUPPORTED:
+        raise DatasetError(f"{path}: unsupported file type {ext!r}; use one of {', '.join(SUPPORTED)}.")
+    try:
+        if ext == ".npy":
+            A = np.load(path, allow_pickle=False)
+        elif ext == ".npz":
+            with np.load(path, allow_pickle=False) as z:
+                names = list(z.files)
+                if key is not None:
+                    if key not in names:
+                        raise DatasetError(f"{path}: no array {key!r}; the file holds {names}.")
+                    A = z[key]
+                elif "Y" in names:
+                    A = z["Y"]
+                elif len(names) == 1:
+                    A = z[names[0]]
+                else:
+                    raise DatasetError(
+                        f"{path} holds several arrays {names} and none is named 'Y': "
+                        f"pass key=... to choose one."
+                    )
+        else:
+            A = _read_text(path, "," if ext == ".csv" else None)
+    except DatasetError:
+        raise
+    except Exception as e:  # noqa: BLE001 -- np.load's errors, re-raised with the path
+        msg = str(e)
+        if "allow_pickle" in msg:
+            msg = "it holds Python objects, not a numeric array"
+        raise DatasetError(f"could not read {path}: {msg}.") from e
+    return validate_array(A, str(path))
+
+
+def validate_array(A, what: str = "array") -> np.ndarray:
+    """Check that ``A`` is a 2-D, non-empty, finite, real numeric matrix; return it as
+    a C-contiguous float64 array."""
+    A = np.asarray(A)
+    if not (np.issubdtype(A.dtype, np.number) or A.dtype == bool) or np.iscomplexobj(A):
+        raise DatasetError(f"{what}: expected real numbers, got dtype {A.dtype}.")
+    if A.ndim != 2:
+        hint = (
+            "a 1-D vector: reshape it to (N, 1) for N points of one dimension"
+            if A.ndim == 1
+            else "flatten each point to one row, e.g. A.reshape(len(A), -1)"
+            if A.ndim > 2
+            else "a single number"
+        )
+        raise DatasetError(f"{what}: expected a 2-D array (N points x D dimensions), got shape {A.shape} ({hint}).")
+    if A.shape[0] < 1 or A.shape[1] < 1:
+        raise DatasetError(f"{what}: the array is empty (shape {A.shape}).")
+    A = np.ascontiguousarray(A, dtype=np.float64)
+    bad = ~np.isfinite(A)
+    if bad.any():
+        r, c = np.argwhere(bad)[0]
+        raise DatasetError(
+            f"{what}: {int(bad.sum())} value(s) are NaN or infinite (first at row {r}, column {c}); "
+            f"remove or impute them first."
+        )
+    return A
