@@ -191,7 +191,13 @@ class Skeleton:
         set_("_dof_col_safe", np.where(dof_col >= 0, dof_col, 0))
         set_("_C", C)
         set_("_Ct", np.ascontiguousarray(np.swapaxes(C, -1, -2)))
-        set_("_offsets", np.array(self.lengths)[:, None] * np.array(self.directions).reshape(B, 3))
+        # ASF directions are unit vectors printed to ~6 digits: normalise so that bone
+        # lengths come out as the file's `length` exactly
+        D = np.array(self.directions, dtype=np.float64).reshape(B, 3)
+        norms = np.linalg.norm(D, axis=1)
+        if np.any(norms < 1e-6):
+            raise ValueError(f"Skeleton {self.name!r}: a bone has a zero direction")
+        set_("_offsets", np.array(self.lengths)[:, None] * D / norms[:, None])
         set_("_order_groups", tuple((o, np.array(bs, dtype=np.intp)) for o, bs in groups.items()))
         set_("_root_t_cols", np.array([self.root_order.index(k) for k in ("TX", "TY", "TZ")], dtype=np.intp))
         set_("_root_r_cols", np.array([self.root_order.index(k) for k in ("RX", "RY", "RZ")], dtype=np.intp))
