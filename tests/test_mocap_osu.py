@@ -92,6 +92,15 @@ def test_fill_missing():
     np.testing.assert_allclose(F[[0, 4], 1, 2], [F[1, 1, 2], F[3, 1, 2]])  # held at the ends
     X[:4, 1] = np.nan
     assert list(osu.fill_missing(X)[1]) == [True, False]
+    # a body moving along x; a marker lost for the first 3 frames keeps its offset
+    t = np.arange(8.0)[:, None]
+    body = np.stack([np.c_[10 * t, 0 * t, 0 * t + 1], np.c_[10 * t, 0 * t + 2, 0 * t + 1],
+                     np.c_[10 * t + 1, 0 * t + 1, 0 * t + 5]], axis=1)  # (8, 3, 3)
+    lost = body.copy()
+    lost[:3, 2] = np.nan
+    F, keep, n = osu.fill_missing(lost)
+    assert keep.all() and list(n) == [0, 0, 3]
+    np.testing.assert_allclose(F, body)
 
 
 def test_other_motions_and_options():

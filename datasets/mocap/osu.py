@@ -13,11 +13,15 @@ Recipe (:func:`build`), following GPmat ``mocapLoadTextData`` as used by
 
 1. missing markers: GPmat/GPy drop every marker that is missing in any frame; that loses
    markers the stick figure needs (run1 loses STRN and LWRB, i.e. 4 of the 22 segments).
-   Here a marker missing in some frames is filled by linear interpolation in time over
-   the full-rate frames (held constant before its first / after its last seen frame), and
-   only a marker missing in more than ``max_missing`` (default half) of the frames is
-   dropped, together with the segments that use it.  ``meta["filled"]`` counts the filled
-   frames per marker, ``meta["dropped_markers"]`` lists the dropped ones.
+   Here a marker missing in some frames is filled over the full-rate frames by linear
+   interpolation in time of its offset from the body centre (the mean of the markers
+   seen in every frame), the offset held constant before its first / after its last
+   seen frame -- most gaps are at the start or end of a take, where the subject is
+   entering or leaving the capture volume, so holding the absolute position would leave
+   the marker behind.  Only a marker missing in more than ``max_missing`` (default half)
+   of the frames is dropped, with the segments that use it (swagger1: LHEE, RMT5;
+   handspring1: CLAV).  ``meta["filled"]`` counts the filled frames per marker,
+   ``meta["dropped_markers"]`` lists the dropped ones.
 2. every ``subsample``-th frame starting with the first (GPmat ``Y(1:4:end, :)``;
    120 Hz -> 30 Hz; GPy's ``Y[0:-1:4]`` differs only by possibly leaving out the last).
 3. ``centre``: subtract each frame's mean marker position (per axis) -- the figure runs
@@ -140,23 +144,28 @@ def read_connections(path: str | os.PathLike) -> list[tuple[str, str]]:
 
 
 def fill_missing(X: np.ndarray, max_missing: float = 0.5) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Fill missing marker positions by linear interpolation in time.
+    """Fill missing marker positions by interpolating in time, relative to the body.
 
     X : (T, M, 3) with NaN where missing (a marker is missing in a frame if any of its
-    coordinates is NaN).  Returns (X filled (T, M, 3), keep (M,) bool -- markers missing
-    in at most ``max_missing`` of the frames, and seen at least once --, n_filled (M,)).
-    Dropped markers' columns are left as they were.
+    coordinates is NaN).  The body centre c_t is the mean of the markers seen in every
+    frame (zero if there are none); a gap of marker m is filled with
+    c_t + linear interpolation in t of (X[t, m] - c_t), held constant beyond the first /
+    last frame where m is seen.  Returns (X filled (T, M, 3), keep (M,) bool -- markers
+    missing in at most ``max_missing`` of the frames, and seen at least once --,
+    n_missing (M,)).  Dropped markers' columns are left as they were.
     """
     X = np.array(X, dtype=np.float64)
     T, M, _ = X.shape
     missing = np.isnan(X).any(axis=2)
     n_missing = missing.sum(axis=0)
     keep = (n_missing < T) & (n_missing <= max_missing * T)
+    complete = n_missing == 0
+    centre = X[:, complete].mean(axis=1) if complete.any() else np.zeros((T, 3))
     t = np.arange(T)
     for m in np.flatnonzero(keep & (n_missing > 0)):
         ok = ~missing[:, m]
         for a in range(3):
-            X[:, m, a] = np.interp(t, t[ok], X[ok, m, a])
+            X[:, m, a] = centre[:, a] + np.interp(t, t[ok], X[ok, m, a] - centre[ok, a])
     return X, keep, n_missing
 
 
@@ -206,7 +215,7 @@ def build(name: str, paths: dict[str, Path], *, subsample: int = 4, centre: bool
             f"Marker motion capture '{motion}' ({member}), {len(kept)} markers, every "
             f"{subsample}th frame of 120 Hz, "
             + ("each frame centred, " if centre else "")
-            + f"mm x {scale:g}; columns [x..., y..., z...]; gaps filled by linear interpolation."
+            + f"mm x {scale:g}; columns [x..., y..., z...]; gaps filled by interpolation relative to the body centre."
         ),
         "licence": "CC BY-NC-SA 3.0",
         "citation": "Open Motion Data Project, Advanced Computing Center for the Arts and Design (ACCAD), The Ohio State University.",
