@@ -258,3 +258,15 @@ def test_corrupt_files_raise_naming_the_file(tmp_path, skel):
     bad.write_bytes((CMU / "cmu35WalkJog.mat").read_bytes()[:5000])
     with pytest.raises(MocapParseError, match="cmu35WalkJog.mat"):
         cmu35.build({"cmu35WalkJog.mat": bad, "35.asf": CMU / "35.asf"})
+
+
+def test_renderer_survives_json(train):
+    import dataclasses
+    import json
+
+    r = train.renderer
+    d = json.loads(json.dumps(dataclasses.asdict(r)))  # plain numbers, strings and lists
+    assert d.pop("kind") == "pose"
+    r2 = cmu35.CMU35PoseRenderer(**d)
+    assert r2 == r
+    np.testing.assert_array_equal(r2.positions(train.Y[5]), r.positions(train.Y[5]))

@@ -130,4 +130,6 @@ def test_corrupt_files_raise_naming_the_file(tmp_path):
     conn.write_text("LFHD, RFHD\nLFHD RFHD\n")
     with pytest.raises(MocapParseError, match="connections.txt: line 2"):
         osu.read_connections(conn)
-    assert issubclass(MocapParseError, ValueError)
+    import bgplvm_datasets
+
+    assert issubclass(MocapParseError, ValueError) and issubclass(MocapParseError, bgplvm_datasets.DatasetError)
