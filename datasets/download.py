@@ -261,6 +261,12 @@ def _fetch_file(spec: DatasetSpec, f: FileSpec, mirror: str | None, cache_dir, p
             f"`bgplvm datasets fetch {spec.name} --mirror DIR`), or download {f.urls[0]} "
             f"yourself to {dest}."
         )
+    if mismatch:
+        hint = (
+            "A short file usually means the connection was interrupted: run the command "
+            "again. If the content differs at the same size, the source has changed and no "
+            "longer matches the registry's sha256. " + hint
+        )
     cls = ChecksumError if mismatch else DownloadError
     raise cls(
         f"could not fetch file {f.name} of data set {spec.name!r}; tried:\n  {tried}\n"
