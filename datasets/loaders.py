@@ -171,6 +171,11 @@ def _call_mocap(spec: DatasetSpec, paths: dict, module: str, call):
     files = ", ".join(str(p) for p in paths.values())
     try:
         return call(mod.build)
+    except ParseError as e:  # the parser names the file; add the data set, paths and a remedy
+        raise ParseError(
+            f"data set {spec.name!r}: {e} (files: {files}). A file may be corrupt or truncated: "
+            f"delete it and run `bgplvm datasets fetch {spec.name}` to download it again."
+        ) from e
     except DatasetError:
         raise
     except Exception as e:  # noqa: BLE001 -- re-raised with the file names
