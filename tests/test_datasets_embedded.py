@@ -3,6 +3,8 @@ datasets/make_embedded.py, with real low-dimensional latent structure."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -47,6 +49,7 @@ def test_synth_walk_record():
     np.testing.assert_allclose(ds.times[:3], [0, 1 / 30, 2 / 30], atol=1e-6)
     assert ds.renderer.kind == "pose" and len(ds.renderer.names) == 18
     assert len(ds.meta["truth"]["phase"]) == 320
+    json.dumps(ds.meta)
 
 
 def test_synth_walk_geometry():

@@ -156,6 +156,16 @@ def test_mirror_as_file_url_and_env_vars(oil_mirror, tmp_path, monkeypatch):
         bd.fetch("oil", mirror=tmp_path / "no_such_mirror", cache_dir=tmp_path / "c4")
 
 
+def test_file_missing_from_mirror(oil_mirror, tmp_path):
+    (oil_mirror / "oil" / "DataVdnLbls.txt").unlink()
+    cache = tmp_path / "cache"
+    with pytest.raises(DownloadError) as e:
+        bd.load("oil", split="validation", mirror=oil_mirror, cache_dir=cache)
+    msg = str(e.value)
+    assert "no such file in the mirror" in msg and "oil/DataVdnLbls.txt" in msg and str(oil_mirror) in msg
+    assert not (cache / "oil" / "DataVdnLbls.txt").exists()
+
+
 def test_default_cache_dir_respects_xdg(monkeypatch, tmp_path):
     assert bd.cache_root() == tmp_path / "xdg" / "bgplvm" / "datasets"
     monkeypatch.delenv("XDG_CACHE_HOME")

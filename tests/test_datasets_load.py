@@ -8,6 +8,7 @@ into a fresh cache (one per module) and checked by sha256 on the way.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -86,6 +87,7 @@ def test_shapes_labels_and_record(load, name, split, shape, counts):
     for key in ("name", "licence", "citation", "urls"):
         assert ds.meta[key], key
     assert ds.meta["licence"] == spec.licence and ds.meta["split"] == split
+    json.dumps(ds.meta)  # meta is JSON-able (it goes into model files)
 
 
 def test_splits_are_listed(load):
