@@ -85,3 +85,93 @@ def test_rbf_parameters():
         RBF(2, lengthscale=[1.0, -1.0])
     with pytest.raises(ValueError):
         k.psi1(np.zeros((2, 2)), np.ones((2, 2)), np.zeros((3, 3)))
+
+
+# ------------------------------------------------------------------------------------------
+# sums, factory
+# ------------------------------------------------------------------------------------------
+def test_sum_parameter_names_and_routing():
+    from model.kernels import Bias, Sum
+
+    k = Sum([RBF(2), Bias(2), RBF(2, lengthscale=[2.0, 3.0])])
+    assert list(k.params) == ["rbf.variance", "rbf.lengthscale", "bias.variance",
+                              "rbf_1.variance", "rbf_1.lengthscale"]
+    k.set_params(**{"rbf_1.variance": 2.5, "bias.variance": 0.1})
+    assert float(k.parts[2].params["variance"]) == 2.5
+    assert float(k.params["bias.variance"]) == 0.1
+    np.testing.assert_allclose(k.ard_weights, [1.0, 1.0])  # the first RBF part
+    with pytest.raises(KeyError):
+        k.set_params(**{"rbf_2.variance": 1.0})
+    X = points(4, 2)
+    _, g = k.K_gradients(np.eye(4), X)
+    assert list(g) == list(k.params)
+    # nested sums flatten; "+" builds sums
+    k2 = RBF(2) + Bias(2) + Bias(2)
+    assert list(k2.params) == ["rbf.variance", "rbf.lengthscale", "bias.variance", "bias_1.variance"]
+
+
+def test_ard_weights_of_sums():
+    from model.kernels import Bias, Linear, White, make_kernel
+
+    assert make_kernel("bias+white", 2).ard_weights is None
+    lin = Linear(3, variances=[1.0, 2.0, 3.0])
+    np.testing.assert_array_equal((Bias(3) + lin).ard_weights, [1.0, 2.0, 3.0])
+    np.testing.assert_array_equal((lin + RBF(3, lengthscale=0.5)).ard_weights, [4.0, 4.0, 4.0])
+    assert White(2).ard_weights is None
+
+
+def test_rbf_plus_rbf_psi_statistics_not_implemented():
+    from model.kernels import make_kernel
+
+    k = make_kernel("rbf+rbf", 2)
+    X = points(3, 2)
+    assert k.K(X).shape == (3, 3)  # K works
+    with pytest.raises(NotImplementedError, match="rbf"):
+        k.psi2(X, np.ones_like(X), X)
+
+
+@pytest.mark.parametrize("spec, types", [
+    ("rbf", ["RBF"]),
+    ("Linear", ["Linear"]),
+    (" RBF + bias ", ["RBF", "Bias"]),
+    ("rbf+bias+white", ["RBF", "Bias", "White"]),
+    ("rbf + linear + bias + white", ["RBF", "Linear", "Bias", "White"]),
+])
+def test_make_kernel_parses_strings(spec, types):
+    from model.kernels import Sum, make_kernel
+
+    k = make_kernel(spec, 3)
+    parts = k.parts if isinstance(k, Sum) else [k]
+    assert [type(p).__name__ for p in parts] == types
+    assert all(p.input_dim == 3 for p in parts)
+    assert isinstance(k, Sum) == (len(types) > 1)
+
+
+def test_make_kernel_errors_and_instances():
+    from model.kernels import KERNEL_NAMES, make_kernel
+
+    assert set(KERNEL_NAMES) == {"rbf", "linear", "bias", "white"}
+    with pytest.raises(ValueError, match="known names: rbf, linear, bias, white"):
+        make_kernel("rbf+matern", 2)
+    with pytest.raises(ValueError):
+        make_kernel("", 2)
+    k = RBF(2)
+    assert make_kernel(k, 2) is k
+    with pytest.raises(ValueError, match="input_dim"):
+        make_kernel(k, 3)
+
+
+def test_white_semantics():
+    from model.kernels import White
+
+    k = White(2, variance=0.3)
+    X = points(3, 2)
+    np.testing.assert_array_equal(k.K(X), 0.3 * np.eye(3))
+    np.testing.assert_array_equal(k.K(X, X), np.zeros((3, 3)))  # only X2=None counts
+    np.testing.assert_array_equal(k.psi0(X, np.ones_like(X)), [0.3, 0.3, 0.3])
+
+
+def test_warmup_runs():
+    from model.kernels import warmup
+
+    warmup()

@@ -16,7 +16,7 @@ import pytest
 import reference as ref
 from gradcheck import assert_close_gradient, assert_gradient, complex_step_gradient
 from model import _numba_config as cfg
-from model.kernels import RBF
+from model.kernels import RBF, Bias, Linear, Sum, White
 
 # ------------------------------------------------------------------------------------------
 # cases
@@ -24,15 +24,30 @@ from model.kernels import RBF
 _LENGTHSCALES = np.array([0.8, 1.5, 1.1, 0.6])
 
 
+_VARIANCES = np.array([0.7, 1.2, 0.4, 0.9])
+
+
+def _part(name: str, Q: int, index: int):
+    if name == "rbf":
+        return RBF(Q, variance=1.3 + 0.2 * index, lengthscale=_LENGTHSCALES[:Q] * (1 + 0.3 * index))
+    if name == "linear":
+        return Linear(Q, variances=_VARIANCES[:Q] * (1 + 0.5 * index))
+    if name == "bias":
+        return Bias(Q, variance=0.6 + 0.3 * index)
+    if name == "white":
+        return White(Q, variance=0.15 + 0.1 * index)
+    raise KeyError(name)
+
+
 def build(case: str, Q: int):
-    """A kernel with non-trivial parameters for each case name."""
-    ell = _LENGTHSCALES[:Q]
-    if case == "rbf":
-        return RBF(Q, variance=1.3, lengthscale=ell)
-    raise KeyError(case)
+    """A kernel with non-trivial parameters for each case name ("rbf+bias", ...)."""
+    names = case.split("+")
+    parts = [_part(n, Q, names[:i].count(n)) for i, n in enumerate(names)]
+    return parts[0] if len(parts) == 1 else Sum(parts)
 
 
-CASES = ["rbf"]
+CASES = ["rbf", "linear", "bias", "white", "rbf+bias", "rbf+linear", "linear+bias", "rbf+white",
+         "linear+linear", "bias+bias", "linear+rbf+bias+white"]
 
 
 def ref_parts(kernel, params=None):

@@ -1,36 +1,40 @@
-"""Covariance functions with closed-form psi statistics and exact gradients (Numba)."""
+"""Covariance functions with closed-form psi statistics and exact gradients (Numba).
+
+Interface: :class:`Kernel` (``base.py``). Kernels: :class:`RBF` (ARD exponentiated
+quadratic), :class:`Linear` (ARD linear), :class:`Bias`, :class:`White`, and :class:`Sum`
+of them with exact Psi2 cross terms. :func:`make_kernel` builds one from a string.
+Compiled code lives in the private ``_*_numba.py`` modules; flags in
+``model/_numba_config.py``.
+"""
 
 from .base import Kernel
+from .bias import Bias, White
+from .factory import KERNEL_NAMES, make_kernel
+from .linear import Linear
 from .rbf import RBF
-
-KERNEL_NAMES = ("rbf",)
-
-
-def make_kernel(spec, input_dim: int) -> Kernel:
-    """Temporary: only "rbf" until the other kernels land."""
-    if isinstance(spec, Kernel):
-        if spec.input_dim != int(input_dim):
-            raise ValueError(f"kernel has input_dim {spec.input_dim}, expected {input_dim}")
-        return spec
-    name = str(spec).replace(" ", "").lower()
-    if name != "rbf":
-        raise ValueError(f"unknown kernel {spec!r}; known names: {', '.join(KERNEL_NAMES)}")
-    return RBF(input_dim)
+from .sum import Sum
 
 
 def warmup() -> None:
+    """Compile (or load from the on-disk cache) every Numba kernel, serial and parallel,
+    by calling each once on tiny arrays."""
     import numpy as np
 
     from .. import _numba_config as cfg
 
     rng = np.random.default_rng(0)
-    mu, S, Z = rng.standard_normal((3, 2)), np.full((3, 2), 0.5), rng.standard_normal((2, 2))
-    k = RBF(2)
-    for par in (False, True):
-        with cfg.parallel_mode(par):
-            k.K(Z), k.K(mu, Z), k.K_gradients(np.eye(2), Z)
+    N, M, Q = 3, 2, 2
+    mu, S, Z = rng.standard_normal((N, Q)), np.full((N, Q), 0.5), rng.standard_normal((M, Q))
+    w0, W1, W2 = np.ones(N), np.ones((N, M)), np.eye(M)
+    k = make_kernel("rbf+linear+bias+white", Q)
+    for parallel in (False, True):
+        with cfg.parallel_mode(parallel):
+            k.K(Z), k.K(mu, Z), k.Kdiag(mu), k.K_gradients(np.eye(M), Z)
             k.psi0(mu, S), k.psi1(mu, S, Z), k.psi2(mu, S, Z), k.psi2n(mu, S, Z)
-            k.psi_gradients(np.ones(3), np.ones((3, 2)), np.eye(2), mu, S, Z)
+            k.psi_gradients(w0, W1, W2, mu, S, Z)
+            for part in k.parts:  # the zero-weight shortcuts of the single kernels
+                part.psi_gradients(w0, W1, 0 * W2, mu, S, Z)
+                part.psi_gradients(w0, 0 * W1, W2, mu, S, Z)
 
 
-__all__ = ["Kernel", "RBF", "make_kernel", "warmup", "KERNEL_NAMES"]
+__all__ = ["Kernel", "RBF", "Linear", "Bias", "White", "Sum", "make_kernel", "KERNEL_NAMES", "warmup"]

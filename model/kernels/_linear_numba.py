@@ -1,0 +1,234 @@
+"""Compiled kernels for the ARD linear covariance k(x, x') = sum_q b_q x_q x'_q.
+
+With A = Z diag(b) (M, Q) and C = sum_n (mu_n mu_n^T + diag(S_n)) (Q, Q) (paper, appendix
+"Calculating the Psi Quantities"):
+
+    psi0_n = sum_q b_q (mu_nq^2 + S_nq)
+    Psi1   = mu A^T                                  (= K(mu, Z))
+    Psi2^n = A (mu_n mu_n^T + diag(S_n)) A^T,        Psi2 = A C A^T
+
+Gradients of L = sum w0 psi0 + sum W1 * Psi1 + sum W2 * Psi2, with Wsym = (W2 + W2^T)/2 and
+K2 = A^T Wsym A (Q, Q):
+
+    dL/dmu_n = 2 w0_n b * mu_n + W1[n] A + 2 K2 mu_n
+    dL/dS_n  = w0_n b + diag(K2)
+    dL/dZ    = (W1^T mu + 2 Wsym A C) diag(b)
+    dL/db_q  = sum_n w0_n (mu_nq^2 + S_nq) + sum_m Z_mq (W1^T mu + 2 Wsym A C)_mq
+
+The sums over n (C and R = W1^T mu) go through per-block accumulators as in ``_rbf_numba``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from .._numba_config import CACHE, FASTMATH
+
+_SERIAL = dict(cache=CACHE, fastmath=set(FASTMATH), nogil=True)
+_PARALLEL = dict(cache=CACHE, fastmath=set(FASTMATH), nogil=True, parallel=True)
+
+
+# --------------------------------------------------------------------------------------
+# K(X, X2) = X diag(b) X2^T (also Psi1 = K(mu, Z))
+# --------------------------------------------------------------------------------------
+@njit(**_SERIAL)
+def _k_rows(n0, n1, X, X2, b, out):
+    M, Q = X2.shape
+    for n in range(n0, n1):
+        for m in range(M):
+            r = 0.0
+            for q in range(Q):
+                r += b[q] * (X[n, q] * X2[m, q])  # symmetric in (n, m) bit for bit
+            out[n, m] = r
+
+
+@njit(**_SERIAL)
+def K_serial(X, X2, b):
+    out = np.empty((X.shape[0], X2.shape[0]))
+    _k_rows(0, X.shape[0], X, X2, b, out)
+    return out
+
+
+@njit(**_PARALLEL)
+def K_parallel(X, X2, b, nchunks):
+    N = X.shape[0]
+    out = np.empty((N, X2.shape[0]))
+    for c in prange(nchunks):
+        _k_rows(c * N // nchunks, (c + 1) * N // nchunks, X, X2, b, out)
+    return out
+
+
+@njit(**_SERIAL)
+def K_gradients(dL_dK, X, b):
+    """Gradients of L(K(X)) for a general dL_dK (N, N): (dL_dX (N, Q), dL_db (Q,))."""
+    N, Q = X.shape
+    dX = np.zeros((N, Q))
+    db = np.zeros(Q)
+    for i in range(N):
+        for j in range(N):
+            w = dL_dK[i, j]
+            ws = dL_dK[i, j] + dL_dK[j, i]
+            for q in range(Q):
+                dX[i, q] += ws * b[q] * X[j, q]
+                db[q] += w * X[i, q] * X[j, q]
+    return dX, db
+
+
+# --------------------------------------------------------------------------------------
+# psi statistics
+# --------------------------------------------------------------------------------------
+@njit(**_SERIAL)
+def _second_moment_rows(n0, n1, mu, S, C):
+    """C += sum_{n0 <= n < n1} mu_n mu_n^T + diag(S_n)."""
+    Q = mu.shape[1]
+    for n in range(n0, n1):
+        for q in range(Q):
+            C[q, q] += S[n, q]
+            for r in range(Q):
+                C[q, r] += mu[n, q] * mu[n, r]
+
+
+@njit(**_SERIAL)
+def second_moment_serial(mu, S):
+    """(Q, Q) C = sum_n E[x_n x_n^T] = mu^T mu + diag(sum_n S_n)."""
+    Q = mu.shape[1]
+    C = np.zeros((Q, Q))
+    _second_moment_rows(0, mu.shape[0], mu, S, C)
+    return C
+
+
+@njit(**_PARALLEL)
+def second_moment_parallel(mu, S, nchunks):
+    N, Q = mu.shape
+    Cc = np.zeros((nchunks, Q, Q))
+    for c in prange(nchunks):
+        _second_moment_rows(c * N // nchunks, (c + 1) * N // nchunks, mu, S, Cc[c])
+    C = np.zeros((Q, Q))
+    for c in range(nchunks):
+        C += Cc[c]
+    return C
+
+
+@njit(**_SERIAL)
+def sandwich(A, C, B):
+    """(M, M') A C B^T for A (M, Q), C (Q, Q), B (M', Q)."""
+    return (A @ C) @ B.T if A.shape[0] > 0 else np.zeros((0, B.shape[0]))
+
+
+@njit(**_SERIAL)
+def _psi2n_rows(n0, n1, mu, S, A, out):
+    M, Q = A.shape
+    a = np.empty(M)
+    for n in range(n0, n1):
+        for m in range(M):
+            r = 0.0
+            for q in range(Q):
+                r += A[m, q] * mu[n, q]
+            a[m] = r
+        for m in range(M):
+            for m2 in range(m, M):
+                r = a[m] * a[m2]
+                for q in range(Q):
+                    r += A[m, q] * S[n, q] * A[m2, q]
+                out[n, m, m2] = r
+                out[n, m2, m] = r
+
+
+@njit(**_SERIAL)
+def psi2n_serial(mu, S, A):
+    """(N, M, M) Psi2^n = A (mu_n mu_n^T + diag S_n) A^T."""
+    out = np.empty((mu.shape[0], A.shape[0], A.shape[0]))
+    _psi2n_rows(0, mu.shape[0], mu, S, A, out)
+    return out
+
+
+@njit(**_PARALLEL)
+def psi2n_parallel(mu, S, A, nchunks):
+    N = mu.shape[0]
+    out = np.empty((N, A.shape[0], A.shape[0]))
+    for c in prange(nchunks):
+        _psi2n_rows(c * N // nchunks, (c + 1) * N // nchunks, mu, S, A, out)
+    return out
+
+
+@njit(**_SERIAL)
+def _grad_rows(n0, n1, w0, W1, mu, S, A, K2, b, dmu, dS, R, C, db):
+    """Rows n of dmu, dS; this block's sums R += W1^T mu, C += E[x x^T], db += psi0 part."""
+    M, Q = A.shape
+    for n in range(n0, n1):
+        for q in range(Q):
+            mq = mu[n, q]
+            g = 2.0 * w0[n] * b[q] * mq
+            for m in range(M):
+                g += W1[n, m] * A[m, q]
+                R[m, q] += W1[n, m] * mq
+            for r in range(Q):
+                g += 2.0 * K2[q, r] * mu[n, r]
+                C[q, r] += mq * mu[n, r]
+            C[q, q] += S[n, q]
+            dmu[n, q] = g
+            dS[n, q] = w0[n] * b[q] + K2[q, q]
+            db[q] += w0[n] * (mq * mq + S[n, q])
+
+
+@njit(**_SERIAL)
+def _grad_finalize(W2, Z, A, b, R, C, db):
+    M, Q = Z.shape
+    Wsym = 0.5 * (W2 + W2.T)
+    G = R + 2.0 * ((Wsym @ A) @ C) if M > 0 else R   # dL/dA
+    dZ = np.empty((M, Q))
+    for m in range(M):
+        for q in range(Q):
+            dZ[m, q] = G[m, q] * b[q]
+            db[q] += G[m, q] * Z[m, q]
+    return dZ, db
+
+
+@njit(**_SERIAL)
+def _k2(W2, A):
+    if A.shape[0] == 0:
+        return np.zeros((A.shape[1], A.shape[1]))
+    return A.T @ ((0.5 * (W2 + W2.T)) @ A)
+
+
+@njit(**_SERIAL)
+def psi_gradients_serial(dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z, b):
+    """Returns (dL_dmu (N, Q), dL_dS (N, Q), dL_dZ (M, Q), dL_db (Q,)); any (M, M) dL_dPsi2."""
+    N, Q = mu.shape
+    M = Z.shape[0]
+    A = Z * b
+    K2 = _k2(dL_dPsi2, A)
+    dmu = np.empty((N, Q))
+    dS = np.empty((N, Q))
+    R = np.zeros((M, Q))
+    C = np.zeros((Q, Q))
+    db = np.zeros(Q)
+    _grad_rows(0, N, dL_dpsi0, dL_dPsi1, mu, S, A, K2, b, dmu, dS, R, C, db)
+    dZ, db = _grad_finalize(dL_dPsi2, Z, A, b, R, C, db)
+    return dmu, dS, dZ, db
+
+
+@njit(**_PARALLEL)
+def psi_gradients_parallel(dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z, b, nchunks):
+    N, Q = mu.shape
+    M = Z.shape[0]
+    A = Z * b
+    K2 = _k2(dL_dPsi2, A)
+    dmu = np.empty((N, Q))
+    dS = np.empty((N, Q))
+    Rc = np.zeros((nchunks, M, Q))
+    Cc = np.zeros((nchunks, Q, Q))
+    dbc = np.zeros((nchunks, Q))
+    for c in prange(nchunks):
+        _grad_rows(c * N // nchunks, (c + 1) * N // nchunks, dL_dpsi0, dL_dPsi1, mu, S, A, K2, b,
+                   dmu, dS, Rc[c], Cc[c], dbc[c])
+    R = np.zeros((M, Q))
+    C = np.zeros((Q, Q))
+    db = np.zeros(Q)
+    for c in range(nchunks):
+        R += Rc[c]
+        C += Cc[c]
+        db += dbc[c]
+    dZ, db = _grad_finalize(dL_dPsi2, Z, A, b, R, C, db)
+    return dmu, dS, dZ, db

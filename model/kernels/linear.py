@@ -1,0 +1,89 @@
+"""ARD linear kernel k(x, x') = sum_q b_q x_q x'_q (paper, appendix "Calculating the Psi
+Quantities", linear covariance)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _linear_numba as _nb
+from ._util import as_array, as_gaussians, as_points, pick, positive_vector
+from .base import Kernel
+
+
+class Linear(Kernel):
+    """k(x, x') = x^T diag(b) x'. Parameter ``variances`` = b, shape (Q,); ``ard_weights`` = b.
+
+    Formulas for the psi statistics and their gradients: see ``_linear_numba``.
+    """
+
+    name = "linear"
+
+    def __init__(self, input_dim: int, variances=1.0):
+        super().__init__(input_dim)
+        self.params = {"variances": positive_vector(variances, self.input_dim, "variances")}
+
+    @property
+    def variances(self) -> np.ndarray:
+        return np.ascontiguousarray(self.params["variances"], dtype=np.float64)
+
+    @property
+    def ard_weights(self) -> np.ndarray:
+        return self.variances.copy()
+
+    # --- deterministic inputs ---------------------------------------------------------
+    def K(self, X, X2=None):
+        X = as_points(X, self.input_dim)
+        if X2 is not None:
+            return pick(_nb.K_serial, _nb.K_parallel, X.shape[0], X,
+                        as_points(X2, self.input_dim, "X2"), self.variances)
+        K = pick(_nb.K_serial, _nb.K_parallel, X.shape[0], X, X, self.variances)
+        return np.triu(K) + np.triu(K, 1).T  # exactly symmetric (vectorised sums may differ)
+
+    def Kdiag(self, X):
+        X = as_points(X, self.input_dim)
+        return (X * X) @ self.variances
+
+    def K_gradients(self, dL_dK, X):
+        X = as_points(X, self.input_dim)
+        dL_dK = as_array(dL_dK, (X.shape[0], X.shape[0]), "dL_dK")
+        dX, db = _nb.K_gradients(dL_dK, X, self.variances)
+        return dX, {"variances": db}
+
+    # --- psi statistics ---------------------------------------------------------------
+    def psi0(self, mu, S):
+        mu, S = as_gaussians(mu, S, self.input_dim)
+        return (mu * mu + S) @ self.variances
+
+    def psi1(self, mu, S, Z):
+        mu, S = as_gaussians(mu, S, self.input_dim)
+        Z = as_points(Z, self.input_dim, "Z")
+        return pick(_nb.K_serial, _nb.K_parallel, mu.shape[0], mu, Z, self.variances)
+
+    def second_moment(self, mu, S) -> np.ndarray:
+        """(Q, Q) sum_n E[x_n x_n^T] = mu^T mu + diag(sum_n S_n)."""
+        mu, S = as_gaussians(mu, S, self.input_dim)
+        return pick(_nb.second_moment_serial, _nb.second_moment_parallel, mu.shape[0], mu, S)
+
+    def psi2(self, mu, S, Z):
+        Z = as_points(Z, self.input_dim, "Z")
+        A = np.ascontiguousarray(Z * self.variances)
+        P = _nb.sandwich(A, self.second_moment(mu, S), A)
+        return 0.5 * (P + P.T)
+
+    def psi2n(self, mu, S, Z):
+        mu, S = as_gaussians(mu, S, self.input_dim)
+        Z = as_points(Z, self.input_dim, "Z")
+        A = np.ascontiguousarray(Z * self.variances)
+        return pick(_nb.psi2n_serial, _nb.psi2n_parallel, mu.shape[0], mu, S, A)
+
+    def psi_gradients(self, dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z):
+        """See :meth:`Kernel.psi_gradients`. Exact for any (M, M) dL_dPsi2, symmetric or not."""
+        mu, S = as_gaussians(mu, S, self.input_dim)
+        Z = as_points(Z, self.input_dim, "Z")
+        N, M = mu.shape[0], Z.shape[0]
+        dL_dpsi0 = as_array(dL_dpsi0, (N,), "dL_dpsi0")
+        dL_dPsi1 = as_array(dL_dPsi1, (N, M), "dL_dPsi1")
+        dL_dPsi2 = as_array(dL_dPsi2, (M, M), "dL_dPsi2")
+        dmu, dS, dZ, db = pick(_nb.psi_gradients_serial, _nb.psi_gradients_parallel, N,
+                               dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z, self.variances)
+        return dmu, dS, dZ, {"variances": db}
