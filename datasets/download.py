@@ -202,6 +202,20 @@ def _copy_verified(src: str, dest: Path, f: FileSpec, label: str, progress: bool
         raise
 
 
+def _remove_stale_parts(dest: Path, max_age_s: float = 3600.0) -> None:
+    """Delete temp files of ``dest`` left by a killed process (a download in progress
+    in another process keeps touching its file, so only old ones go)."""
+    if not dest.parent.is_dir():
+        return
+    now = time.time()
+    for p in dest.parent.glob(f".{dest.name}.*.part"):
+        try:
+            if now - p.stat().st_mtime > max_age_s:
+                p.unlink()
+        except OSError:
+            pass
+
+
 def _sources(f: FileSpec, mirror: str | None) -> list[str]:
     if mirror is None:
         return list(f.urls)
@@ -230,6 +244,7 @@ def _fetch_file(spec: DatasetSpec, f: FileSpec, mirror: str | None, cache_dir, p
             f"from {f.urls[0]}.{removed_note}"
         )
 
+    _remove_stale_parts(dest)
     attempts: list[str] = []
     mismatch = False
     for src in _sources(f, mirror):

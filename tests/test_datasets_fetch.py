@@ -262,6 +262,14 @@ def test_interrupted_download_leaves_no_partial_file(oil_mirror, monkeypatch, tm
     with pytest.raises(KeyboardInterrupt):
         bd.fetch("oil", mirror=oil_mirror, cache_dir=cache, progress=False)
     assert _files_under(cache) == []
+    # A temp file left by a killed process is cleaned up once it is old.
+    monkeypatch.setattr(download, "_open_source", real_open)
+    stale = cache / "oil" / ".DataTrn.txt.abc123.part"
+    stale.parent.mkdir(parents=True, exist_ok=True)
+    stale.write_bytes(b"partial")
+    os.utime(stale, (0, 0))
+    bd.fetch("oil", mirror=oil_mirror, cache_dir=cache, progress=False)
+    assert not stale.exists() and len(_files_under(cache)) == 6
 
 
 # --------------------------------------------------------------------------- verification
