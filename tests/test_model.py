@@ -1,0 +1,257 @@
+"""BayesianGPLVM: limits of the bound, gradients of the packed vector, fitting, predictions,
+persistence and the errors users get for bad input."""
+
+import io
+import json
+import zipfile
+
+import numpy as np
+import pytest
+
+from model import BayesianGPLVM, CholeskyError, ModelFileError
+from model.bound import OutputStats, collapsed_bound
+from model.kernels import RBF
+from model.linalg import jittered_cholesky
+
+KERNELS = ["rbf", "linear", "rbf+bias+white", "rbf+linear+bias"]
+
+
+def _data(N=12, D=4, seed=0):
+    rng = np.random.default_rng(seed)
+    t = np.linspace(0, 3, N)
+    return np.c_[np.sin(t), np.cos(2 * t), t, t**2][:, :D] + 0.05 * rng.standard_normal((N, D))
+
+
+def _central_difference(m, x, v, eps=1e-5):
+    m.set_param_vector(x + eps * v)
+    fp = m.elbo()
+    m.set_param_vector(x - eps * v)
+    fm = m.elbo()
+    m.set_param_vector(x)
+    return (fp - fm) / (2 * eps)
+
+
+# --- limits ---------------------------------------------------------------------------------
+def _exact_log_marginal(kern, X, Yc, noise):
+    K = kern.K(X) + noise * np.eye(len(X))
+    L = np.linalg.cholesky(K)
+    a = np.linalg.solve(L, Yc)
+    N, D = Yc.shape
+    return -0.5 * N * D * np.log(2 * np.pi) - D * np.sum(np.log(np.diag(L))) - 0.5 * np.sum(a * a)
+
+
+def _F_hat(kern, mu, S, Z, noise, Yc):
+    return collapsed_bound(kern.K(Z), kern.psi0(mu, S), kern.psi1(mu, S, Z), kern.psi2(mu, S, Z),
+                           1.0 / noise, OutputStats.from_centred(Yc), grad=False).F
+
+
+def test_inducing_at_data_small_S_gives_exact_gp_marginal():
+    rng = np.random.default_rng(3)
+    N, Q = 15, 2
+    X = rng.standard_normal((N, Q))
+    kern = RBF(Q, variance=1.3, lengthscale=np.array([0.9, 1.4]))
+    Yc = rng.standard_normal((N, 3))
+    noise = 0.1
+    exact = _exact_log_marginal(kern, X, Yc, noise)
+    S = np.full((N, Q), 1e-12)
+    assert _F_hat(kern, X, S, X, noise, Yc) == pytest.approx(exact, rel=1e-5)
+    # fewer inducing points: a strict lower bound
+    for M in (3, 8, 14):
+        assert _F_hat(kern, X, S, X[:M], noise, Yc) < exact
+
+
+# --- gradients -------------------------------------------------------------------------------
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_gradient_blocks_and_random_direction(kernel):
+    # a pure linear kernel has rank-Q Kuu: M > Q would leave only the jitter to invert it
+    M = 2 if kernel == "linear" else 5
+    m = BayesianGPLVM(_data(), latent_dim=2, num_inducing=M, kernel=kernel, seed=1)
+    x = m.get_param_vector()
+    _, g = m.elbo_and_gradient()
+    rng = np.random.default_rng(0)
+    layout = m._layout
+    for name in m.param_names:  # every block, along a random direction inside it
+        v = np.zeros_like(x)
+        v[layout.slices[name]] = rng.standard_normal(layout.slices[name].stop - layout.slices[name].start)
+        num = _central_difference(m, x, v)
+        assert g @ v == pytest.approx(num, rel=1e-5, abs=1e-6), name
+    v = rng.standard_normal(x.size)  # the whole vector at once
+    assert g @ v == pytest.approx(_central_difference(m, x, v), rel=1e-5, abs=1e-6)
+
+
+def test_gradient_finite_at_degenerate_points():
+    m = BayesianGPLVM(_data(), latent_dim=2, num_inducing=4, kernel="rbf+linear+bias", seed=0)
+    v = m._values()
+    v["Z"][0] = v["mu"][0]  # an inducing input exactly on a latent mean
+    v["S"][:3] = 1e-9  # almost no input uncertainty
+    m._set_x(m._layout.pack(v))
+    F, g = m.elbo_and_gradient()
+    assert np.isfinite(F) and np.all(np.isfinite(g))
+
+
+def test_frozen_blocks_leave_the_free_vector():
+    m = BayesianGPLVM(_data(), latent_dim=2, num_inducing=4, seed=0)
+    n_all = m.get_param_vector().size
+    m.freeze("Z", "noise_variance")
+    assert m.get_param_vector().size == n_all - 4 * 2 - 1
+    Z0, noise0 = m.inducing_inputs.copy(), m.noise_variance
+    m.fit(max_iters=20, progress=False)
+    np.testing.assert_array_equal(m.inducing_inputs, Z0)
+    assert m.noise_variance == noise0
+
+
+# --- fitting -----------------------------------------------------------------------------------
+def test_fit_increases_bound_and_reports_progress():
+    m = BayesianGPLVM(_data(N=30, D=4), latent_dim=3, num_inducing=8, seed=0)
+    before = m.elbo()
+    seen = []
+    m.fit(max_iters=60, init_iters=10, callback=lambda p: seen.append(p) and False, progress=False)
+    assert m.elbo() > before
+    assert seen[0].phase == "init" and seen[-1].phase == "main"
+    assert [p.iteration for p in seen] == list(range(1, len(seen) + 1))
+    assert m.fit_info["bound"] == pytest.approx(m.elbo())
+
+
+def test_callback_stops_the_fit():
+    m = BayesianGPLVM(_data(N=30), latent_dim=2, num_inducing=6, seed=0)
+    m.fit(max_iters=500, callback=lambda p: p.iteration >= 5, progress=False)
+    assert m.fit_info["iterations"] == 5 and m.fit_info["stopped"]
+
+
+def test_non_finite_steps_are_rejected(monkeypatch):
+    m = BayesianGPLVM(_data(N=30), latent_dim=2, num_inducing=6, seed=0)
+    real = m._bound
+    calls = {"n": 0}
+
+    def flaky(x, grad=True):  # every third evaluation blows up
+        calls["n"] += 1
+        if calls["n"] % 3 == 0:
+            return np.nan, np.full(x.size, np.nan)
+        return real(x, grad)
+
+    monkeypatch.setattr(m, "_bound", flaky)
+    m.fit(max_iters=30, progress=False)
+    assert m.fit_info["rejected_steps"] > 0
+    monkeypatch.undo()
+    assert np.isfinite(m.elbo()) and np.all(np.isfinite(m.get_param_vector()))
+
+
+# --- predictions -----------------------------------------------------------------------------
+def test_predictions_shapes_and_limits():
+    Y = _data(N=25, D=4)
+    m = BayesianGPLVM(Y, latent_dim=2, num_inducing=10, seed=0).fit(max_iters=80, progress=False)
+    X = m.latent_mean[:5]
+    mean, var = m.predict(X)
+    assert mean.shape == (5, 4) and var.shape == (5, 4) and np.all(var > m.noise_variance * 0.999)
+    # the latent means reconstruct the data
+    assert np.mean((m.predict(m.latent_mean)[0] - Y) ** 2) < 0.1 * np.mean((Y - Y.mean(0)) ** 2)
+    # Gaussian inputs with S -> 0 give the deterministic prediction (meanFstar/covFstar)
+    mean0, var0 = m.predict(X, np.full_like(X, 1e-12))
+    np.testing.assert_allclose(mean0, mean, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(var0, var, rtol=1e-5, atol=1e-8)
+    np.testing.assert_allclose(m.predictive_variance(X) + m.noise_variance, var[:, 0])
+
+
+def test_uncertain_input_prediction_matches_monte_carlo():
+    m = BayesianGPLVM(_data(N=25, D=3), latent_dim=2, num_inducing=8, seed=0).fit(max_iters=60, progress=False)
+    x, s = m.latent_mean[3], np.array([0.05, 0.02])
+    mean, var = m.predict(x[None], s[None])
+    rng = np.random.default_rng(0)
+    Xs = x + np.sqrt(s) * rng.standard_normal((100000, 2))
+    mu_s, var_s = m.predict(Xs)  # law of total variance over x ~ N(x, s)
+    np.testing.assert_allclose(mean[0], mu_s.mean(0), rtol=0, atol=3e-3 * np.abs(mu_s).max())
+    np.testing.assert_allclose(var[0], var_s.mean(0) + mu_s.var(0), rtol=2e-2)
+
+
+# --- persistence --------------------------------------------------------------------------------
+def test_save_load_round_trip_exactly(tmp_path):
+    m = BayesianGPLVM(_data(), latent_dim=2, num_inducing=5, kernel="rbf+bias+white", seed=0)
+    m.fit(max_iters=15, progress=False)
+    m.metadata["dataset"] = "toy"
+    m.freeze("Z")
+    path = tmp_path / "m.npz"
+    m.save(path)
+    m2 = BayesianGPLVM.load(path)
+    np.testing.assert_array_equal(m2._x, m._x)
+    assert m2.elbo() == m.elbo() and m2.metadata == {"dataset": "toy"}
+    assert m2._layout.frozen == {"Z"}
+    np.testing.assert_array_equal(m2.predict(m.latent_mean[:3])[0], m.predict(m.latent_mean[:3])[0])
+    buf = io.BytesIO()  # file objects too (the explorer's download)
+    m.save(buf)
+    buf.seek(0)
+    np.testing.assert_array_equal(BayesianGPLVM.load(buf)._x, m._x)
+    assert [p.name for p in tmp_path.iterdir()] == ["m.npz"]  # no temp file left behind
+
+
+def test_bad_model_files(tmp_path):
+    m = BayesianGPLVM(_data(), latent_dim=2, num_inducing=5, seed=0)
+    good = tmp_path / "good.npz"
+    m.save(good)
+    raw = good.read_bytes()
+    (tmp_path / "trunc.npz").write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(ModelFileError, match="truncated"):
+        BayesianGPLVM.load(tmp_path / "trunc.npz")
+    np.savez(tmp_path / "foreign.npz", a=np.zeros(3))
+    with pytest.raises(ModelFileError, match="not a bgplvm model"):
+        BayesianGPLVM.load(tmp_path / "foreign.npz")
+    (tmp_path / "text.npz").write_text("hello")
+    with pytest.raises(ModelFileError):
+        BayesianGPLVM.load(tmp_path / "text.npz")
+    with pytest.raises(ModelFileError, match="does not exist"):
+        BayesianGPLVM.load(tmp_path / "missing.npz")
+    # a newer format version
+    with np.load(good) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(arrays["meta.json"].tobytes())
+    meta["format_version"] = 99
+    arrays["meta.json"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    np.savez(tmp_path / "new.npz", **arrays)
+    with pytest.raises(ModelFileError, match="newer"):
+        BayesianGPLVM.load(tmp_path / "new.npz")
+    assert zipfile.is_zipfile(good)
+
+
+# --- bad input -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("Y, match", [
+    (np.array([[1.0, np.nan], [2.0, 3.0], [0.0, 1.0]]), "NaN"),
+    (np.array([[1.0, np.inf], [2.0, 3.0], [0.0, 1.0]]), "NaN/inf"),
+    (np.ones(5), "2-D"),
+    (np.ones((2, 3, 4)), "2-D"),
+    ([["a", "b"], ["c", "d"]], "numeric"),
+])
+def test_bad_Y(Y, match):
+    with pytest.raises(ValueError, match=match):
+        BayesianGPLVM(Y, latent_dim=1, num_inducing=1)
+
+
+@pytest.mark.parametrize("kw, exc, match", [
+    (dict(latent_dim=0), ValueError, "latent_dim"),
+    (dict(num_inducing=0), ValueError, "num_inducing"),
+    (dict(num_inducing=13), ValueError, "N=12"),
+    (dict(latent_dim=2.5), TypeError, "latent_dim"),
+    (dict(kernel="matern"), ValueError, "rbf"),
+])
+def test_bad_arguments(kw, exc, match):
+    args = dict(latent_dim=2, num_inducing=4)
+    args.update(kw)
+    with pytest.raises(exc, match=match):
+        BayesianGPLVM(_data(), **args)
+
+
+def test_failing_cholesky_names_the_cause():
+    with pytest.raises(CholeskyError, match=r"Kuu \(2x2\) is not positive definite.*Likely cause"):
+        jittered_cholesky(np.diag([1.0, -1.0]), what="Kuu", hint="Likely cause: x")
+    m = BayesianGPLVM(_data(), latent_dim=2, num_inducing=4, seed=0)
+    v = m._values()
+    v["Z"][1] = np.inf  # an inducing input sent to infinity
+    m._x = m._layout.pack(v)
+    with pytest.raises(CholeskyError, match="Kuu .*NaN or inf"):
+        m.elbo()
+
+
+def test_predict_validates_latent_points():
+    m = BayesianGPLVM(_data(), latent_dim=2, num_inducing=4, seed=0)
+    with pytest.raises(ValueError, match=r"\(n, 2\)"):
+        m.predict(np.zeros((3, 3)))
+    with pytest.raises(ValueError, match="NaN"):
+        m.predict(np.array([[np.nan, 0.0]]))
