@@ -1,0 +1,68 @@
+"""``bgplvm serve``: run the explorer with ``panel serve`` and open it in the browser.
+
+    bgplvm serve [--port 5006] [--address 127.0.0.1] [--no-show] [--model FILE]
+
+Numba kernels are compiled once at server start (``panel serve --setup``), so the
+first page and the first click do not wait for compilation. Uploads are limited to
+``MAX_UPLOAD_MB`` (the WebSocket message limit is set just above it, base64 included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from .state import MAX_UPLOAD_BYTES, MAX_UPLOAD_MB
+
+HERE = Path(__file__).resolve().parent
+APP = HERE / "app.py"
+SETUP = HERE / "_setup_server.py"
+#: Uploads travel base64-encoded (4/3 larger) in one WebSocket message, plus framing.
+WEBSOCKET_MAX_BYTES = int(MAX_UPLOAD_BYTES * 4 / 3) + 4 * 1024 * 1024
+
+
+def build_command(port: int = 5006, address: str = "127.0.0.1", show: bool = True,
+                  allow_origin: list[str] | None = None) -> list[str]:
+    """The ``python -m panel serve ...`` command line."""
+    origins = allow_origin or [f"{address}:{port}"] + ([f"localhost:{port}"] if address in ("127.0.0.1", "localhost") else [])
+    cmd = [sys.executable, "-m", "panel", "serve", str(APP),
+           "--address", address, "--port", str(port),
+           "--liveness", "--setup", str(SETUP),
+           "--websocket-max-message-size", str(WEBSOCKET_MAX_BYTES),
+           "--index", "app"]
+    for o in origins:
+        cmd += ["--allow-websocket-origin", o]
+    if show:
+        cmd.append("--show")
+    return cmd
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="bgplvm serve", description="Open the bgplvm explorer in the browser.")
+    ap.add_argument("--port", type=int, default=5006)
+    ap.add_argument("--address", default="127.0.0.1", help="interface to listen on (0.0.0.0 for all)")
+    ap.add_argument("--no-show", action="store_true", help="do not open a browser tab")
+    ap.add_argument("--allow-websocket-origin", action="append", default=None,
+                    help="host[:port] allowed to connect (repeatable; default: the address and port)")
+    ap.add_argument("--model", default=None, help="a saved model to open at start instead of the default")
+    args = ap.parse_args(argv)
+    env = dict(os.environ)
+    if args.model:
+        if not Path(args.model).exists():
+            print(f"bgplvm serve: error: model file {args.model} not found", file=sys.stderr)
+            return 2
+        env["BGPLVM_EXPLORER_MODEL"] = str(Path(args.model).resolve())
+    cmd = build_command(args.port, args.address, not args.no_show, args.allow_websocket_origin)
+    print(f"bgplvm explorer: http://{args.address}:{args.port}/app  (uploads up to {MAX_UPLOAD_MB} MB; Ctrl-C stops)",
+          flush=True)
+    try:
+        return subprocess.call(cmd, env=env)
+    except KeyboardInterrupt:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,299 @@
+"""Exports for papers: the latent view, the ARD chart and the generated output as PNG
+or SVG (drawn by ``figures.py``, no browser needed), and the latent coordinates as CSV
+or NPZ. Everything is returned as bytes and delivered as a browser download; nothing is
+written on the server.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import numpy as np
+import panel as pn
+import param
+
+from . import plots
+from .figures import Axes, colormap, new_canvas
+from .state import ExplorerState, UserError, ard_off_mask, pose_spread, variance_grid
+
+
+def _need_model(state: ExplorerState):
+    if state.model is None:
+        raise UserError("nothing to export yet: train or open a model first")
+    return state.model
+
+
+# --------------------------------------------------------------------------- figures
+def latent_figure(state: ExplorerState, fmt: str = "png", res: int = 200) -> bytes:
+    """Latent means in the shown dims over the predictive-variance background."""
+    m = _need_model(state)
+    ds = state.dataset
+    dims = state.dims
+    mu, S = np.asarray(m.latent_mean), np.asarray(m.latent_variance)
+    x0, y0, x1, y1 = state.bounds()
+    W, H = 640, 520
+    c = new_canvas(fmt, W, H)
+    ax = Axes(c, (70, 40, 440, 420), (x0, x1), (y0, y1))
+    ax.clip()
+    var = None
+    if state.show_variance:
+        var = variance_grid(m, np.asarray(state.fixed), dims, (x0, y0, x1, y1), res)
+        c.image(ax.x, ax.y, ax.w, ax.h, colormap(var[::-1], "Greys"))
+    if state.show_trajectories and ds.sequence is not None:
+        for s in np.unique(ds.sequence):
+            sel = np.flatnonzero(ds.sequence == s)
+            if ds.times is not None:
+                sel = sel[np.argsort(ds.times[sel], kind="stable")]
+            c.polyline(ax.pts(mu[sel][:, dims]), "#555555", width=1, opacity=0.45)
+    if state.show_uncertainty:
+        from .plots import ellipse_paths
+
+        for e in ellipse_paths(mu, S, dims):
+            c.polyline(ax.pts(e), "#1f77b4", width=0.8, opacity=0.35)
+    mode = state.color_mode()
+    cols = plots.point_table(mu, dims, ds.labels, ds.label_names, ds.sequence, ds.times, mode)
+    legend = []
+    if mode == "time":
+        rgb = colormap(np.asarray(cols["group"], dtype=float), "viridis")
+        colours = ["#%02x%02x%02x" % tuple(v) for v in rgb]
+    elif mode in ("label", "sequence"):
+        cmap = plots.group_colors(cols["group"])  # the same colours as on screen
+        colours = [cmap[g] for g in cols["group"]]
+        legend = list(cmap.items())
+    else:
+        colours = ["#1f77b4"] * mu.shape[0]
+    px, py = ax.px(mu[:, dims[0]]), ax.py(mu[:, dims[1]])
+    for X, Y, col in zip(px.tolist(), py.tolist(), colours):
+        c.circle(X, Y, 3.5, fill=col, stroke="white", width=0.6, opacity=0.9)
+    if state.selected_index >= 0:
+        n = state.selected_index
+        c.circle(float(px[n]), float(py[n]), 8, stroke="black", width=2)
+    cx, cy = float(ax.px(state.cursor[0])), float(ax.py(state.cursor[1]))
+    for d in (-1, 1):
+        c.polyline([(cx - 7, cy - 7 * d), (cx + 7, cy + 7 * d)], plots.CURSOR_COLOR, width=3)
+    ax.unclip()
+    ax.frame(title=f"{plots.LATENT_TITLE}: {state.dataset_name}",
+             xlabel=f"latent dimension {dims[0]}", ylabel=f"latent dimension {dims[1]}")
+    if var is not None:
+        ax.colorbar("Greys", float(np.min(var)), float(np.max(var)), "predictive variance of f")
+    if legend:
+        ax.legend(legend[:12])
+    if mode == "time":
+        ax.colorbar("viridis", float(np.min(ds.times)), float(np.max(ds.times)), "time",
+                    x=ax.x + ax.w + (96 if var is not None else 16))
+    return c.to_bytes()
+
+
+def ard_figure(state: ExplorerState, fmt: str = "png") -> bytes:
+    """One bar per latent dimension; switched-off ones light grey and marked "off"."""
+    m = _need_model(state)
+    alpha = np.asarray(m.ard_weights, dtype=float)
+    off = ard_off_mask(alpha)
+    Q = alpha.size
+    order = np.argsort(-alpha, kind="stable") if state.sort_ard else np.arange(Q)
+    W, H = 120 + 40 * max(Q, 4), 340
+    c = new_canvas(fmt, W, H)
+    top = float(alpha.max()) * 1.08 or 1.0
+    ax = Axes(c, (80, 40, W - 110, 230), (-0.5, Q - 0.5), (0.0, top))
+    for pos, q in enumerate(order):
+        col = (plots.X_COLOR if q == state.x_dim else plots.Y_COLOR if q == state.y_dim
+               else plots.OFF_COLOR if off[q] else plots.ON_COLOR)
+        X0, X1 = float(ax.px(pos - 0.38)), float(ax.px(pos + 0.38))
+        Y0, Y1 = float(ax.py(alpha[q])), float(ax.py(0))
+        c.rect(X0, Y0, X1 - X0, max(Y1 - Y0, 0.5), fill=col, stroke="#555555", width=0.8)
+        if off[q]:
+            c.text((X0 + X1) / 2, float(ax.py(0.04 * top)), "off", size=10, color="#888888", anchor="middle")
+    ax.frame(title=plots.ARD_TITLE, xlabel="latent dimension q", ylabel="ARD weight alpha_q",
+             xcats=[(pos, str(int(q))) for pos, q in enumerate(order)])
+    return c.to_bytes()
+
+
+def _pose_axes(c, box, P, connections, azimuth, elevation, spread, title, lim, colour):
+    ax = Axes(c, box, (-lim, lim), (-lim, lim), equal=True)
+    uv = plots.project(P, azimuth, elevation)
+    ax.clip()
+    if spread is not None:
+        t = np.linspace(0, 2 * np.pi, 32)
+        for (u, v), s in zip(uv, spread):
+            c.polyline(ax.pts(np.column_stack([u + 2 * s * np.cos(t), v + 2 * s * np.sin(t)])),
+                       plots.CURSOR_COLOR, width=1.2, opacity=0.6)
+    for i, j in connections:
+        c.polyline(ax.pts(uv[[i, j]]), colour, width=3.5)
+    for X, Y in ax.pts(uv):
+        c.circle(X, Y, 3, fill=colour)
+    ax.unclip()
+    ax.frame(title=title, xticks=False, yticks=False)
+
+
+def output_figure(state: ExplorerState, fmt: str = "png") -> bytes:
+    """The generated output at the cursor with its uncertainty (and the selected
+    training point, if any)."""
+    _need_model(state)
+    ds = state.dataset
+    r = ds.renderer
+    mean, var = state.generate()
+    std = np.sqrt(np.maximum(var, 0))
+    x, y = state.cursor
+    where = f"at x{state.x_dim}={x:.2f}, x{state.y_dim}={y:.2f}"
+    n = state.selected_index
+    kind = getattr(r, "kind", "vector")
+    if kind == "pose":
+        def centred(P):
+            return P - np.array([P[:, 0].mean(), P[:, 1].mean(), zc])
+        sub = ds.Y[:: max(1, len(ds.Y) // 300)]
+        Ps = np.stack([r.positions(v) for v in sub])
+        zc = 0.5 * (Ps[..., 2].min() + Ps[..., 2].max())
+        C = Ps.copy()
+        C[..., :2] -= Ps[..., :2].mean(axis=1, keepdims=True)
+        C[..., 2] -= zc
+        lim = float(np.sqrt((C ** 2).sum(-1)).max()) * 1.05
+        panels = 2 if n >= 0 else 1
+        c = new_canvas(fmt, 20 + 340 * panels, 400)
+        _pose_axes(c, (20, 40, 320, 320), centred(r.positions(mean)), r.connections, state.azimuth,
+                   state.elevation, pose_spread(r, mean, var), f"Generated {where}", lim, "#1f3b73")
+        c.text(180, 385, "red circles: 2 sd of each joint", size=11, anchor="middle", color="#666666")
+        if n >= 0:
+            _pose_axes(c, (360, 40, 320, 320), centred(r.positions(ds.Y[n])), r.connections, state.azimuth,
+                       state.elevation, None, f"Training point #{n}", lim, "#333333")
+        return c.to_bytes()
+    if kind == "image":
+        img, sd = r.image(mean), r.image(std)
+        vmin = r.vmin if getattr(r, "vmin", None) is not None else float(ds.Y.min())
+        vmax = r.vmax if getattr(r, "vmax", None) is not None else float(ds.Y.max())
+        Hh, Ww = img.shape
+        ph = 300
+        pw = ph * Ww / Hh
+        panels = [(img, "gray", vmin, vmax, f"Generated {where}", "intensity"),
+                  (sd, "magma", 0.0, float(sd.max()) or 1.0, "Per-pixel standard deviation", "sd")]
+        if n >= 0:
+            panels.append((r.image(ds.Y[n]), "gray", vmin, vmax, f"Training point #{n}", "intensity"))
+        step = pw + 110
+        c = new_canvas(fmt, int(20 + step * len(panels)), ph + 70)
+        for i, (im, cm, lo, hi, title, lab) in enumerate(panels):
+            ax = Axes(c, (20 + i * step, 40, pw, ph), (0, Ww), (0, Hh))
+            c.image(ax.x, ax.y, ax.w, ax.h, colormap(im, cm, lo, hi))
+            ax.frame(title=title, xticks=False, yticks=False)
+            ax.colorbar(cm, lo, hi, lab, x=ax.x + ax.w + 8, width=10)
+        return c.to_bytes()
+    D = mean.size
+    lo = float(min(ds.Y.min(), (mean - 2 * std).min()))
+    hi = float(max(ds.Y.max(), (mean + 2 * std).max()))
+    pad = 0.05 * (hi - lo or 1)
+    c = new_canvas(fmt, 700, 360)
+    ax = Axes(c, (80, 40, 590, 250), (-0.5, D - 0.5), (lo - pad, hi + pad))
+    d = np.arange(D)
+    band = np.concatenate([np.column_stack([d, mean + 2 * std]), np.column_stack([d, mean - 2 * std])[::-1]])
+    ax.clip()
+    c.polygon(ax.pts(band), plots.CURSOR_COLOR, opacity=0.25)
+    c.polyline(ax.pts(np.column_stack([d, mean])), plots.CURSOR_COLOR, width=2)
+    legend = [("generated (+-2 sd band)", plots.CURSOR_COLOR)]
+    if n >= 0:
+        for X, Y in ax.pts(np.column_stack([d, ds.Y[n]])):
+            c.circle(X, Y, 3.5, fill="#000000")
+        legend.append((f"training point #{n}", "#000000"))
+    ax.unclip()
+    ax.frame(title=f"Generated output {where}", xlabel="output dimension", ylabel="value")
+    ax.legend(legend, x=ax.x + ax.w - 230)
+    return c.to_bytes()
+
+
+# --------------------------------------------------------------------------- data
+def latent_csv(state: ExplorerState) -> bytes:
+    """index, [label], [sequence], [time], mu_0..mu_{Q-1}, var_0..var_{Q-1} per row."""
+    m = _need_model(state)
+    ds = state.dataset
+    mu, S = np.asarray(m.latent_mean), np.asarray(m.latent_variance)
+    Q = mu.shape[1]
+    head = ["index"]
+    extra = []
+    if ds.labels is not None:
+        head.append("label")
+        from .state import label_text
+        extra.append([label_text(ds, i) for i in range(ds.N)])
+    if ds.sequence is not None:
+        head.append("sequence")
+        extra.append([int(v) for v in ds.sequence])
+    if ds.times is not None:
+        head.append("time")
+        extra.append([repr(float(v)) for v in ds.times])
+    head += [f"mu_{q}" for q in range(Q)] + [f"var_{q}" for q in range(Q)]
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(head)
+    for i in range(mu.shape[0]):
+        w.writerow([i] + [col[i] for col in extra] + [repr(float(v)) for v in mu[i]] + [repr(float(v)) for v in S[i]])
+    return buf.getvalue().encode()
+
+
+def latent_npz(state: ExplorerState) -> bytes:
+    """mu (N, Q), S (N, Q), Z (M, Q), alpha (Q,) and labels/sequence/times if present."""
+    m = _need_model(state)
+    ds = state.dataset
+    arrays = dict(mu=np.asarray(m.latent_mean), S=np.asarray(m.latent_variance),
+                  Z=np.asarray(m.inducing_inputs), alpha=np.asarray(m.ard_weights))
+    for k in ("labels", "sequence", "times"):
+        v = getattr(ds, k)
+        if v is not None:
+            arrays[k] = np.asarray(v)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    return buf.getvalue()
+
+
+EXPORTS = {
+    "latent": latent_figure,
+    "ard": ard_figure,
+    "output": output_figure,
+}
+
+
+def export_bytes(state: ExplorerState, what: str, fmt: str) -> bytes:
+    if what == "coords":
+        return latent_csv(state) if fmt == "csv" else latent_npz(state)
+    return EXPORTS[what](state, fmt)
+
+
+# --------------------------------------------------------------------------- panel
+class ExportPanel(pn.viewable.Viewer):
+    """Download buttons: figures as PNG/SVG, latent coordinates as CSV/NPZ."""
+
+    state = param.ClassSelector(class_=ExplorerState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self._buttons = []
+        for what, label in (("latent", "Latent view"), ("ard", "ARD chart"), ("output", "Generated output")):
+            row = []
+            for fmt in ("png", "svg"):
+                row.append(self._button(what, fmt, f"{label} {fmt.upper()}"))
+            self._buttons.append(row)
+        self._buttons.append([self._button("coords", "csv", "Latent coords CSV"),
+                              self._button("coords", "npz", "Latent coords NPZ")])
+
+    def _filename(self, what, fmt):
+        base = {"coords": "latent"}.get(what, what)
+        return f"bgplvm-{self.state.dataset_name or 'data'}-{base}.{fmt}"
+
+    def _button(self, what, fmt, label):
+        btn = pn.widgets.FileDownload(label=label, filename=self._filename(what, fmt), width=135,
+                                      callback=lambda: self._make(what, fmt, btn), button_type="default",
+                                      css_classes=[f"export-{what}-{fmt}"])
+        return btn
+
+    def _make(self, what, fmt, btn):
+        btn.filename = self._filename(what, fmt)
+        try:
+            return io.BytesIO(export_bytes(self.state, what, fmt))
+        except UserError as e:
+            self.state.error = str(e)
+        except Exception as e:  # noqa: BLE001
+            self.state.error = f"Export failed ({type(e).__name__}: {e})"
+        return None
+
+    def __panel__(self):
+        note = pn.pane.Markdown(
+            "Figures are redrawn for print (PNG at 2x, vector SVG) from the current view; "
+            "the plots' own save icon downloads exactly what is on screen.",
+            styles={"font-size": "12px"}, width=280)
+        return pn.Card(*[pn.Row(*row) for row in self._buttons], note, title="Export", width=310)

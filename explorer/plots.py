@@ -1,0 +1,265 @@
+"""Pure plot functions: arrays in, HoloViews elements out (no state, no Panel).
+
+The latent view is an overlay of separately updating pieces (background, points,
+trajectories, ellipses, cursor marker) so a mouse move only redraws the marker and the
+generated output, never the 40 000-pixel background or the N points.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import holoviews as hv
+
+from .state import ard_off_mask
+
+# Colours (Bokeh Category10 and a few UI colours)
+CATEGORY = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+            "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
+X_COLOR = "#d62728"    # ARD bar shown on the x axis
+Y_COLOR = "#1f77b4"    # ARD bar shown on the y axis
+ON_COLOR = "#7f9fbf"   # other active dimensions
+OFF_COLOR = "#d9d9d9"  # switched-off dimensions
+CURSOR_COLOR = "#e6194b"
+VARIANCE_CMAP = "Greys"  # light = confident, dark = uncertain
+TIME_CMAP = "viridis"
+
+LATENT_TITLE = "Latent space"
+ARD_TITLE = "ARD relevance"
+OUTPUT_TITLE = "Generated output"
+TRAIN_TITLE = "Training point"
+
+
+def _kd(q: int, name: str):
+    return hv.Dimension(name, label=f"latent dimension {q}")
+
+
+# --------------------------------------------------------------------------- ARD
+def ard_bars(alpha: np.ndarray, x_dim: int, y_dim: int, sort: bool = False) -> hv.Overlay:
+    """One bar per latent dimension: alpha_q = 1 / lengthscale_q^2.
+
+    Colour marks the role: x axis (red), y axis (blue), active (grey-blue), switched
+    off (light grey, alpha_q below ARD_OFF_FRACTION of the largest; "off" in the
+    tooltip). ``sort`` orders the bars by weight, largest first.
+    """
+    alpha = np.asarray(alpha, dtype=np.float64)
+    off = ard_off_mask(alpha)
+    order = np.argsort(-alpha, kind="stable") if sort else np.arange(alpha.size)
+    rows = []
+    for q in order:
+        role = "x axis" if q == x_dim else ("y axis" if q == y_dim else ("off" if off[q] else "active"))
+        color = {"x axis": X_COLOR, "y axis": Y_COLOR, "off": OFF_COLOR}.get(role, ON_COLOR)
+        rows.append((str(int(q)), float(alpha[q]), role, color, int(q)))
+    kd = hv.Dimension("dim", label="latent dimension q")
+    bars = hv.Bars(rows, kdims=[kd],
+                   vdims=[hv.Dimension("alpha", label="ARD weight alpha_q"), "role", "color", "q"]
+                   ).opts(color="color", line_color="#555555", tools=["hover", "tap"],
+                          xlabel="latent dimension q", ylabel="ARD weight alpha_q")
+    top = float(alpha.max()) if alpha.size else 1.0
+    marks = [(str(int(q)), 0.04 * top, "off") for q in order if off[q]]
+    labels = hv.Labels(marks, kdims=[kd, hv.Dimension("alpha")], vdims=["text"]).opts(
+        text_color="#888888", text_font_size="11px", text_baseline="bottom")
+    return (bars * labels).opts(title=ARD_TITLE)
+
+
+# --------------------------------------------------------------------------- latent
+def variance_image(var: np.ndarray, bounds, dims: tuple[int, int]) -> hv.Image:
+    """The (res, res) predictive-variance grid as an image (row 0 at the bottom)."""
+    x0, y0, x1, y1 = bounds
+    # hv.Image wants row 0 at the top
+    return hv.Image(np.ascontiguousarray(var[::-1]), bounds=(x0, y0, x1, y1),
+                    kdims=[_kd(dims[0], "lx"), _kd(dims[1], "ly")],
+                    vdims=[hv.Dimension("variance", label="predictive variance")]).opts(
+        cmap=VARIANCE_CMAP, colorbar=True, alpha=0.85,
+        colorbar_opts={"title": "variance of f"}, tools=[])
+
+
+def empty_image(bounds, dims) -> hv.Image:
+    x0, y0, x1, y1 = bounds
+    return hv.Image(np.full((2, 2), np.nan), bounds=(x0, y0, x1, y1),
+                    kdims=[_kd(dims[0], "lx"), _kd(dims[1], "ly")],
+                    vdims=["variance"]).opts(colorbar=False, tools=[])
+
+
+def point_table(mu: np.ndarray, dims: tuple[int, int], labels=None, label_names=None,
+                sequence=None, times=None, color_mode: str = "none") -> dict:
+    """Columns for the latent points: lx, ly, index, label (text), group (colour key)."""
+    N = mu.shape[0]
+    idx = np.arange(N)
+    if labels is not None:
+        names = [str(label_names[int(l)]) if label_names is not None and 0 <= int(l) < len(label_names)
+                 else str(l) for l in labels]
+    else:
+        names = ["-"] * N
+    if color_mode == "label" and labels is not None:
+        group = names
+    elif color_mode == "sequence" and sequence is not None:
+        group = [f"sequence {int(s)}" for s in sequence]
+    elif color_mode == "time" and times is not None:
+        group = np.asarray(times, dtype=np.float64)
+    else:
+        group = ["data"] * N
+    return {"lx": mu[:, dims[0]], "ly": mu[:, dims[1]], "index": idx, "label": names, "group": group}
+
+
+def group_colors(groups) -> dict:
+    """{group: colour} for categorical groups, in a stable order (first appearance for
+    labels follows the label index because rows are mapped through label_names)."""
+    order = sorted(dict.fromkeys(groups), key=_natural_key)
+    return {g: CATEGORY[i % len(CATEGORY)] for i, g in enumerate(order)}
+
+
+def _natural_key(g):
+    import re
+
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(g))]
+
+
+def latent_points(mu: np.ndarray, dims: tuple[int, int], labels=None, label_names=None,
+                  sequence=None, times=None, color_mode: str = "none") -> hv.Points:
+    """Latent means of the two shown dims, coloured by label / sequence / time."""
+    cols = point_table(mu, dims, labels, label_names, sequence, times, color_mode)
+    pts = hv.Points(cols, kdims=[_kd(dims[0], "lx"), _kd(dims[1], "ly")],
+                    vdims=[hv.Dimension("index", label="index"), hv.Dimension("label", label="label"),
+                           hv.Dimension("group", label={"time": "time", "sequence": "sequence"}.get(color_mode, "class"))])
+    opts = dict(size=7, line_color="white", line_width=0.6, tools=["hover"], fill_alpha=0.9)
+    if color_mode == "time":
+        opts.update(color="group", cmap=TIME_CMAP, colorbar=True, colorbar_position="bottom",
+                    colorbar_opts={"title": "time"})
+    elif color_mode in ("label", "sequence"):
+        opts.update(color="group", cmap=group_colors(cols["group"]),
+                    show_legend=True, legend_position="top_left")
+    else:
+        opts.update(color="#1f77b4")
+    return pts.opts(**opts)
+
+
+def trajectories(mu: np.ndarray, dims: tuple[int, int], sequence=None, times=None) -> hv.Path:
+    """One line per sequence through its latent means, in time order."""
+    paths = []
+    if sequence is not None:
+        for s in np.unique(sequence):
+            sel = np.flatnonzero(sequence == s)
+            if times is not None:
+                sel = sel[np.argsort(np.asarray(times)[sel], kind="stable")]
+            if sel.size > 1:
+                paths.append(np.column_stack([mu[sel, dims[0]], mu[sel, dims[1]]]))
+    return hv.Path(paths, kdims=[_kd(dims[0], "lx"), _kd(dims[1], "ly")]).opts(
+        color="#555555", line_width=1, alpha=0.45)
+
+
+def ellipse_paths(mu: np.ndarray, S: np.ndarray, dims: tuple[int, int], n_sd: float = 2.0,
+                  n_vertices: int = 24) -> list[np.ndarray]:
+    """Axis-aligned ellipses of q(x_n) (n_sd standard deviations) in the shown dims."""
+    t = np.linspace(0, 2 * np.pi, n_vertices)
+    c, s = np.cos(t), np.sin(t)
+    ax = n_sd * np.sqrt(S[:, dims[0]])
+    ay = n_sd * np.sqrt(S[:, dims[1]])
+    xs = mu[:, dims[0], None] + ax[:, None] * c
+    ys = mu[:, dims[1], None] + ay[:, None] * s
+    return [np.column_stack([x, y]) for x, y in zip(xs, ys)]
+
+
+def latent_ellipses(mu, S, dims) -> hv.Path:
+    return hv.Path(ellipse_paths(mu, S, dims), kdims=[_kd(dims[0], "lx"), _kd(dims[1], "ly")]).opts(
+        color="#1f77b4", line_width=0.8, alpha=0.35)
+
+
+def cursor_marker(x: float, y: float, dims, selected_xy=None) -> hv.Overlay:
+    """The generated point (cross) and, if any, the selected training point (ring)."""
+    kd = [_kd(dims[0], "lx"), _kd(dims[1], "ly")]
+    cross = hv.Points([(x, y)], kdims=kd).opts(marker="x", size=18, color=CURSOR_COLOR, line_width=3)
+    sel = hv.Points([selected_xy] if selected_xy is not None else [], kdims=kd).opts(
+        marker="circle", size=16, fill_alpha=0, line_color="black", line_width=2.5)
+    return sel * cross
+
+
+# --------------------------------------------------------------------------- outputs
+def rotation(azimuth: float, elevation: float) -> np.ndarray:
+    """(2, 3) orthographic projection: turn by azimuth about z, tilt by elevation."""
+    a, e = np.deg2rad(azimuth), np.deg2rad(elevation)
+    right = np.array([np.cos(a), np.sin(a), 0.0])
+    # screen up: z tilted towards the viewer by the elevation
+    fwd = np.array([-np.sin(a), np.cos(a), 0.0])
+    up = np.array([0.0, 0.0, np.cos(e)]) - np.sin(e) * fwd
+    return np.stack([right, up])
+
+
+def project(P: np.ndarray, azimuth: float, elevation: float) -> np.ndarray:
+    """(J, 3) z-up points -> (J, 2) screen coordinates."""
+    return P @ rotation(azimuth, elevation).T
+
+
+def pose_limits(Ps: np.ndarray, azimuth: float, elevation: float, pad: float = 0.1):
+    """Square screen limits (x0, y0, x1, y1) holding all (n, J, 3) poses, centred per pose."""
+    R = rotation(azimuth, elevation)
+    C = Ps - Ps.mean(axis=1, keepdims=True) * np.array([1, 1, 0])
+    uv = C.reshape(-1, 3) @ R.T
+    lo, hi = uv.min(axis=0), uv.max(axis=0)
+    c = (lo + hi) / 2
+    half = (hi - lo).max() / 2 * (1 + pad) + 1e-9
+    return c[0] - half, c[1] - half, c[0] + half, c[1] + half
+
+
+def pose_plot(P: np.ndarray, connections, azimuth: float, elevation: float, spread=None,
+              limits=None, title: str = OUTPUT_TITLE, color: str = "#1f3b73") -> hv.Overlay:
+    """Stick figure of (J, 3) z-up positions, projected at the view angle; ``spread``
+    (J,) draws a 2-sd circle around each joint (its predictive spread)."""
+    P = np.asarray(P, dtype=np.float64).reshape(-1, 3)
+    if len(P):
+        P = P - P.mean(axis=0) * np.array([1, 1, 0])  # centre on the ground plane
+    uv = project(P, azimuth, elevation)
+    segs = [(uv[i, 0], uv[i, 1], uv[j, 0], uv[j, 1]) for i, j in connections]
+    kd = [hv.Dimension("u", label="screen x"), hv.Dimension("v", label="screen z")]
+    bones = hv.Segments(segs, kdims=kd + ["u1", "v1"]).opts(color=color, line_width=4)
+    joints = hv.Points(uv, kdims=kd).opts(color=color, size=6)
+    layers = [bones, joints]
+    if spread is not None:
+        t = np.linspace(0, 2 * np.pi, 24)
+        circles = [np.column_stack([u + 2 * s * np.cos(t), v + 2 * s * np.sin(t)])
+                   for (u, v), s in zip(uv, np.asarray(spread))]
+        layers.insert(0, hv.Path(circles, kdims=kd).opts(color="#e6194b", alpha=0.5, line_width=1.5))
+    ov = hv.Overlay(layers).opts(title=title)
+    if limits is not None:
+        x0, y0, x1, y1 = limits
+        ov = ov.redim.range(u=(x0, x1), v=(y0, y1))
+    return ov
+
+
+def image_plot(img: np.ndarray, title: str, vmin=None, vmax=None, cmap: str = "gray",
+               label: str = "intensity") -> hv.Image:
+    """An (H, W) upright image with pixel bounds, fixed colour range when given."""
+    H, W = img.shape
+    im = hv.Image(np.ascontiguousarray(img), bounds=(0, 0, W, H),
+                  kdims=[hv.Dimension("col", label="column"), hv.Dimension("row", label="row")],
+                  vdims=[hv.Dimension("value", label=label)])
+    clim = (vmin, vmax) if vmin is not None and vmax is not None else (None, None)
+    return im.opts(cmap=cmap, clim=clim, title=title, xaxis=None, yaxis=None,
+                   colorbar=True, tools=["hover"])
+
+
+def vector_plot(mean: np.ndarray, std=None, train=None, title: str = OUTPUT_TITLE, ylim=None) -> hv.Overlay:
+    """Output vector (D,) against its index, with a +-2 sd band and optionally the
+    selected training row."""
+    d = np.arange(mean.size)
+    kd = hv.Dimension("d", label="output dimension")
+    vd = hv.Dimension("y", label="value")
+    layers = []
+    if std is not None:
+        layers.append(hv.Spread((d, mean, 2 * np.asarray(std)), kdims=[kd], vdims=[vd, "err"],
+                                label="generated +-2 sd").opts(color="#e6194b", alpha=0.25))
+    layers.append(hv.Curve((d, mean), kdims=[kd], vdims=[vd], label="generated").opts(
+        color="#e6194b", line_width=2))
+    if train is not None:
+        layers.append(hv.Scatter((d, train), kdims=[kd], vdims=[vd], label="training point").opts(
+            color="black", size=6, marker="diamond"))
+    ov = hv.Overlay(layers).opts(title=title, legend_position="top_right")
+    if ylim is not None:
+        ov = ov.redim.range(y=ylim)
+    return ov
+
+
+def bound_curve(history) -> hv.Curve:
+    """Bound (ELBO) against iteration for a fit in progress."""
+    data = [(it, b) for it, b, _ in history] if history else []
+    return hv.Curve(data, kdims=[hv.Dimension("iteration")], vdims=[hv.Dimension("bound", label="lower bound")]).opts(
+        color="#1f77b4", line_width=2, title="Training: lower bound", framewise=True)

@@ -1,0 +1,564 @@
+"""Views: ``pn.viewable.Viewer`` subclasses that render an ``ExplorerState``.
+
+Views own their widgets (created per instance, never as class attributes) and only
+translate user actions into calls on the state; plots come from ``plots.py``.
+Structural changes (new model, new axes, colouring) rebuild a plot; frequent ones
+(mouse position, fixed-dimension sliders, view angle) stream into DynamicMaps so only
+the changed glyphs are sent to the browser.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import traceback
+
+import numpy as np
+import holoviews as hv
+import panel as pn
+import param
+from holoviews.streams import Params, PointerXY, Tap
+
+from . import plots
+from .state import KERNELS, MAX_UPLOAD_MB, ExplorerState, UserError, ard_off_mask, variance_grid
+
+log = logging.getLogger("explorer")
+
+PLOT_W, PLOT_H = 560, 470
+OUT_W, OUT_H = 380, 380
+
+
+def guarded(method):
+    """Run a UI callback; user errors and unexpected ones end up in ``state.error``
+    (shown in the page) instead of breaking the session."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except UserError as e:
+            self.state.error = str(e)
+        except Exception as e:  # noqa: BLE001 - the session must survive any bug
+            log.error("explorer callback failed:\n%s", traceback.format_exc())
+            self.state.error = f"Something went wrong ({type(e).__name__}: {e}). The session continues."
+    return wrapper
+
+
+class _Rebuilding(pn.viewable.Viewer):
+    """A view whose HoloViews pane is rebuilt when some state parameters change."""
+
+    state = param.ClassSelector(class_=ExplorerState)
+    _rebuild_on: tuple[str, ...] = ()
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self._pane = pn.pane.HoloViews(None, sizing_mode="fixed", linked_axes=False)
+        self._placeholder = pn.pane.Markdown("", styles={"color": "#666"})
+        self.state.param.watch(self._rebuild, list(self._rebuild_on))
+        self._rebuild()
+
+    @guarded
+    def _rebuild(self, *events):
+        obj = self._build() if self.state.model is not None else None
+        self._pane.object = obj
+        self._pane.visible = obj is not None
+        self._placeholder.visible = obj is None
+        self._placeholder.object = self._empty_text()
+
+    def _empty_text(self) -> str:
+        return "*No model yet: train one or open a saved model.*"
+
+    def _build(self):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+# --------------------------------------------------------------------------- ARD
+class ArdView(_Rebuilding):
+    """Bar chart of the ARD weights; clicking a bar puts that dimension on an axis."""
+
+    _rebuild_on = ("model_version", "sort_ard")
+
+    def __init__(self, **params):
+        self._assign = pn.widgets.RadioButtonGroup(options={"x axis": "x", "y axis": "y"}, value="x",
+                                                   button_type="default", width=150)
+        super().__init__(**params)
+        s = self.state
+        self._xsel = pn.widgets.Select(name="x axis", width=210)
+        self._ysel = pn.widgets.Select(name="y axis", width=210)
+        self._sort = pn.widgets.Checkbox.from_param(s.param.sort_ard, name="sort by weight")
+        self._xsel.param.watch(lambda e: self._select("x", e.new), "value")
+        self._ysel.param.watch(lambda e: self._select("y", e.new), "value")
+        s.param.watch(self._sync_selects, ["model_version", "x_dim", "y_dim"])
+        self._sync_selects()
+
+    def _build(self):
+        s = self.state
+        dmap = hv.DynamicMap(self._bars, streams=[Params(s, ["x_dim", "y_dim"])])
+        tap = Tap(source=dmap)
+        tap.add_subscriber(self._on_tap)
+        return dmap.opts(width=PLOT_W - 60, height=230, toolbar="right", default_tools=["save"])
+
+    def _bars(self, x_dim, y_dim):
+        s = self.state
+        if s.model is None:
+            return plots.ard_bars(np.zeros(0), 0, 0)
+        return plots.ard_bars(s.model.ard_weights, x_dim, y_dim, sort=s.sort_ard)
+
+    @guarded
+    def _on_tap(self, x=None, y=None, **kw):
+        if x is None:
+            return
+        try:
+            q = int(float(x))
+        except (TypeError, ValueError):
+            return
+        self.state.assign_axis(q, self._assign.value)
+
+    @guarded
+    def _select(self, axis, q):
+        if q is not None and self.state.model is not None:
+            cur = self.state.x_dim if axis == "x" else self.state.y_dim
+            if q != cur:
+                self.state.assign_axis(q, axis)
+
+    def _sync_selects(self, *events):
+        m = self.state.model
+        if m is None:
+            return
+        alpha = np.asarray(m.ard_weights)
+        off = ard_off_mask(alpha)
+        opts = {f"dim {q}  (alpha {alpha[q]:.3g}{', off' if off[q] else ''})": q for q in range(m.latent_dim)}
+        for w, v in ((self._xsel, self.state.x_dim), (self._ysel, self.state.y_dim)):
+            w.options = opts
+            w.value = v
+
+    def __panel__(self):
+        help_ = pn.pane.Markdown(
+            "One bar per latent dimension: the ARD weight alpha_q = 1/lengthscale_q^2. "
+            "<span style='color:#b0b0b0'>Light grey</span>: switched off. "
+            "<span style='color:#d62728'>Red</span>: x axis, <span style='color:#1f77b4'>blue</span>: y axis. "
+            "Click a bar to show it on the chosen axis.",
+            styles={"font-size": "12px"}, width=PLOT_W - 60, margin=(0, 10))
+        return pn.Column(
+            self._pane, self._placeholder, help_,
+            pn.Row(pn.pane.Markdown("Click assigns to", margin=(12, 5, 0, 10)), self._assign, self._sort),
+            pn.Row(self._xsel, self._ysel),
+        )
+
+
+# --------------------------------------------------------------------------- latent view
+class LatentView(_Rebuilding):
+    """Latent means in the two chosen dims over the predictive-variance background;
+    mouse moves (follow mode) and clicks choose the point to generate from."""
+
+    _rebuild_on = ("model_version", "x_dim", "y_dim", "color_by", "show_uncertainty",
+                   "show_trajectories", "dataset")
+
+    def __init__(self, **params):
+        self._sliders = pn.Column(sizing_mode="stretch_width")
+        super().__init__(**params)
+        s = self.state
+        self._color = pn.widgets.Select.from_param(s.param.color_by, name="colour points by", width=140)
+        self._unc = pn.widgets.Checkbox.from_param(s.param.show_uncertainty, name="q(x) ellipses (2 sd)")
+        self._traj = pn.widgets.Checkbox.from_param(s.param.show_trajectories, name="trajectories")
+        self._var = pn.widgets.Checkbox.from_param(s.param.show_variance, name="variance background")
+        self._follow = pn.widgets.Toggle.from_param(s.param.follow, name="Follow mouse", width=130,
+                                                    button_type="primary")
+        self._reset = pn.widgets.Button(label="Reset sliders to mean of q(X)", width=220)
+        self._reset.on_click(lambda e: self._reset_fixed())
+        s.param.watch(self._build_sliders, ["model_version"])
+        s.param.watch(self._slider_visibility, ["x_dim", "y_dim"])
+        s.param.watch(self._sync_slider_values, ["fixed"])
+        self._build_sliders()
+
+    # ---- plot
+    def _build(self):
+        s = self.state
+        m = s.model
+        dims = s.dims
+        mu = np.asarray(m.latent_mean)
+        S = np.asarray(m.latent_variance)
+        ds = s.dataset
+        bounds = s.bounds()
+        self._bounds = bounds
+        mode = s.color_mode()
+        layers = []
+        bg = hv.DynamicMap(self._background, streams=[Params(s, ["fixed", "show_variance", "grid_res"])])
+        layers.append(bg)
+        if s.show_trajectories and ds.sequence is not None:
+            layers.append(plots.trajectories(mu, dims, ds.sequence, ds.times))
+        if s.show_uncertainty:
+            layers.append(plots.latent_ellipses(mu, S, dims))
+        pts = plots.latent_points(mu, dims, ds.labels, ds.label_names, ds.sequence, ds.times, mode)
+        layers.append(pts)
+        marker = hv.DynamicMap(self._marker, streams=[Params(s, ["cursor", "selected_index"])])
+        layers.append(marker)
+        overlay = layers[0]
+        for layer in layers[1:]:
+            overlay = overlay * layer
+        pointer = PointerXY(source=overlay)
+        tap = Tap(source=overlay)
+        pointer.add_subscriber(self._on_move)
+        tap.add_subscriber(self._on_tap)
+        self._streams = (pointer, tap)
+        x0, y0, x1, y1 = bounds
+        name = s.dataset_name or "data"
+        return overlay.opts(
+            title=f"{plots.LATENT_TITLE}: {name}", width=PLOT_W, height=PLOT_H,
+            xlim=(x0, x1), ylim=(y0, y1), toolbar="right", active_tools=["wheel_zoom"],
+            default_tools=["save", "pan", "wheel_zoom", "box_zoom", "reset"])
+
+    def _background(self, fixed, show_variance, grid_res):
+        s = self.state
+        if not show_variance or s.model is None:
+            return plots.empty_image(self._bounds, s.dims)
+        var = variance_grid(s.model, np.asarray(fixed), s.dims, self._bounds, grid_res)
+        return plots.variance_image(var, self._bounds, s.dims)
+
+    def _marker(self, cursor, selected_index):
+        s = self.state
+        sel = None
+        if selected_index >= 0 and s.model is not None:
+            mu = np.asarray(s.model.latent_mean)
+            sel = (float(mu[selected_index, s.x_dim]), float(mu[selected_index, s.y_dim]))
+        return plots.cursor_marker(cursor[0], cursor[1], s.dims, sel)
+
+    @guarded
+    def _on_move(self, x=None, y=None, **kw):
+        self.state.hover(x, y)
+
+    @guarded
+    def _on_tap(self, x=None, y=None, **kw):
+        self.state.click(x, y)
+
+    # ---- sliders for the other dims
+    def _build_sliders(self, *events):
+        m = self.state.model
+        self._slider_widgets = {}
+        if m is None:
+            self._sliders.objects = []
+            return
+        mu = np.asarray(m.latent_mean)
+        alpha = np.asarray(m.ard_weights)
+        off = ard_off_mask(alpha)
+        fixed = np.asarray(self.state.fixed)
+        rows = []
+        for q in range(m.latent_dim):
+            lo, hi = float(mu[:, q].min()), float(mu[:, q].max())
+            span = max(hi - lo, 1e-6)
+            sl = pn.widgets.FloatSlider(
+                name=f"dim {q}" + (" (off)" if off[q] else ""), start=lo - 0.25 * span, end=hi + 0.25 * span,
+                step=span / 200, value=float(fixed[q]), width=250, format="0.000")
+            sl.param.watch(functools.partial(self._on_slider, q), "value_throttled")
+            self._slider_widgets[q] = sl
+            rows.append(sl)
+        self._sliders.objects = rows
+        self._slider_visibility()
+
+    def _slider_visibility(self, *events):
+        for q, sl in self._slider_widgets.items():
+            sl.visible = q not in self.state.dims
+
+    def _sync_slider_values(self, *events):
+        fixed = np.asarray(self.state.fixed)
+        for q, sl in self._slider_widgets.items():
+            if q < fixed.size and abs(sl.value - fixed[q]) > 1e-12:
+                sl.value = float(np.clip(fixed[q], sl.start, sl.end))
+
+    @guarded
+    def _on_slider(self, q, event):
+        self.state.set_fixed(q, event.new)
+
+    @guarded
+    def _reset_fixed(self):
+        self.state.reset_fixed()
+
+    def __panel__(self):
+        explain = pn.pane.Markdown(
+            "Points: the variational means of q(x_n) in the two chosen dimensions. "
+            "Background: the predictive variance of f at each latent point (other dimensions at "
+            "the slider values) -- **light where the model is confident, dark where it is "
+            "extrapolating**. Move the mouse to generate (follow mode) or click to pin a point; "
+            "clicking a training point also shows its data.",
+            styles={"font-size": "12px"}, width=PLOT_W, margin=(0, 10))
+        controls = pn.Row(self._follow, self._color, pn.Column(self._var, self._traj, self._unc))
+        return pn.Column(self._pane, self._placeholder, controls, explain)
+
+    def sliders_card(self):
+        return pn.Card(self._reset, self._sliders, title="Other latent dimensions (held fixed)",
+                       collapsed=False, width=300)
+
+
+# --------------------------------------------------------------------------- output
+class OutputView(_Rebuilding):
+    """What the model generates at the cursor (mean and uncertainty), and the data of
+    the selected training point beside it."""
+
+    _rebuild_on = ("model_version", "dataset")
+
+    def __init__(self, **params):
+        self._train_pane = pn.pane.HoloViews(None, sizing_mode="fixed", linked_axes=False)
+        super().__init__(**params)
+        s = self.state
+        self._az = pn.widgets.FloatSlider(name="view azimuth (deg)", start=-180, end=180, step=5,
+                                          value=s.azimuth, width=200)
+        self._el = pn.widgets.FloatSlider(name="view elevation (deg)", start=-30, end=90, step=5,
+                                          value=s.elevation, width=200)
+        self._az.param.watch(lambda e: setattr(s, "azimuth", e.new), "value")
+        self._el.param.watch(lambda e: setattr(s, "elevation", e.new), "value")
+        self._readout = pn.pane.Markdown("", styles={"font-family": "monospace", "font-size": "13px"},
+                                         sizing_mode="stretch_width", css_classes=["readout"])
+        s.param.watch(self._update_readout, ["cursor", "selected_index", "pinned", "follow",
+                                             "x_dim", "y_dim", "model_version"])
+        self._update_readout()
+
+    @property
+    def kind(self) -> str:
+        ds = self.state.dataset
+        return getattr(getattr(ds, "renderer", None), "kind", "vector") if ds is not None else "vector"
+
+    def _build(self):
+        s = self.state
+        ds = s.dataset
+        Y = ds.Y
+        self._ylim = None
+        self._limits = None
+        if self.kind == "pose":
+            r = ds.renderer
+            sub = Y[:: max(1, len(Y) // 300)]
+            Ps = np.stack([r.positions(y) for y in sub])
+            self._zc = 0.5 * (Ps[..., 2].min() + Ps[..., 2].max())
+            C = Ps.copy()
+            C[..., :2] -= Ps[..., :2].mean(axis=1, keepdims=True)
+            C[..., 2] -= self._zc
+            R = float(np.sqrt((C ** 2).sum(-1)).max()) * 1.08 + 1e-9
+            self._limits = (-R, -R, R, R)
+        elif self.kind == "vector":
+            lo, hi = float(Y.min()), float(Y.max())
+            pad = 0.1 * (hi - lo or 1.0)
+            self._ylim = (lo - pad, hi + pad)
+        streams = [Params(s, ["cursor", "azimuth", "elevation"])]
+        gen = hv.DynamicMap(self._generated, streams=streams)
+        train = hv.DynamicMap(self._training, streams=[Params(s, ["selected_index", "azimuth", "elevation"])])
+        size = dict(width=OUT_W, height=OUT_H, toolbar="right", default_tools=["save"])
+        if self.kind == "image":
+            size.update(width=int(OUT_W * 0.95))
+            self._train_pane.object = train.opts(**size)
+            return gen
+        if self.kind == "vector":
+            size.update(width=2 * OUT_W, height=300)
+        self._train_pane.object = train.opts(**size)
+        return gen.opts(**size)
+
+    def _rebuild(self, *events):
+        super()._rebuild(*events)
+        self._train_pane.visible = self.state.model is not None and self.kind != "vector"
+
+    # ---- pose helpers
+    def _centre(self, P):
+        return P - np.array([P[:, 0].mean(), P[:, 1].mean(), self._zc])
+
+    def _generated(self, cursor, azimuth, elevation):
+        s = self.state
+        out = s.generate(*cursor)
+        mean, var = out
+        std = np.sqrt(np.maximum(var, 0))
+        r = s.dataset.renderer
+        title = f"{plots.OUTPUT_TITLE} at ({cursor[0]:.2f}, {cursor[1]:.2f})"
+        if self.kind == "pose":
+            title = f"Generated pose at ({cursor[0]:.2f}, {cursor[1]:.2f})"
+        if self.kind == "pose":
+            from .state import pose_spread
+            P = self._centre(r.positions(mean))
+            return plots.pose_plot(P, r.connections, azimuth, elevation, spread=pose_spread(r, mean, var),
+                                   limits=self._limits, title=title)
+        if self.kind == "image":
+            vmin, vmax = self._image_range()
+            img = plots.image_plot(r.image(mean), title, vmin, vmax)
+            sd = plots.image_plot(r.image(std), "Per-pixel standard deviation", 0.0, None,
+                                  cmap="magma", label="sd")
+            opts = dict(width=int(OUT_W * 0.95), height=OUT_H, toolbar="right", default_tools=["save"])
+            return (img.opts(**opts) + sd.opts(**opts)).opts(shared_axes=False)
+        train = None
+        if s.selected_index >= 0:
+            train = s.dataset.Y[s.selected_index]
+        return plots.vector_plot(mean, std, train, title=title, ylim=self._ylim)
+
+    def _image_range(self):
+        r = self.state.dataset.renderer
+        if getattr(r, "vmin", None) is not None and getattr(r, "vmax", None) is not None:
+            return r.vmin, r.vmax
+        Y = self.state.dataset.Y
+        return float(Y.min()), float(Y.max())
+
+    def _training(self, selected_index, azimuth, elevation):
+        s = self.state
+        r = s.dataset.renderer
+        n = selected_index
+        title = f"{plots.TRAIN_TITLE} #{n}" if n >= 0 else f"{plots.TRAIN_TITLE}: click one in the latent view"
+        if self.kind == "pose":
+            if n < 0:
+                return plots.pose_plot(np.zeros((0, 3)), (), azimuth, elevation, limits=self._limits, title=title)
+            P = self._centre(r.positions(s.dataset.Y[n]))
+            return plots.pose_plot(P, r.connections, azimuth, elevation, limits=self._limits, title=title,
+                                   color="#333333")
+        if self.kind == "image":
+            vmin, vmax = self._image_range()
+            img = r.image(s.dataset.Y[n]) if n >= 0 else np.full(r.image(s.dataset.Y[0]).shape, np.nan)
+            return plots.image_plot(img, title, vmin, vmax)
+        return hv.Curve([])
+
+    def _update_readout(self, *events):
+        self._readout.object = self.state.readout() if self.state.model is not None else ""
+
+    def _caption(self):
+        return {"pose": "Red circles: 2 standard deviations of each joint's predicted position. "
+                        "Drag the angle sliders to turn the figure.",
+                "image": "Left: predicted mean frame; right: per-pixel predictive standard deviation.",
+                "vector": "Red line: predicted mean; band: +-2 sd; black diamonds: the selected "
+                          "training point."}.get(self.kind, "")
+
+    def __panel__(self):
+        caption = pn.pane.Markdown(pn.bind(lambda v: self._caption(), self.state.param.model_version),
+                                   styles={"font-size": "12px"}, margin=(0, 10))
+        angle = pn.Row(self._az, self._el, visible=pn.bind(lambda v: self.kind == "pose",
+                                                           self.state.param.model_version))
+        return pn.Column(self._readout, pn.Row(self._pane, self._train_pane), self._placeholder, caption, angle)
+
+
+# --------------------------------------------------------------------------- model panel
+class ModelPanel(pn.viewable.Viewer):
+    """Data set / upload / saved model, training settings, Train/Stop with live
+    progress, model summary and Save."""
+
+    state = param.ClassSelector(class_=ExplorerState)
+
+    def __init__(self, dataset_options: dict | None = None, **params):
+        super().__init__(**params)
+        s = self.state
+        opts = dataset_options or {}
+        self._ds_select = pn.widgets.Select(name="Data set", options=opts,
+                                            value=s.dataset_name if s.dataset_name in opts.values() else None,
+                                            width=270)
+        self._ds_load = pn.widgets.Button(label="Load data set", width=130)
+        self._ds_load.on_click(self._load_dataset)
+        self._upload = pn.widgets.FileInput(accept=".npy,.npz,.csv", width=270, name="Upload array")
+        self._upload.param.watch(self._on_upload, "value")
+        self._model_upload = pn.widgets.FileInput(accept=".npz,.bgplvm", width=270, name="Open model")
+        self._model_upload.param.watch(self._on_model_upload, "value")
+        self._Q = pn.widgets.IntInput.from_param(s.param.latent_dim, name="latent dims Q", width=85)
+        self._M = pn.widgets.IntInput.from_param(s.param.num_inducing, name="inducing M", width=85)
+        self._iters = pn.widgets.IntInput.from_param(s.param.max_iters, name="iterations", width=85, step=50)
+        self._kernel = pn.widgets.Select.from_param(s.param.kernel, name="kernel", width=270)
+        self._train = pn.widgets.Button(label="Train", color="primary", width=130)
+        self._stop = pn.widgets.Button(label="Stop", color="danger", width=130, disabled=True)
+        self._train.on_click(self._start)
+        self._stop.on_click(lambda e: self.state.stop_training())
+        self._progress = pn.indicators.Progress(value=0, max=100, width=270, visible=False, bar_color="primary")
+        self._status = pn.pane.Markdown("", width=270, styles={"font-size": "12px"}, css_classes=["train-status"])
+        self._curve = pn.pane.HoloViews(
+            hv.DynamicMap(lambda bound_history: plots.bound_curve(bound_history),
+                          streams=[Params(s, ["bound_history"])]).opts(width=270, height=170, toolbar=None),
+            visible=False, linked_axes=False)
+        self._summary = pn.pane.Markdown("", width=270, styles={"font-size": "12px"}, css_classes=["summary"])
+        self._save = pn.widgets.FileDownload(callback=self._save_bytes, filename="model.npz",
+                                             label="Save model (download)", width=270, button_type="success")
+        self._cb = None
+        s.param.watch(self._on_training, ["training"])
+        s.param.watch(self._on_progress, ["bound_history", "train_status"])
+        s.param.watch(self._on_model, ["model_version", "dataset_name"])
+        self._on_model()
+
+    # ---- data
+    @guarded
+    def _load_dataset(self, event=None):
+        name = self._ds_select.value
+        if not name:
+            raise UserError("choose a data set first")
+        self._ds_load.loading = True
+        try:
+            self.state.load_dataset(name)
+        finally:
+            self._ds_load.loading = False
+
+    @guarded
+    def _on_upload(self, event):
+        if not event.new:
+            return
+        self.state.load_upload(self._upload.filename or "upload.npy", event.new)
+
+    @guarded
+    def _on_model_upload(self, event):
+        if not event.new:
+            return
+        self.state.load_model_bytes(self._model_upload.filename or "model.npz", event.new)
+
+    # ---- training
+    @guarded
+    def _start(self, event=None):
+        self.state.start_training()
+        if self._cb is None:
+            self._cb = pn.state.add_periodic_callback(self._poll, period=250)
+
+    @guarded
+    def _poll(self):
+        running = self.state.poll()
+        if not running and self._cb is not None:
+            self._cb.stop()
+            self._cb = None
+
+    def _on_training(self, *events):
+        t = self.state.training
+        self._train.disabled = t
+        self._stop.disabled = not t
+        self._progress.visible = t
+        self._curve.visible = t or bool(self.state.bound_history)
+        for w in (self._ds_load, self._upload, self._model_upload, self._Q, self._M, self._iters, self._kernel):
+            w.disabled = t
+
+    def _on_progress(self, *events):
+        h = self.state.bound_history
+        if h:
+            self._progress.value = int(min(100, 100 * h[-1][0] / max(1, self.state.max_iters)))
+            self._curve.visible = True
+        self._status.object = self.state.train_status
+
+    def _on_model(self, *events):
+        info = self.state.summary()
+        if not info:
+            self._summary.object = "*No model yet.*"
+            self._save.disabled = True
+            return
+        self._save.disabled = False
+        self._save.filename = f"bgplvm-{self.state.dataset_name or 'model'}-Q{info['Q']}.npz"
+        self._summary.object = (
+            f"- **data**: {self.state.dataset_name} ({info['N']} x {info['D']})\n"
+            f"- **lower bound**: {info['bound']:,.2f}\n"
+            f"- **noise variance**: {info['noise_variance']:.4g}\n"
+            f"- **signal variance**: {info['kernel_variance']:.4g}\n"
+            f"- **signal-to-noise** (sd ratio): {info['snr']:.3g}\n"
+            f"- **latent dims**: {info['Q']} ({info['active']} active), **M** = {info['M']}\n"
+            f"- **kernel**: {info['kernel'] or '?'}\n")
+
+    def _save_bytes(self):
+        try:
+            return self.state.save_model_bytes()
+        except UserError as e:
+            self.state.error = str(e)
+            return None
+
+    def __panel__(self):
+        data = pn.Card(
+            self._ds_select, self._ds_load,
+            pn.pane.Markdown(f"**Or upload an array** (.npy, .npz, .csv; N rows x D columns, finite, "
+                             f"at most {MAX_UPLOAD_MB} MB):", styles={"font-size": "12px"}, margin=(5, 10, 0, 10)),
+            self._upload,
+            pn.pane.Markdown("**Or open a saved model** (.npz from *Save model*):",
+                             styles={"font-size": "12px"}, margin=(5, 10, 0, 10)),
+            self._model_upload,
+            title="1. Data", width=300)
+        train = pn.Card(
+            pn.Row(self._Q, self._M, self._iters), self._kernel, pn.Row(self._train, self._stop),
+            self._progress, self._status, self._curve, title="2. Train", width=300)
+        summary = pn.Card(self._summary, self._save, title="3. Model", width=300)
+        return pn.Column(data, train, summary, width=310)
