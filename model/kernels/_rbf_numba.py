@@ -44,6 +44,7 @@ import numpy as np
 from numba import njit, prange
 
 from .._numba_config import CACHE, FASTMATH
+from ._fastexp import exp_into
 
 _SERIAL = dict(cache=CACHE, fastmath=set(FASTMATH), nogil=True)
 _PARALLEL = dict(cache=CACHE, fastmath=set(FASTMATH), nogil=True, parallel=True)
@@ -115,6 +116,8 @@ def K_gradients(dL_dK, X, sf2, alpha):
 def _psi1_rows(n0, n1, mu, S, Z, sf2, alpha, out):
     M, Q = Z.shape
     ad1 = np.empty(Q)
+    ex = np.empty(M)
+    scratch = np.empty(M)
     for n in range(n0, n1):
         logc = math.log(sf2)
         for q in range(Q):
@@ -126,7 +129,8 @@ def _psi1_rows(n0, n1, mu, S, Z, sf2, alpha, out):
             for q in range(Q):
                 u = mu[n, q] - Z[m, q]
                 s -= 0.5 * ad1[q] * u * u
-            out[n, m] = math.exp(s)
+            ex[m] = s
+        exp_into(ex, out[n], scratch)
 
 
 @njit(**_SERIAL)
@@ -215,11 +219,14 @@ def _psi2_log_exponent(n, mu, S, zbar, D0, sf2, alpha, d2, ex):
 def _psi2_rows(n0, n1, mu, S, zbar, D0, sf2, alpha, acc):
     Q, P = zbar.shape
     ex = np.empty(P)
+    E = np.empty(P)
+    scratch = np.empty(P)
     d2 = np.empty(Q)
     for n in range(n0, n1):
         _psi2_log_exponent(n, mu, S, zbar, D0, sf2, alpha, d2, ex)
+        exp_into(ex, E, scratch)
         for p in range(P):
-            acc[p] += math.exp(ex[p])
+            acc[p] += E[p]
 
 
 @njit(**_SERIAL)
@@ -250,11 +257,14 @@ def psi2_parallel(mu, S, Z, sf2, alpha, nchunks):
 def _psi2n_rows(n0, n1, mu, S, zbar, D0, sf2, alpha, pm, pm2, out):
     Q, P = zbar.shape
     ex = np.empty(P)
+    E = np.empty(P)
+    scratch = np.empty(P)
     d2 = np.empty(Q)
     for n in range(n0, n1):
         _psi2_log_exponent(n, mu, S, zbar, D0, sf2, alpha, d2, ex)
+        exp_into(ex, E, scratch)
         for p in range(P):
-            v = math.exp(ex[p])
+            v = E[p]
             out[n, pm[p], pm2[p]] = v
             out[n, pm2[p], pm[p]] = v
 
@@ -301,6 +311,9 @@ def _grad_rows(n0, n1, dL_dPsi1, w2, mu, S, Z, zbar, D0, sf2, alpha, do1, do2,
     suu = np.empty(Q)
     ex = np.empty(P)
     G = np.empty(P)
+    scratch = np.empty(max(P, M))
+    ex1 = np.empty(M)
+    E1 = np.empty(M)
     log_sf2 = math.log(sf2)
     for n in range(n0, n1):
         for q in range(Q):
@@ -315,13 +328,16 @@ def _grad_rows(n0, n1, dL_dPsi1, w2, mu, S, Z, zbar, D0, sf2, alpha, do1, do2,
                 logc += 0.5 * math.log(d1[q])
                 su[q] = 0.0
                 suu[q] = 0.0
-            g1sum = 0.0
             for m in range(M):
                 s = logc
                 for q in range(Q):
                     u = mu[n, q] - Z[m, q]
                     s -= 0.5 * ad1[q] * u * u
-                G1 = dL_dPsi1[n, m] * math.exp(s)
+                ex1[m] = s
+            exp_into(ex1, E1, scratch)
+            g1sum = 0.0
+            for m in range(M):
+                G1 = dL_dPsi1[n, m] * E1[m]
                 g1sum += G1
                 for q in range(Q):
                     gu = G1 * (mu[n, q] - Z[m, q])
@@ -336,9 +352,10 @@ def _grad_rows(n0, n1, dL_dPsi1, w2, mu, S, Z, zbar, D0, sf2, alpha, do1, do2,
         # ---- Psi2: G_p = w_p * Psi2^n_p (w_p folds the symmetric pair (m, m'))
         if do2:
             _psi2_log_exponent(n, mu, S, zbar, D0, sf2, alpha, d2, ex)
+            exp_into(ex, G, scratch)
             g2sum = 0.0
             for p in range(P):
-                G[p] = w2[p] * math.exp(ex[p])
+                G[p] *= w2[p]
                 g2sum += G[p]
                 Gacc[p] += G[p]
             dth[0] += 2.0 * g2sum / sf2
