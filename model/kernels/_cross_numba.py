@@ -136,9 +136,10 @@ def cross_n_parallel(mu, S, Z, sf2, alpha, A, nchunks):
 
 # --- gradients -------------------------------------------------------------------------------
 @njit(**_SERIAL)
-def _grad_rows(n0, n1, mu, S, Z, sf2, alpha, V, dmu, dS, dZ, dth, H):
-    """Rows n of dmu, dS (added to); this block's sums dZ (M, Q), dth (Q+1,), H (M, Q)."""
+def _grad_rows(n0, n1, mu, S, Z, sf2, alpha, V, dmu, dS, dZ, dth_out, H):
+    """Rows n of dmu, dS (added to); this block's sums dZ (M, Q), dth_out (Q+1,), H (M, Q)."""
     M, Q = Z.shape
+    dth = np.zeros(Q + 1)  # local: blocks' rows of dth_out share cache lines
     d1 = np.empty(Q)
     ad1 = np.empty(Q)
     for n in range(n0, n1):
@@ -160,6 +161,7 @@ def _grad_rows(n0, n1, mu, S, Z, sf2, alpha, V, dmu, dS, dZ, dth, H):
                 dS[n, q] += 0.5 * pg * ad1[q] * (ad1[q] * u * u - 1.0) - pv * a * e * e * u
                 dZ[m, q] += pg * ad1[q] * u + pv * a * s * e
                 dth[q + 1] += -0.5 * pg * (s * e + u * u * e * e) - pv * s * e * e * u
+    dth_out += dth
 
 
 @njit(**_SERIAL)

@@ -79,14 +79,16 @@ def K_gradients(dL_dK, X, b):
 # psi statistics
 # --------------------------------------------------------------------------------------
 @njit(**_SERIAL)
-def _second_moment_rows(n0, n1, mu, S, C):
-    """C += sum_{n0 <= n < n1} mu_n mu_n^T + diag(S_n)."""
+def _second_moment_rows(n0, n1, mu, S, C_out):
+    """C_out += sum_{n0 <= n < n1} mu_n mu_n^T + diag(S_n)."""
     Q = mu.shape[1]
+    C = np.zeros((Q, Q))  # local: neighbouring blocks' buffers share cache lines
     for n in range(n0, n1):
         for q in range(Q):
             C[q, q] += S[n, q]
             for r in range(Q):
                 C[q, r] += mu[n, q] * mu[n, r]
+    C_out += C
 
 
 @njit(**_SERIAL)
@@ -153,9 +155,11 @@ def psi2n_parallel(mu, S, A, nchunks):
 
 
 @njit(**_SERIAL)
-def _grad_rows(n0, n1, w0, W1, mu, S, A, K2, b, dmu, dS, R, C, db):
+def _grad_rows(n0, n1, w0, W1, mu, S, A, K2, b, dmu, dS, R, C_out, db_out):
     """Rows n of dmu, dS; this block's sums R += W1^T mu, C += E[x x^T], db += psi0 part."""
     M, Q = A.shape
+    C = np.zeros((Q, Q))  # local: neighbouring blocks' buffers share cache lines
+    db = np.zeros(Q)
     for n in range(n0, n1):
         for q in range(Q):
             mq = mu[n, q]
@@ -170,6 +174,8 @@ def _grad_rows(n0, n1, w0, W1, mu, S, A, K2, b, dmu, dS, R, C, db):
             dmu[n, q] = g
             dS[n, q] = w0[n] * b[q] + K2[q, q]
             db[q] += w0[n] * (mq * mq + S[n, q])
+    C_out += C
+    db_out += db
 
 
 @njit(**_SERIAL)

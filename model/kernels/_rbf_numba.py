@@ -295,14 +295,16 @@ def psi2n_parallel(mu, S, Z, sf2, alpha, nchunks):
 # --------------------------------------------------------------------------------------
 @njit(**_SERIAL)
 def _grad_rows(n0, n1, dL_dPsi1, w2, mu, S, Z, zbar, D0, sf2, alpha, do1, do2,
-               dmu, dS, dZ, T, Gacc, dth):
+               dmu, dS, dZ, T, Gacc, dth_out):
     """Gradient contributions of the points n0 <= n < n1.
 
     Writes rows n of dmu, dS (N, Q); adds into this block's accumulators dZ (M, Q) (Psi1
     part), T (Q, P) and Gacc (P,) (Psi2 part, scattered to dZ by ``_grad_finalize``) and
-    dth (Q + 1,) = [dL/dsf2, dL/dalpha_1..Q].
+    dth_out (Q + 1,) = [dL/dsf2, dL/dalpha_1..Q]. Small per-point sums go to a local
+    array first: neighbouring blocks' rows of dth_out share cache lines (false sharing).
     """
     M, Q = Z.shape
+    dth = np.zeros(Q + 1)
     P = zbar.shape[1]
     d1 = np.empty(Q)
     ad1 = np.empty(Q)
@@ -374,6 +376,7 @@ def _grad_rows(n0, n1, dL_dPsi1, w2, mu, S, Z, zbar, D0, sf2, alpha, do1, do2,
                 dmu[n, q] -= 2.0 * a * d2q * st
                 dS[n, q] += a * d2q * (2.0 * a * d2q * stt - g2sum)
                 dth[q + 1] -= S[n, q] * d2q * g2sum + d2q * d2q * stt
+    dth_out += dth
 
 
 @njit(**_SERIAL)
