@@ -277,7 +277,7 @@ class ExportPanel(pn.viewable.Viewer):
 
     def _button(self, what, fmt, label):
         btn = pn.widgets.FileDownload(label=label, filename=self._filename(what, fmt), width=135,
-                                      callback=lambda: self._make(what, fmt, btn), button_type="default",
+                                      callback=lambda: self._make(what, fmt, btn), color="default",
                                       css_classes=[f"export-{what}-{fmt}"])
         return btn
 

@@ -34,7 +34,7 @@ def _kd(q: int, name: str):
 
 
 # --------------------------------------------------------------------------- ARD
-def ard_bars(alpha: np.ndarray, x_dim: int, y_dim: int, sort: bool = False) -> hv.Overlay:
+def ard_bars(alpha: np.ndarray, x_dim: int, y_dim: int, sort: bool = False) -> hv.Bars:
     """One bar per latent dimension: alpha_q = 1 / lengthscale_q^2.
 
     Colour marks the role: x axis (red), y axis (blue), active (grey-blue), switched
@@ -48,17 +48,17 @@ def ard_bars(alpha: np.ndarray, x_dim: int, y_dim: int, sort: bool = False) -> h
     for q in order:
         role = "x axis" if q == x_dim else ("y axis" if q == y_dim else ("off" if off[q] else "active"))
         color = {"x axis": X_COLOR, "y axis": Y_COLOR, "off": OFF_COLOR}.get(role, ON_COLOR)
-        rows.append((str(int(q)), float(alpha[q]), role, color, int(q)))
+        rows.append((ard_label(int(q), bool(off[q])), float(alpha[q]), role, color, int(q)))
     kd = hv.Dimension("dim", label="latent dimension q")
-    bars = hv.Bars(rows, kdims=[kd],
+    return hv.Bars(rows, kdims=[kd],
                    vdims=[hv.Dimension("alpha", label="ARD weight alpha_q"), "role", "color", "q"]
-                   ).opts(color="color", line_color="#555555", tools=["hover", "tap"],
-                          xlabel="latent dimension q", ylabel="ARD weight alpha_q")
-    top = float(alpha.max()) if alpha.size else 1.0
-    marks = [(str(int(q)), 0.04 * top, "off") for q in order if off[q]]
-    labels = hv.Labels(marks, kdims=[kd, hv.Dimension("alpha")], vdims=["text"]).opts(
-        text_color="#888888", text_font_size="11px", text_baseline="bottom")
-    return (bars * labels).opts(title=ARD_TITLE)
+                   ).opts(color="color", line_color="#555555", tools=["hover"], title=ARD_TITLE,
+                          xlabel="latent dimension q (off: switched off)", ylabel="ARD weight alpha_q")
+
+
+def ard_label(q: int, off: bool) -> str:
+    """Category label of bar q: "3", or "3 off" for a switched-off dimension."""
+    return f"{q} off" if off else str(q)
 
 
 # --------------------------------------------------------------------------- latent
@@ -164,13 +164,16 @@ def latent_ellipses(mu, S, dims) -> hv.Path:
         color="#1f77b4", line_width=0.8, alpha=0.35)
 
 
-def cursor_marker(x: float, y: float, dims, selected_xy=None) -> hv.Overlay:
-    """The generated point (cross) and, if any, the selected training point (ring)."""
-    kd = [_kd(dims[0], "lx"), _kd(dims[1], "ly")]
-    cross = hv.Points([(x, y)], kdims=kd).opts(marker="x", size=18, color=CURSOR_COLOR, line_width=3)
-    sel = hv.Points([selected_xy] if selected_xy is not None else [], kdims=kd).opts(
-        marker="circle", size=16, fill_alpha=0, line_color="black", line_width=2.5)
-    return sel * cross
+def cursor_marker(x: float, y: float, dims) -> hv.Points:
+    """The latent point being generated from (a cross)."""
+    return hv.Points([(x, y)], kdims=[_kd(dims[0], "lx"), _kd(dims[1], "ly")]).opts(
+        marker="x", size=18, color=CURSOR_COLOR, line_width=3, tools=[])
+
+
+def selected_marker(xy, dims) -> hv.Points:
+    """A ring around the selected training point (empty when none)."""
+    return hv.Points([xy] if xy is not None else [], kdims=[_kd(dims[0], "lx"), _kd(dims[1], "ly")]).opts(
+        marker="circle", size=16, fill_alpha=0, line_color="black", line_width=2.5, tools=[])
 
 
 # --------------------------------------------------------------------------- outputs

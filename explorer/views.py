@@ -80,12 +80,12 @@ class ArdView(_Rebuilding):
 
     def __init__(self, **params):
         self._assign = pn.widgets.RadioButtonGroup(options={"x axis": "x", "y axis": "y"}, value="x",
-                                                   button_type="default", width=150)
+                                                   color="default", width=150)
         super().__init__(**params)
         s = self.state
-        self._xsel = pn.widgets.Select(name="x axis", width=210)
-        self._ysel = pn.widgets.Select(name="y axis", width=210)
-        self._sort = pn.widgets.Checkbox.from_param(s.param.sort_ard, name="sort by weight")
+        self._xsel = pn.widgets.Select(label="x axis", width=210)
+        self._ysel = pn.widgets.Select(label="y axis", width=210)
+        self._sort = pn.widgets.Checkbox.from_param(s.param.sort_ard, label="sort by weight")
         self._xsel.param.watch(lambda e: self._select("x", e.new), "value")
         self._ysel.param.watch(lambda e: self._select("y", e.new), "value")
         s.param.watch(self._sync_selects, ["model_version", "x_dim", "y_dim"])
@@ -93,10 +93,12 @@ class ArdView(_Rebuilding):
 
     def _build(self):
         s = self.state
-        dmap = hv.DynamicMap(self._bars, streams=[Params(s, ["x_dim", "y_dim"])])
-        tap = Tap(source=dmap)
-        tap.add_subscriber(self._on_tap)
-        return dmap.opts(width=PLOT_W - 60, height=230, toolbar="right", default_tools=["save"])
+        dmap = hv.DynamicMap(self._bars, streams=[Params(s, ["x_dim", "y_dim"])]).opts(
+            width=PLOT_W - 60, height=230, toolbar="right", default_tools=["save"])
+        # streams go on the final object: .opts() on a DynamicMap returns a new one
+        self._tap = Tap(source=dmap)
+        self._tap.add_subscriber(self._on_tap)
+        return dmap
 
     def _bars(self, x_dim, y_dim):
         s = self.state
@@ -109,8 +111,8 @@ class ArdView(_Rebuilding):
         if x is None:
             return
         try:
-            q = int(float(x))
-        except (TypeError, ValueError):
+            q = int(str(x).split()[0])  # category "3" or "3 off"
+        except (TypeError, ValueError, IndexError):
             return
         self.state.assign_axis(q, self._assign.value)
 
@@ -158,12 +160,12 @@ class LatentView(_Rebuilding):
         self._sliders = pn.Column(sizing_mode="stretch_width")
         super().__init__(**params)
         s = self.state
-        self._color = pn.widgets.Select.from_param(s.param.color_by, name="colour points by", width=140)
-        self._unc = pn.widgets.Checkbox.from_param(s.param.show_uncertainty, name="q(x) ellipses (2 sd)")
-        self._traj = pn.widgets.Checkbox.from_param(s.param.show_trajectories, name="trajectories")
-        self._var = pn.widgets.Checkbox.from_param(s.param.show_variance, name="variance background")
-        self._follow = pn.widgets.Toggle.from_param(s.param.follow, name="Follow mouse", width=130,
-                                                    button_type="primary")
+        self._color = pn.widgets.Select.from_param(s.param.color_by, label="colour points by", width=140)
+        self._unc = pn.widgets.Checkbox.from_param(s.param.show_uncertainty, label="q(x) ellipses (2 sd)")
+        self._traj = pn.widgets.Checkbox.from_param(s.param.show_trajectories, label="trajectories")
+        self._var = pn.widgets.Checkbox.from_param(s.param.show_variance, label="variance background")
+        self._follow = pn.widgets.Toggle.from_param(s.param.follow, label="Follow mouse", width=130,
+                                                    color="primary")
         self._reset = pn.widgets.Button(label="Reset sliders to mean of q(X)", width=220)
         self._reset.on_click(lambda e: self._reset_fixed())
         s.param.watch(self._build_sliders, ["model_version"])
@@ -191,22 +193,27 @@ class LatentView(_Rebuilding):
             layers.append(plots.latent_ellipses(mu, S, dims))
         pts = plots.latent_points(mu, dims, ds.labels, ds.label_names, ds.sequence, ds.times, mode)
         layers.append(pts)
-        marker = hv.DynamicMap(self._marker, streams=[Params(s, ["cursor", "selected_index"])])
-        layers.append(marker)
+        # single-element DynamicMaps (an Overlay-returning one would be collated into a new
+        # object and the Tap/PointerXY sources below would no longer match)
+        layers.append(hv.DynamicMap(self._selected, streams=[Params(s, ["selected_index"])]))
+        layers.append(hv.DynamicMap(self._marker, streams=[Params(s, ["cursor"])]))
         overlay = layers[0]
         for layer in layers[1:]:
             overlay = overlay * layer
-        pointer = PointerXY(source=overlay)
-        tap = Tap(source=overlay)
-        pointer.add_subscriber(self._on_move)
-        tap.add_subscriber(self._on_tap)
-        self._streams = (pointer, tap)
         x0, y0, x1, y1 = bounds
         name = s.dataset_name or "data"
-        return overlay.opts(
+        overlay = overlay.opts(
             title=f"{plots.LATENT_TITLE}: {name}", width=PLOT_W, height=PLOT_H,
             xlim=(x0, x1), ylim=(y0, y1), toolbar="right", active_tools=["wheel_zoom"],
             default_tools=["save", "pan", "wheel_zoom", "box_zoom", "reset"])
+        # the streams' source is the static points layer: the rendered overlay is a
+        # transformed copy of ``overlay``, but its layers keep their identity
+        pointer = PointerXY(source=pts)
+        tap = Tap(source=pts)
+        pointer.add_subscriber(self._on_move)
+        tap.add_subscriber(self._on_tap)
+        self._streams = (pointer, tap)
+        return overlay
 
     def _background(self, fixed, show_variance, grid_res):
         s = self.state
@@ -215,13 +222,16 @@ class LatentView(_Rebuilding):
         var = variance_grid(s.model, np.asarray(fixed), s.dims, self._bounds, grid_res)
         return plots.variance_image(var, self._bounds, s.dims)
 
-    def _marker(self, cursor, selected_index):
+    def _marker(self, cursor):
+        return plots.cursor_marker(cursor[0], cursor[1], self.state.dims)
+
+    def _selected(self, selected_index):
         s = self.state
         sel = None
         if selected_index >= 0 and s.model is not None:
             mu = np.asarray(s.model.latent_mean)
             sel = (float(mu[selected_index, s.x_dim]), float(mu[selected_index, s.y_dim]))
-        return plots.cursor_marker(cursor[0], cursor[1], s.dims, sel)
+        return plots.selected_marker(sel, s.dims)
 
     @guarded
     def _on_move(self, x=None, y=None, **kw):
@@ -247,7 +257,7 @@ class LatentView(_Rebuilding):
             lo, hi = float(mu[:, q].min()), float(mu[:, q].max())
             span = max(hi - lo, 1e-6)
             sl = pn.widgets.FloatSlider(
-                name=f"dim {q}" + (" (off)" if off[q] else ""), start=lo - 0.25 * span, end=hi + 0.25 * span,
+                label=f"dim {q}" + (" (off)" if off[q] else ""), start=lo - 0.25 * span, end=hi + 0.25 * span,
                 step=span / 200, value=float(fixed[q]), width=250, format="0.000")
             sl.param.watch(functools.partial(self._on_slider, q), "value_throttled")
             self._slider_widgets[q] = sl
@@ -300,9 +310,9 @@ class OutputView(_Rebuilding):
         self._train_pane = pn.pane.HoloViews(None, sizing_mode="fixed", linked_axes=False)
         super().__init__(**params)
         s = self.state
-        self._az = pn.widgets.FloatSlider(name="view azimuth (deg)", start=-180, end=180, step=5,
+        self._az = pn.widgets.FloatSlider(label="view azimuth (deg)", start=-180, end=180, step=5,
                                           value=s.azimuth, width=200)
-        self._el = pn.widgets.FloatSlider(name="view elevation (deg)", start=-30, end=90, step=5,
+        self._el = pn.widgets.FloatSlider(label="view elevation (deg)", start=-30, end=90, step=5,
                                           value=s.elevation, width=200)
         self._az.param.watch(lambda e: setattr(s, "azimuth", e.new), "value")
         self._el.param.watch(lambda e: setattr(s, "elevation", e.new), "value")
@@ -437,19 +447,22 @@ class ModelPanel(pn.viewable.Viewer):
         super().__init__(**params)
         s = self.state
         opts = dataset_options or {}
-        self._ds_select = pn.widgets.Select(name="Data set", options=opts,
+        self._ds_select = pn.widgets.Select(label="Data set", options=opts,
                                             value=s.dataset_name if s.dataset_name in opts.values() else None,
                                             width=270)
         self._ds_load = pn.widgets.Button(label="Load data set", width=130)
         self._ds_load.on_click(self._load_dataset)
-        self._upload = pn.widgets.FileInput(accept=".npy,.npz,.csv", width=270, name="Upload array")
+        self._upload = pn.widgets.FileInput(accept=".npy,.npz,.csv", width=270, label="Upload array",
+                                            css_classes=["upload-array"])
         self._upload.param.watch(self._on_upload, "value")
-        self._model_upload = pn.widgets.FileInput(accept=".npz,.bgplvm", width=270, name="Open model")
+        self._model_upload = pn.widgets.FileInput(accept=".npz", width=270, label="Open model",
+                                                  css_classes=["upload-model"])
         self._model_upload.param.watch(self._on_model_upload, "value")
-        self._Q = pn.widgets.IntInput.from_param(s.param.latent_dim, name="latent dims Q", width=85)
-        self._M = pn.widgets.IntInput.from_param(s.param.num_inducing, name="inducing M", width=85)
-        self._iters = pn.widgets.IntInput.from_param(s.param.max_iters, name="iterations", width=85, step=50)
-        self._kernel = pn.widgets.Select.from_param(s.param.kernel, name="kernel", width=270)
+        self._Q = pn.widgets.IntInput.from_param(s.param.latent_dim, label="latent dims Q", width=85)
+        self._M = pn.widgets.IntInput.from_param(s.param.num_inducing, label="inducing M", width=85)
+        self._iters = pn.widgets.IntInput.from_param(s.param.max_iters, label="iterations", width=85, step=50,
+                                                  css_classes=["iters-input"])
+        self._kernel = pn.widgets.Select.from_param(s.param.kernel, label="kernel", width=270)
         self._train = pn.widgets.Button(label="Train", color="primary", width=130)
         self._stop = pn.widgets.Button(label="Stop", color="danger", width=130, disabled=True)
         self._train.on_click(self._start)
@@ -462,7 +475,7 @@ class ModelPanel(pn.viewable.Viewer):
             visible=False, linked_axes=False)
         self._summary = pn.pane.Markdown("", width=270, styles={"font-size": "12px"}, css_classes=["summary"])
         self._save = pn.widgets.FileDownload(callback=self._save_bytes, filename="model.npz",
-                                             label="Save model (download)", width=270, button_type="success")
+                                             label="Save model (download)", width=270, color="success")
         self._cb = None
         s.param.watch(self._on_training, ["training"])
         s.param.watch(self._on_progress, ["bound_history", "train_status"])

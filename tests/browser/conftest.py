@@ -1,0 +1,77 @@
+"""Real-browser fixtures: the explorer served by ``panel serve`` (NUMBA_NUM_THREADS=1)
+and Debian's chromium driven by Playwright (see ../../../shared/STACK_NOTES.md)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = "/usr/bin/chromium"
+
+
+def pytest_collection_modifyitems(config, items):
+    skip = pytest.mark.skip(reason=f"{CHROMIUM} not installed (apt-get install chromium)")
+    for item in items:
+        if "browser" in item.keywords and not Path(CHROMIUM).exists():
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    return {**browser_type_launch_args, "executable_path": CHROMIUM,
+            "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                     "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                     "--disable-dev-shm-usage"]}
+
+
+@pytest.fixture(scope="session")
+def browser_context_args(browser_context_args):
+    return {**browser_context_args, "viewport": {"width": 1720, "height": 1300}, "accept_downloads": True}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def server():
+    """Base URL of a fresh explorer server; killed (whole process group) at the end."""
+    from explorer.cli import build_command
+
+    port = _free_port()
+    env = dict(os.environ, NUMBA_NUM_THREADS="1")
+    ARTIFACTS.mkdir(exist_ok=True)
+    log = open(ARTIFACTS / "browser-server.log", "w")
+    proc = subprocess.Popen(build_command(port=port, show=False), env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True, cwd=ROOT)
+    url = f"http://127.0.0.1:{port}"
+    t0 = time.time()
+    while True:
+        try:
+            if urllib.request.urlopen(f"{url}/liveness", timeout=1).status == 200:
+                break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.time() - t0 > 90:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            raise RuntimeError(f"explorer server did not start; see {ARTIFACTS / 'browser-server.log'}")
+        time.sleep(0.2)
+    yield f"{url}/app"
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+    log.close()

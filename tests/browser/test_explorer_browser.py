@@ -1,0 +1,235 @@
+"""The explorer in a real browser (Playwright + Debian chromium): page load, click to
+generate, ARD bar click, training, export downloads, bad upload. Screenshots go to
+test-artifacts/."""
+
+from __future__ import annotations
+
+import io
+import re
+import time
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from .conftest import ARTIFACTS
+
+pytestmark = pytest.mark.browser
+
+LATENT = "Latent space"
+ARD = "ARD relevance"
+OUTPUT = "Generated"
+
+# BokehJS's own view of a plot, found by the start of its title: the canvas's page box,
+# the frame (data area) inside it, axis labels, and data -> page pixel mapping.
+JS_PLOT = """([prefix, xs, ys]) => {
+  for (const v of Bokeh.index.all_views()) {
+    const m = v.model;
+    if (!(m.title && m.title.text && m.title.text.startsWith(prefix) && v.canvas_view)) continue;
+    const r = v.canvas_view.el.getBoundingClientRect();
+    if (r.width === 0) continue;
+    const pts = (xs || []).map((x, i) => [r.x + v.frame.x_scale.compute(x), r.y + v.frame.y_scale.compute(ys[i])]);
+    return {box: [r.x, r.y, r.width, r.height], title: m.title.text,
+            frame: [r.x + v.frame.bbox.left, r.y + v.frame.bbox.top, v.frame.bbox.width, v.frame.bbox.height],
+            xlabel: m.below.length ? m.below[0].axis_label : null,
+            ylabel: m.left.length ? m.left[0].axis_label : null,
+            xrange: [v.frame.x_range.start, v.frame.x_range.end],
+            yrange: [v.frame.y_range.start, v.frame.y_range.end], pts: pts};
+  }
+  return null;
+}"""
+
+
+def plot_info(page, prefix, xs=None, ys=None, timeout=30.0):
+    t0 = time.time()
+    while True:
+        info = page.evaluate(JS_PLOT, [prefix, xs or [], ys or []])
+        if info is not None:
+            return info
+        if time.time() - t0 > timeout:
+            raise AssertionError(f"no plot titled {prefix!r} drawn in the page")
+        page.wait_for_timeout(100)
+
+
+def open_app(page, server):
+    page.goto(server)
+    plot_info(page, LATENT)
+    plot_info(page, ARD)
+    plot_info(page, OUTPUT)
+    page.wait_for_timeout(300)
+
+
+def shot_of(page, info) -> np.ndarray:
+    x, y, w, h = info["box"]
+    png = page.screenshot(clip={"x": x, "y": y, "width": w, "height": h})
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=np.int16)
+
+
+def readout(page) -> str:
+    """The text under the output title: "latent point: xA = ..., xB = ... (mode)"."""
+    loc = page.get_by_text(re.compile(r"^latent point:"))
+    return loc.first.inner_text() if loc.count() else ""
+
+
+def wait_for(fn, timeout=10.0, what="condition"):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        v = fn()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_page_loads_with_ard_and_latent_view(page, server):
+    t0 = time.time()
+    open_app(page, server)
+    load_s = time.time() - t0
+    lat = plot_info(page, LATENT)
+    ard = plot_info(page, ARD)
+    assert lat["box"][2] > 300 and ard["box"][2] > 200
+    assert lat["xlabel"].startswith("latent dimension") and lat["ylabel"].startswith("latent dimension")
+    assert ard["xlabel"].startswith("latent dimension q")
+    # the plot is not blank: the variance background and points give many colours
+    img = shot_of(page, lat)
+    assert len(np.unique(img.reshape(-1, 3), axis=0)) > 50
+    assert page.get_by_text("lower bound").first.is_visible()
+    page.screenshot(path=str(ARTIFACTS / "browser-01-loaded.png"), full_page=True)
+    print(f"page load to drawn plots: {load_s:.2f} s")
+
+
+def test_click_in_latent_view_generates_output(page, server):
+    open_app(page, server)
+    lat = plot_info(page, LATENT)
+    (x0, x1), (y0, y1) = lat["xrange"], lat["yrange"]
+    tx, ty = x0 + 0.30 * (x1 - x0), y0 + 0.70 * (y1 - y0)
+    out_before = shot_of(page, plot_info(page, OUTPUT))
+    px, py = plot_info(page, LATENT, [tx], [ty])["pts"][0]
+    page.mouse.click(px, py)
+    m = wait_for(lambda: re.search(r"x(\d+) = (-?[\d.]+), x(\d+) = (-?[\d.]+) \(pinned",
+                                   readout(page)), what="pinned readout")
+    # the readout shows the clicked coordinate (to within a pixel of the plot)
+    tol_x, tol_y = 2 * (x1 - x0) / lat["frame"][2], 2 * (y1 - y0) / lat["frame"][3]
+    assert abs(float(m.group(2)) - tx) < tol_x and abs(float(m.group(4)) - ty) < tol_y
+    page.wait_for_timeout(400)
+    out = plot_info(page, OUTPUT)
+    assert f"({float(m.group(2)):.2f}, {float(m.group(4)):.2f})" in out["title"]
+    out_after = shot_of(page, out)
+    changed = np.abs(out_after - out_before).sum(axis=2) > 30
+    assert changed.mean() > 0.002, "generated output did not change on click"
+    page.screenshot(path=str(ARTIFACTS / "browser-02-clicked.png"), full_page=True)
+
+    # a second click elsewhere moves the output again (pin mode)
+    px2, py2 = plot_info(page, LATENT, [x0 + 0.75 * (x1 - x0)], [y0 + 0.25 * (y1 - y0)])["pts"][0]
+    page.mouse.click(px2, py2)
+    wait_for(lambda: m.group(0) not in readout(page), what="readout update")
+    page.wait_for_timeout(300)
+    assert np.abs(shot_of(page, plot_info(page, OUTPUT)) - out_after).sum(axis=2).max() > 30
+
+
+def test_follow_mode_generates_under_the_mouse(page, server):
+    open_app(page, server)
+    lat = plot_info(page, LATENT)
+    (x0, x1), (y0, y1) = lat["xrange"], lat["yrange"]
+    tx = x0 + 0.6 * (x1 - x0)
+    for f in (0.4, 0.5, 0.6):
+        px, py = plot_info(page, LATENT, [x0 + f * (x1 - x0)], [y0 + f * (y1 - y0)])["pts"][0]
+        page.mouse.move(px, py, steps=3)
+        page.wait_for_timeout(150)
+
+    def near_target():
+        t = readout(page)
+        vals = [float(v) for v in re.findall(r"= (-?[\d.]+)", t)]
+        return "following" in t and vals and abs(vals[0] - tx) < 0.02 * (x1 - x0)
+
+    wait_for(near_target, what="readout following the mouse")
+
+
+def test_clicking_an_ard_bar_changes_the_axes(page, server):
+    open_app(page, server)
+    lat = plot_info(page, LATENT)
+    before = lat["xlabel"]
+    cur = int(before.split()[-1])
+    ylab = int(lat["ylabel"].split()[-1])
+    target = next(q for q in range(5) if q not in (cur, ylab))
+    ard = plot_info(page, ARD)
+    fx, fy, fw, fh = ard["frame"]
+    cats = page.evaluate("""() => { for (const v of Bokeh.index.all_views()) { const m = v.model;
+        if (m.title && m.title.text === 'ARD relevance') return v.frame.x_range.factors; } }""")
+    cat = next(c for c in cats if c.split()[0] == str(target))
+    px = plot_info(page, ARD, [cat], [0.0])["pts"][0][0]
+    page.mouse.click(px, fy + 0.5 * fh)
+    wait_for(lambda: plot_info(page, LATENT)["xlabel"] == f"latent dimension {target}", what="x axis change")
+    assert f"x{target} =" in wait_for(lambda: f"x{target} =" in readout(page) and readout(page),
+                                      what="readout dims")
+    page.screenshot(path=str(ARTIFACTS / "browser-03-ard-click.png"), full_page=True)
+
+
+def test_training_from_the_page_shows_progress_and_finishes(page, server):
+    open_app(page, server)
+    iters = page.locator(".iters-input input")
+    iters.fill("15")
+    iters.press("Enter")
+    page.wait_for_timeout(300)
+    page.get_by_role("button", name="Train", exact=True).click()
+    status = page.get_by_text(re.compile(r"^(Starting|Iteration|Finished|Stopped|Training failed)")).first
+    seen = wait_for(lambda: "Iteration" in status.inner_text() or "Finished" in status.inner_text(),
+                    timeout=60, what="training progress")
+    assert seen
+    saw_progress = "Iteration" in status.inner_text()
+    # the page stays responsive while training: the bound curve is drawn
+    plot_info(page, "Training: lower bound", timeout=30)
+    page.screenshot(path=str(ARTIFACTS / "browser-04-training.png"), full_page=True)
+    wait_for(lambda: "Finished" in status.inner_text() or "Stopped" in status.inner_text(), timeout=120,
+             what="training to finish")
+    assert re.search(r"Finished after \d+ iterations", status.inner_text())
+    assert saw_progress or "Finished" in status.inner_text()
+    page.wait_for_timeout(500)
+    assert page.get_by_role("button", name="Train", exact=True).is_enabled()
+    plot_info(page, LATENT)
+    page.screenshot(path=str(ARTIFACTS / "browser-05-trained.png"), full_page=True)
+
+
+@pytest.mark.parametrize("label,magic", [("Latent view PNG", b"\x89PNG"), ("Latent view SVG", b"<svg"),
+                                         ("ARD chart SVG", b"<svg"), ("Generated output PNG", b"\x89PNG")])
+def test_export_downloads(page, server, label, magic):
+    open_app(page, server)
+    with page.expect_download(timeout=30000) as dl:
+        page.get_by_role("button", name=label).click()
+    path = dl.value.path()
+    data = open(path, "rb").read()
+    assert data.startswith(magic), data[:40]
+    if magic == b"<svg":
+        root = ET.fromstring(data)
+        assert root.tag.endswith("svg") and len(list(root.iter())) > 20
+        assert dl.value.suggested_filename.endswith(".svg")
+    else:
+        im = Image.open(io.BytesIO(data))
+        im.load()
+        assert im.size[0] > 400
+        im.save(ARTIFACTS / f"browser-export-{label.replace(' ', '-').lower()}.png")
+
+
+def test_invalid_upload_shows_error_and_page_keeps_working(page, server):
+    open_app(page, server)
+    buf = io.BytesIO()
+    np.save(buf, np.zeros((4, 3, 2)))
+    page.locator(".upload-array input[type=file]").set_input_files(
+        files=[{"name": "bad.npy", "mimeType": "application/octet-stream", "buffer": buf.getvalue()}])
+    err = page.get_by_text("expected a 2-D array")
+    err.wait_for(timeout=15000)
+    assert err.is_visible()
+    page.screenshot(path=str(ARTIFACTS / "browser-06-bad-upload.png"), full_page=True)
+    # NaN file: another clear message
+    buf = io.BytesIO()
+    np.save(buf, np.array([[1.0, np.nan], [2, 3], [4, 5]]))
+    page.locator(".upload-array input[type=file]").set_input_files(
+        files=[{"name": "nan.npy", "mimeType": "application/octet-stream", "buffer": buf.getvalue()}])
+    page.get_by_text("NaN or infinite").wait_for(timeout=15000)
+    # the session still works: a click in the latent view still generates
+    lat = plot_info(page, LATENT)
+    (x0, x1), (y0, y1) = lat["xrange"], lat["yrange"]
+    px, py = plot_info(page, LATENT, [0.5 * (x0 + x1)], [0.5 * (y0 + y1)])["pts"][0]
+    page.mouse.click(px, py)
+    wait_for(lambda: "pinned" in readout(page), what="readout after a bad upload")

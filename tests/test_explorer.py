@@ -1,0 +1,427 @@
+"""Headless tests of the explorer: state, pure plot functions, views driven through
+their streams (``stream.event(...)``, ``dmap[()]``), uploads, export and the CLI."""
+
+from __future__ import annotations
+
+import io
+import time
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+
+hv = pytest.importorskip("holoviews")
+from PIL import Image  # noqa: E402
+
+from bgplvm_datasets import Dataset, load  # noqa: E402
+from bgplvm_datasets.record import ImageRenderer, VectorRenderer  # noqa: E402
+from model import BayesianGPLVM  # noqa: E402
+
+from explorer import plots  # noqa: E402
+from explorer.export import export_bytes, latent_csv, latent_npz  # noqa: E402
+from explorer.state import (  # noqa: E402
+    MAX_UPLOAD_BYTES, ExplorerState, UserError, ard_off_mask, grid_points, latent_bounds,
+    pose_spread, top_two_dims, variance_grid)
+
+hv.extension("bokeh")
+
+
+@pytest.fixture(scope="module")
+def walk():
+    ds = load("synth_walk")
+    sel = np.arange(0, ds.N, 4)  # 80 rows, both sequences
+    return Dataset(name="synth_walk", Y=ds.Y[sel], renderer=ds.renderer, labels=ds.labels[sel],
+                   label_names=ds.label_names, sequence=ds.sequence[sel], times=ds.times[sel])
+
+
+@pytest.fixture(scope="module")
+def walk_model(walk):
+    # an initialised (unfitted) model is a valid model for everything the explorer does
+    m = BayesianGPLVM(walk.Y, latent_dim=4, num_inducing=10, kernel="rbf", seed=0)
+    m.metadata = {"dataset": "synth_walk"}
+    return m
+
+
+@pytest.fixture
+def state(walk, walk_model):
+    s = ExplorerState()
+    s.set_dataset(walk)
+    s.set_model(walk_model, walk)
+    return s
+
+
+# --------------------------------------------------------------------------- helpers
+def test_ard_helpers():
+    a = np.array([1.0, 0.3, 1e-4, 2.0])
+    assert top_two_dims(a) == (3, 0)
+    assert ard_off_mask(a).tolist() == [False, False, True, False]
+    assert top_two_dims(np.array([0.5])) == (0, 0)
+
+
+def test_grid_orientation_matches_predictive_variance(walk_model):
+    fixed = walk_model.latent_mean.mean(0)
+    b = latent_bounds(walk_model.latent_mean, walk_model.latent_variance, (0, 1))
+    V = variance_grid(walk_model, fixed, (0, 1), b, res=7)
+    xs, ys = np.linspace(b[0], b[2], 7), np.linspace(b[1], b[3], 7)
+    p = fixed.copy()
+    p[0], p[1] = xs[5], ys[2]
+    assert V.shape == (7, 7)
+    np.testing.assert_allclose(V[2, 5], walk_model.predictive_variance(p[None])[0])
+    X = grid_points(fixed, (0, 1), b, 7)
+    assert np.all(X[:, 2:] == fixed[2:])
+
+
+def test_pose_spread_exact_for_marker_renderer(walk):
+    r = walk.renderer
+    var = np.tile([0.01, 0.04, 0.04], walk.D // 3)
+    sd = pose_spread(r, walk.Y[0], var)
+    np.testing.assert_allclose(sd, np.sqrt(0.03))
+
+
+# --------------------------------------------------------------------------- state
+def test_set_model_picks_the_two_most_relevant_dims(state, walk_model):
+    assert state.dims == top_two_dims(walk_model.ard_weights)
+    np.testing.assert_allclose(state.fixed, walk_model.latent_mean.mean(0))
+    assert state.param.x_dim.bounds == (0, 3)
+
+
+def test_assign_axis_swaps_when_taken(state):
+    x, y = state.dims
+    state.assign_axis(y, "x")
+    assert state.dims == (y, x)
+    other = ({0, 1, 2, 3} - {x, y}).pop()
+    state.assign_axis(other, "y")
+    assert state.dims == (y, other)
+    state.assign_axis(99, "x")  # ignored
+    assert state.dims == (y, other)
+
+
+def test_hover_follows_only_in_follow_mode_and_click_pins(state, walk_model):
+    state.hover(0.25, -0.5)
+    assert state.cursor == (0.25, -0.5)
+    n = 7
+    mx, my = walk_model.latent_mean[n, state.x_dim], walk_model.latent_mean[n, state.y_dim]
+    state.click(mx, my)
+    assert state.pinned and not state.follow
+    assert state.selected_index == n
+    assert state.cursor == (pytest.approx(mx), pytest.approx(my))
+    state.hover(5.0, 5.0)  # follow is off: ignored
+    assert state.cursor == (pytest.approx(mx), pytest.approx(my))
+    text = state.readout()
+    assert f"{mx:.3f}" in text and f"#{n}" in text
+    x0, y0, x1, y1 = state.bounds()
+    state.click(x1, y1)  # empty corner: no training point
+    assert state.selected_index == -1
+
+
+def test_generate_uses_the_full_latent_vector(state, walk_model):
+    state.set_fixed(2, 0.7)
+    vec = state.latent_vector(0.1, 0.2)
+    assert vec[state.x_dim] == 0.1 and vec[state.y_dim] == 0.2
+    assert vec[2] == 0.7 or 2 in state.dims
+    mean, var = state.generate(0.1, 0.2)
+    m2, v2 = walk_model.predict(vec[None])
+    np.testing.assert_allclose(mean, m2[0])
+    np.testing.assert_allclose(var, v2[0])
+    assert mean.shape == (walk_model.Y.shape[1],)
+
+
+def test_color_mode_resolution(state, walk):
+    assert state.color_mode() == "label"
+    state.color_by = "time"
+    assert state.color_mode() == "time"
+    state.color_by = "none"
+    assert state.color_mode() == "none"
+
+
+def test_summary(state):
+    info = state.summary()
+    assert info["Q"] == 4 and info["M"] == 10 and info["N"] == 80
+    assert info["snr"] > 0 and np.isfinite(info["bound"])
+
+
+def test_save_and_open_model_roundtrip(state, walk_model):
+    data = state.save_model_bytes().getvalue()
+    s2 = ExplorerState()
+    s2.load_model_bytes("m.npz", data)
+    np.testing.assert_allclose(s2.model.latent_mean, walk_model.latent_mean)
+    assert s2.dims == state.dims or set(s2.dims) == set(top_two_dims(walk_model.ard_weights))
+    with pytest.raises(UserError, match="not a bgplvm model"):
+        s2.load_model_bytes("junk.npz", b"not a zip file at all")
+
+
+# --------------------------------------------------------------------------- uploads
+def _npy(a) -> bytes:
+    b = io.BytesIO()
+    np.save(b, a)
+    return b.getvalue()
+
+
+def test_upload_good_csv_and_npy():
+    s = ExplorerState()
+    s.load_upload("mine.csv", b"1,2,3\n4,5,6\n7,8,9\n1,1,1\n")
+    assert s.dataset.Y.shape == (4, 3) and s.dataset_name == "mine"
+    assert isinstance(s.dataset.renderer, VectorRenderer)
+    s.load_upload("a.npy", _npy(np.random.default_rng(0).normal(size=(10, 2))))
+    assert s.dataset.Y.shape == (10, 2)
+
+
+@pytest.mark.parametrize("name,data,match", [
+    ("bad.npy", _npy(np.zeros((3, 2, 2))), "2-D"),
+    ("nan.npy", _npy(np.array([[1.0, np.nan], [1, 2], [3, 4]])), "NaN"),
+    ("x.txt.exe", b"123", "unsupported file type"),
+    ("garbage.npy", b"\x00\x01garbage", "could not|not|read"),
+    ("empty.csv", b"", "empty"),
+    ("few.csv", b"1,2\n3,4\n", "at least 3 rows"),
+])
+def test_bad_uploads_give_clear_errors(name, data, match):
+    s = ExplorerState()
+    with pytest.raises(UserError, match=match):
+        s.load_upload(name, data)
+    assert s.dataset is None
+
+
+def test_huge_upload_refused_before_parsing():
+    s = ExplorerState()
+    with pytest.raises(UserError, match="limit is 50 MB"):
+        s.load_upload("big.npy", b"\0" * (MAX_UPLOAD_BYTES + 1))
+
+
+# --------------------------------------------------------------------------- training
+def _wait(state, timeout=120):
+    t0 = time.time()
+    while state.poll():
+        assert time.time() - t0 < timeout, "training did not finish"
+        time.sleep(0.05)
+
+
+def test_training_in_background_installs_model(walk):
+    s = ExplorerState()
+    s.set_dataset(walk)
+    s.latent_dim, s.num_inducing, s.max_iters = 3, 8, 4
+    s.start_training()
+    assert s.training
+    with pytest.raises(UserError, match="already training"):
+        s.start_training()
+    _wait(s)
+    assert not s.training and s.model is not None and s.model.latent_dim == 3
+    assert s.bound_history and "Finished" in s.train_status
+    assert s.model.metadata.get("dataset") == "synth_walk"
+
+
+def test_two_sessions_train_independently(walk):
+    a, b = ExplorerState(), ExplorerState()
+    for s, q in ((a, 2), (b, 3)):
+        s.set_dataset(walk)
+        s.latent_dim, s.num_inducing, s.max_iters = q, 6, 3
+        s.start_training()
+    _wait(a)
+    _wait(b)
+    assert a.model.latent_dim == 2 and b.model.latent_dim == 3
+    assert a.model is not b.model
+
+
+def test_stop_training_keeps_a_usable_model(walk):
+    s = ExplorerState()
+    s.set_dataset(walk)
+    s.latent_dim, s.num_inducing, s.max_iters = 3, 8, 5000
+    s.start_training()
+    t0 = time.time()
+    while not s.bound_history and time.time() - t0 < 60:
+        s.poll()
+        time.sleep(0.05)
+    s.stop_training()
+    _wait(s)
+    assert s.model is not None and "Stopped" in s.train_status
+    assert len(s.bound_history) < 5000
+
+
+def test_training_error_is_reported_not_raised():
+    s = ExplorerState()
+    s.set_dataset(Dataset(name="tiny", Y=np.ones((3, 2)), renderer=VectorRenderer()))
+    s.latent_dim, s.num_inducing, s.max_iters = 1, 3, 2
+    s.kernel = "linear"
+    s.start_training()
+    _wait(s)
+    assert not s.training  # finished or failed, but never stuck, and the state is usable
+    assert s.model is not None or "Training failed" in s.error
+
+
+# --------------------------------------------------------------------------- plots
+def test_ard_bars_mark_roles_and_off_dims():
+    bars = plots.ard_bars(np.array([1.0, 1e-5, 0.5]), x_dim=2, y_dim=0)
+    roles = dict(zip(bars.dimension_values("dim"), bars.dimension_values("role")))
+    assert roles == {"0": "y axis", "1 off": "off", "2": "x axis"}
+    colors = dict(zip(bars.dimension_values("dim"), bars.dimension_values("color")))
+    assert colors["1 off"] == plots.OFF_COLOR and colors["2"] == plots.X_COLOR
+    sorted_bars = plots.ard_bars(np.array([1.0, 1e-5, 0.5]), 2, 0, sort=True)
+    assert list(sorted_bars.dimension_values("dim")) == ["0", "2", "1 off"]
+
+
+def test_latent_points_carry_index_and_label(walk_model, walk):
+    pts = plots.latent_points(walk_model.latent_mean, (1, 0), walk.labels, walk.label_names,
+                              walk.sequence, walk.times, "label")
+    assert pts.kdims[0].label == "latent dimension 1"
+    np.testing.assert_allclose(pts.dimension_values(0), walk_model.latent_mean[:, 1])
+    assert set(pts.dimension_values("label")) == set(walk.label_names)
+    assert list(pts.dimension_values("index")) == list(range(walk.N))
+
+
+def test_pose_projection_front_and_side():
+    P = np.array([[1.0, 0, 0], [0, 1.0, 0], [0, 0, 1.0]])
+    uv = plots.project(P, 0, 0)
+    np.testing.assert_allclose(uv, [[1, 0], [0, 0], [0, 1]], atol=1e-12)
+    uv = plots.project(P, 90, 0)
+    np.testing.assert_allclose(uv, [[0, 0], [1, 0], [0, 1]], atol=1e-12)
+
+
+# --------------------------------------------------------------------------- views
+def test_latent_view_streams_drive_generation(state):
+    from explorer.views import LatentView, OutputView
+
+    lv = LatentView(state=state)
+    ov = OutputView(state=state)
+    pointer, tap = lv._streams
+    assert pointer.source is tap.source
+    state.follow = True
+    pointer.event(x=0.3, y=-0.2)
+    assert state.cursor == (0.3, -0.2)
+    gen = ov._pane.object  # the generated-output DynamicMap
+    el = gen[()]
+    title = el.opts.get().kwargs.get("title", "")
+    assert "(0.30, -0.20)" in title
+    bones = el.get(1) if len(el) == 3 else el.get(0)  # Path (spread), Segments, Points
+    assert isinstance(bones, hv.Segments)
+    before = bones.array().copy()
+    pointer.event(x=-1.5, y=1.5)
+    after = [e for e in gen[()] if isinstance(e, hv.Segments)][0].array()
+    assert not np.allclose(before, after)
+    tap.event(x=0.1, y=0.1)
+    assert state.pinned and not state.follow and state.cursor == (0.1, 0.1)
+    pointer.event(x=0.9, y=0.9)  # pinned: the mouse no longer moves the point
+    assert state.cursor == (0.1, 0.1)
+
+
+def _rendered_callbacks(pane):
+    """Stream callback types attached to the Bokeh plot (and subplots) of a pane."""
+    import panel as pn
+    from bokeh.document import Document
+
+    p = pn.pane.HoloViews(pane.object)
+    p.get_root(Document())
+    plot = list(p._plots.values())[0][0]
+    subs = list((getattr(plot, "subplots", None) or {}).values())
+    return {type(c).__name__ for pl in [plot] + subs for c in pl.callbacks}
+
+
+def test_streams_are_linked_in_the_rendered_plots(state):
+    """Regression: a stream whose source is not part of what is rendered never fires."""
+    from explorer.views import ArdView, LatentView
+
+    assert {"PointerXYCallback", "TapCallback"} <= _rendered_callbacks(LatentView(state=state)._pane)
+    assert "TapCallback" in _rendered_callbacks(ArdView(state=state)._pane)
+
+
+def test_ard_view_tap_assigns_axis(state):
+    from explorer.views import ArdView
+
+    av = ArdView(state=state)
+    dmap = av._pane.object
+    x, y = state.dims
+    other = ({0, 1, 2, 3} - {x, y}).pop()
+    # the Tap stream must be attached to the object the pane renders
+    from holoviews.streams import Stream
+    taps = [st for st in Stream.registry.get(dmap, []) if type(st).__name__ == "Tap"]
+    assert taps
+    av._assign.value = "y"
+    off = ard_off_mask(state.model.ard_weights)
+    taps[-1].event(x=plots.ard_label(other, bool(off[other])), y=0.0)
+    assert state.y_dim == other
+    el = dmap[()]
+    roles = dict(zip(el.dimension_values("q"), el.dimension_values("role")))
+    assert roles[other] == "y axis"
+
+
+def test_latent_view_background_follows_sliders(state):
+    from explorer.views import LatentView
+
+    lv = LatentView(state=state)
+    overlay = lv._pane.object
+    img0 = overlay[()].get(0).clone()
+    q = ({0, 1, 2, 3} - set(state.dims)).pop()
+    state.set_fixed(q, state.fixed[q] + 3.0)
+    img1 = overlay[()].get(0)
+    assert img1.data["variance"].shape == (200, 200) if isinstance(img1.data, dict) else True
+    assert not np.allclose(img0.dimension_values(2), img1.dimension_values(2))
+
+
+def test_image_and_vector_outputs(walk_model):
+    rng = np.random.default_rng(0)
+    Yimg = rng.random((30, 12))
+    ds = Dataset(name="imgs", Y=Yimg, renderer=ImageRenderer(height=4, width=3, vmin=0, vmax=1))
+    m = BayesianGPLVM(Yimg, latent_dim=2, num_inducing=5, seed=0)
+    s = ExplorerState()
+    s.set_model(m, ds)
+    from explorer.views import OutputView
+
+    ov = OutputView(state=s)
+    lay = ov._pane.object[()]
+    assert isinstance(lay, hv.Layout) and len(lay) == 2  # mean frame and sd frame
+    assert lay[0].dimension_values(2).size == 12
+    Yv = rng.random((30, 5))
+    s2 = ExplorerState()
+    s2.set_model(BayesianGPLVM(Yv, 2, 5, seed=0), Dataset(name="vec", Y=Yv, renderer=VectorRenderer()))
+    s2.click(*s2.cursor)
+    el = OutputView(state=s2)._pane.object[()]
+    assert any(isinstance(e, hv.Spread) for e in el)
+
+
+def test_page_builds_headless(state):
+    from explorer.app import create_app
+
+    page = create_app(state)
+    assert page.state is state
+
+
+# --------------------------------------------------------------------------- export
+@pytest.mark.parametrize("what", ["latent", "ard", "output"])
+def test_export_png_and_svg_are_valid(state, what):
+    state.selected_index = 3
+    png = export_bytes(state, what, "png")
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    im = Image.open(io.BytesIO(png))
+    assert im.size[0] > 300 and im.size[1] > 200
+    assert len(np.unique(np.asarray(im.convert("L")))) > 10  # not blank
+    svg = export_bytes(state, what, "svg")
+    root = ET.fromstring(svg)
+    assert root.tag.endswith("svg")
+    assert b"<text" in svg
+
+
+def test_export_coordinates(state, walk_model, walk):
+    rows = latent_csv(state).decode().strip().splitlines()
+    assert len(rows) == walk.N + 1
+    head = rows[0].split(",")
+    assert head[:4] == ["index", "label", "sequence", "time"] and "mu_3" in head and "var_0" in head
+    first = rows[1].split(",")
+    assert float(first[head.index("mu_0")]) == pytest.approx(walk_model.latent_mean[0, 0])
+    z = np.load(io.BytesIO(latent_npz(state)))
+    np.testing.assert_allclose(z["mu"], walk_model.latent_mean)
+    assert set(z.files) >= {"mu", "S", "Z", "alpha", "labels", "sequence", "times"}
+
+
+def test_export_without_model_is_a_user_error():
+    with pytest.raises(UserError):
+        export_bytes(ExplorerState(), "latent", "png")
+
+
+# --------------------------------------------------------------------------- cli
+def test_serve_command_line():
+    from explorer.cli import WEBSOCKET_MAX_BYTES, build_command
+
+    cmd = build_command(port=5999, address="127.0.0.1", show=False)
+    assert cmd[1:4] == ["-m", "panel", "serve"] and cmd[4].endswith("app.py")
+    assert "--show" not in cmd and "--liveness" in cmd
+    assert "127.0.0.1:5999" in cmd and str(WEBSOCKET_MAX_BYTES) in cmd
+    assert WEBSOCKET_MAX_BYTES > MAX_UPLOAD_BYTES * 4 / 3
+    assert "--show" in build_command(show=True)
