@@ -80,12 +80,19 @@ def rbf_moment_serial(mu, S, Z, sf2, alpha):
 
 
 @njit(**_PARALLEL)
+def _rbf_moment_blocks(N, nchunks, mu, S, Z, sf2, alpha, Hc):
+    """The only parallel code: one block of points per iteration (see rbf_moment_parallel)."""
+    for c in prange(nchunks):
+        _h_rows(c * N // nchunks, (c + 1) * N // nchunks,
+            mu, S, Z, sf2, alpha, Hc[c])
+
+
+@njit(**_SERIAL)
 def rbf_moment_parallel(mu, S, Z, sf2, alpha, nchunks):
     N = mu.shape[0]
     M, Q = Z.shape
     Hc = np.zeros((nchunks, M, Q))
-    for c in prange(nchunks):
-        _h_rows(c * N // nchunks, (c + 1) * N // nchunks, mu, S, Z, sf2, alpha, Hc[c])
+    _rbf_moment_blocks(N, nchunks, mu, S, Z, sf2, alpha, Hc)
     H = np.zeros((M, Q))
     for c in range(nchunks):
         H += Hc[c]
@@ -126,11 +133,18 @@ def cross_n_serial(mu, S, Z, sf2, alpha, A):
 
 
 @njit(**_PARALLEL)
+def _cross_n_blocks(N, nchunks, mu, S, Z, sf2, alpha, A, out):
+    """The only parallel code: one block of points per iteration (see cross_n_parallel)."""
+    for c in prange(nchunks):
+        _cross_n_rows(c * N // nchunks, (c + 1) * N // nchunks,
+            mu, S, Z, sf2, alpha, A, out)
+
+
+@njit(**_SERIAL)
 def cross_n_parallel(mu, S, Z, sf2, alpha, A, nchunks):
     N = mu.shape[0]
     out = np.empty((N, Z.shape[0], Z.shape[0]))
-    for c in prange(nchunks):
-        _cross_n_rows(c * N // nchunks, (c + 1) * N // nchunks, mu, S, Z, sf2, alpha, A, out)
+    _cross_n_blocks(N, nchunks, mu, S, Z, sf2, alpha, A, out)
     return out
 
 
@@ -178,6 +192,14 @@ def grad_serial(mu, S, Z, sf2, alpha, V):
 
 
 @njit(**_PARALLEL)
+def _grad_blocks(N, nchunks, mu, S, Z, sf2, alpha, V, dmu, dS, dZc, dthc, Hc):
+    """The only parallel code: one block of points per iteration (see grad_parallel)."""
+    for c in prange(nchunks):
+        _grad_rows(c * N // nchunks, (c + 1) * N // nchunks,
+            mu, S, Z, sf2, alpha, V, dmu, dS, dZc[c], dthc[c], Hc[c])
+
+
+@njit(**_SERIAL)
 def grad_parallel(mu, S, Z, sf2, alpha, V, nchunks):
     N, Q = mu.shape
     M = Z.shape[0]
@@ -186,9 +208,7 @@ def grad_parallel(mu, S, Z, sf2, alpha, V, nchunks):
     dZc = np.zeros((nchunks, M, Q))
     dthc = np.zeros((nchunks, Q + 1))
     Hc = np.zeros((nchunks, M, Q))
-    for c in prange(nchunks):
-        _grad_rows(c * N // nchunks, (c + 1) * N // nchunks, mu, S, Z, sf2, alpha, V,
-                   dmu, dS, dZc[c], dthc[c], Hc[c])
+    _grad_blocks(N, nchunks, mu, S, Z, sf2, alpha, V, dmu, dS, dZc, dthc, Hc)
     dZ = np.zeros((M, Q))
     dth = np.zeros(Q + 1)
     H = np.zeros((M, Q))

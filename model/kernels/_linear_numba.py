@@ -15,7 +15,9 @@ K2 = A^T Wsym A (Q, Q):
     dL/dZ    = (W1^T mu + 2 Wsym A C) diag(b)
     dL/db_q  = sum_n w0_n (mu_nq^2 + S_nq) + sum_m Z_mq (W1^T mu + 2 Wsym A C)_mq
 
-The sums over n (C and R = W1^T mu) go through per-block accumulators as in ``_rbf_numba``.
+The sums over n (C and R = W1^T mu) go through per-block accumulators as in ``_rbf_numba``;
+the dense (M, M)/(Q, Q) products are left to NumPy in ``linear.py`` (BLAS, and much less
+compile time than ``np.dot`` inside Numba).
 """
 
 from __future__ import annotations
@@ -51,11 +53,18 @@ def K_serial(X, X2, b):
 
 
 @njit(**_PARALLEL)
+def _K_blocks(N, nchunks, X, X2, b, out):
+    """The only parallel code: one block of points per iteration (see K_parallel)."""
+    for c in prange(nchunks):
+        _k_rows(c * N // nchunks, (c + 1) * N // nchunks,
+            X, X2, b, out)
+
+
+@njit(**_SERIAL)
 def K_parallel(X, X2, b, nchunks):
     N = X.shape[0]
     out = np.empty((N, X2.shape[0]))
-    for c in prange(nchunks):
-        _k_rows(c * N // nchunks, (c + 1) * N // nchunks, X, X2, b, out)
+    _K_blocks(N, nchunks, X, X2, b, out)
     return out
 
 
@@ -101,21 +110,22 @@ def second_moment_serial(mu, S):
 
 
 @njit(**_PARALLEL)
+def _second_moment_blocks(N, nchunks, mu, S, Cc):
+    """The only parallel code: one block of points per iteration (see second_moment_parallel)."""
+    for c in prange(nchunks):
+        _second_moment_rows(c * N // nchunks, (c + 1) * N // nchunks,
+            mu, S, Cc[c])
+
+
+@njit(**_SERIAL)
 def second_moment_parallel(mu, S, nchunks):
     N, Q = mu.shape
     Cc = np.zeros((nchunks, Q, Q))
-    for c in prange(nchunks):
-        _second_moment_rows(c * N // nchunks, (c + 1) * N // nchunks, mu, S, Cc[c])
+    _second_moment_blocks(N, nchunks, mu, S, Cc)
     C = np.zeros((Q, Q))
     for c in range(nchunks):
         C += Cc[c]
     return C
-
-
-@njit(**_SERIAL)
-def sandwich(A, C, B):
-    """(M, M') A C B^T for A (M, Q), C (Q, Q), B (M', Q)."""
-    return (A @ C) @ B.T if A.shape[0] > 0 else np.zeros((0, B.shape[0]))
 
 
 @njit(**_SERIAL)
@@ -146,11 +156,18 @@ def psi2n_serial(mu, S, A):
 
 
 @njit(**_PARALLEL)
+def _psi2n_blocks(N, nchunks, mu, S, A, out):
+    """The only parallel code: one block of points per iteration (see psi2n_parallel)."""
+    for c in prange(nchunks):
+        _psi2n_rows(c * N // nchunks, (c + 1) * N // nchunks,
+            mu, S, A, out)
+
+
+@njit(**_SERIAL)
 def psi2n_parallel(mu, S, A, nchunks):
     N = mu.shape[0]
     out = np.empty((N, A.shape[0], A.shape[0]))
-    for c in prange(nchunks):
-        _psi2n_rows(c * N // nchunks, (c + 1) * N // nchunks, mu, S, A, out)
+    _psi2n_blocks(N, nchunks, mu, S, A, out)
     return out
 
 
@@ -179,56 +196,41 @@ def _grad_rows(n0, n1, w0, W1, mu, S, A, K2, b, dmu, dS, R, C_out, db_out):
 
 
 @njit(**_SERIAL)
-def _grad_finalize(W2, Z, A, b, R, C, db):
-    M, Q = Z.shape
-    Wsym = 0.5 * (W2 + W2.T)
-    G = R + 2.0 * ((Wsym @ A) @ C) if M > 0 else R   # dL/dA
-    dZ = np.empty((M, Q))
-    for m in range(M):
-        for q in range(Q):
-            dZ[m, q] = G[m, q] * b[q]
-            db[q] += G[m, q] * Z[m, q]
-    return dZ, db
+def psi_gradients_serial(dL_dpsi0, dL_dPsi1, mu, S, A, K2, b):
+    """Loops over the points for the gradients; the dense (M, M) algebra is NumPy (``Linear``).
 
-
-@njit(**_SERIAL)
-def _k2(W2, A):
-    if A.shape[0] == 0:
-        return np.zeros((A.shape[1], A.shape[1]))
-    return A.T @ ((0.5 * (W2 + W2.T)) @ A)
-
-
-@njit(**_SERIAL)
-def psi_gradients_serial(dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z, b):
-    """Returns (dL_dmu (N, Q), dL_dS (N, Q), dL_dZ (M, Q), dL_db (Q,)); any (M, M) dL_dPsi2."""
+    A = Z diag(b) (M, Q), K2 = A^T Wsym A (Q, Q). Returns dL_dmu (N, Q), dL_dS (N, Q),
+    R = dL_dPsi1^T mu (M, Q), C = sum_n E[x_n x_n^T] (Q, Q) and the psi0 part of dL_db (Q,).
+    """
     N, Q = mu.shape
-    M = Z.shape[0]
-    A = Z * b
-    K2 = _k2(dL_dPsi2, A)
+    M = A.shape[0]
     dmu = np.empty((N, Q))
     dS = np.empty((N, Q))
     R = np.zeros((M, Q))
     C = np.zeros((Q, Q))
     db = np.zeros(Q)
     _grad_rows(0, N, dL_dpsi0, dL_dPsi1, mu, S, A, K2, b, dmu, dS, R, C, db)
-    dZ, db = _grad_finalize(dL_dPsi2, Z, A, b, R, C, db)
-    return dmu, dS, dZ, db
+    return dmu, dS, R, C, db
 
 
 @njit(**_PARALLEL)
-def psi_gradients_parallel(dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z, b, nchunks):
+def _psi_gradients_blocks(N, nchunks, dL_dpsi0, dL_dPsi1, mu, S, A, K2, b, dmu, dS, Rc, Cc, dbc):
+    """The only parallel code: one block of points per iteration (see psi_gradients_parallel)."""
+    for c in prange(nchunks):
+        _grad_rows(c * N // nchunks, (c + 1) * N // nchunks,
+                   dL_dpsi0, dL_dPsi1, mu, S, A, K2, b, dmu, dS, Rc[c], Cc[c], dbc[c])
+
+
+@njit(**_SERIAL)
+def psi_gradients_parallel(dL_dpsi0, dL_dPsi1, mu, S, A, K2, b, nchunks):
     N, Q = mu.shape
-    M = Z.shape[0]
-    A = Z * b
-    K2 = _k2(dL_dPsi2, A)
+    M = A.shape[0]
     dmu = np.empty((N, Q))
     dS = np.empty((N, Q))
     Rc = np.zeros((nchunks, M, Q))
     Cc = np.zeros((nchunks, Q, Q))
     dbc = np.zeros((nchunks, Q))
-    for c in prange(nchunks):
-        _grad_rows(c * N // nchunks, (c + 1) * N // nchunks, dL_dpsi0, dL_dPsi1, mu, S, A, K2, b,
-                   dmu, dS, Rc[c], Cc[c], dbc[c])
+    _psi_gradients_blocks(N, nchunks, dL_dpsi0, dL_dPsi1, mu, S, A, K2, b, dmu, dS, Rc, Cc, dbc)
     R = np.zeros((M, Q))
     C = np.zeros((Q, Q))
     db = np.zeros(Q)
@@ -236,5 +238,4 @@ def psi_gradients_parallel(dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z, b, nchunks):
         R += Rc[c]
         C += Cc[c]
         db += dbc[c]
-    dZ, db = _grad_finalize(dL_dPsi2, Z, A, b, R, C, db)
-    return dmu, dS, dZ, db
+    return dmu, dS, R, C, db

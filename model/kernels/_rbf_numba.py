@@ -74,11 +74,18 @@ def K_serial(X, X2, sf2, alpha):
 
 
 @njit(**_PARALLEL)
+def _K_blocks(N, nchunks, X, X2, sf2, alpha, out):
+    """The only parallel code: one block of points per iteration (see K_parallel)."""
+    for c in prange(nchunks):
+        _k_rows(c * N // nchunks, (c + 1) * N // nchunks,
+            X, X2, sf2, alpha, out)
+
+
+@njit(**_SERIAL)
 def K_parallel(X, X2, sf2, alpha, nchunks):
     N = X.shape[0]
     out = np.empty((N, X2.shape[0]))
-    for c in prange(nchunks):
-        _k_rows(c * N // nchunks, (c + 1) * N // nchunks, X, X2, sf2, alpha, out)
+    _K_blocks(N, nchunks, X, X2, sf2, alpha, out)
     return out
 
 
@@ -152,12 +159,19 @@ def psi1_serial(mu, S, Z, sf2, alpha):
 
 
 @njit(**_PARALLEL)
+def _psi1_blocks(N, nchunks, mu, S, ZT, sf2, alpha, out):
+    """The only parallel code: one block of points per iteration (see psi1_parallel)."""
+    for c in prange(nchunks):
+        _psi1_rows(c * N // nchunks, (c + 1) * N // nchunks,
+            mu, S, ZT, sf2, alpha, out)
+
+
+@njit(**_SERIAL)
 def psi1_parallel(mu, S, Z, sf2, alpha, nchunks):
     N = mu.shape[0]
     out = np.empty((N, Z.shape[0]))
     ZT = np.ascontiguousarray(Z.T)
-    for c in prange(nchunks):
-        _psi1_rows(c * N // nchunks, (c + 1) * N // nchunks, mu, S, ZT, sf2, alpha, out)
+    _psi1_blocks(N, nchunks, mu, S, ZT, sf2, alpha, out)
     return out
 
 
@@ -250,13 +264,20 @@ def psi2_serial(mu, S, Z, sf2, alpha):
 
 
 @njit(**_PARALLEL)
+def _psi2_blocks(N, nchunks, mu, S, zbar, D0, sf2, alpha, acc):
+    """The only parallel code: one block of points per iteration (see psi2_parallel)."""
+    for c in prange(nchunks):
+        _psi2_rows(c * N // nchunks, (c + 1) * N // nchunks,
+            mu, S, zbar, D0, sf2, alpha, acc[c])
+
+
+@njit(**_SERIAL)
 def psi2_parallel(mu, S, Z, sf2, alpha, nchunks):
     N = mu.shape[0]
     pm, pm2, zbar, D0 = pair_tables(Z, alpha)
     P = pm.shape[0]
     acc = np.zeros((nchunks, P))
-    for c in prange(nchunks):
-        _psi2_rows(c * N // nchunks, (c + 1) * N // nchunks, mu, S, zbar, D0, sf2, alpha, acc[c])
+    _psi2_blocks(N, nchunks, mu, S, zbar, D0, sf2, alpha, acc)
     total = np.zeros(P)
     for c in range(nchunks):
         for p in range(P):
@@ -291,13 +312,20 @@ def psi2n_serial(mu, S, Z, sf2, alpha):
 
 
 @njit(**_PARALLEL)
+def _psi2n_blocks(N, nchunks, mu, S, zbar, D0, sf2, alpha, pm, pm2, out):
+    """The only parallel code: one block of points per iteration (see psi2n_parallel)."""
+    for c in prange(nchunks):
+        _psi2n_rows(c * N // nchunks, (c + 1) * N // nchunks,
+            mu, S, zbar, D0, sf2, alpha, pm, pm2, out)
+
+
+@njit(**_SERIAL)
 def psi2n_parallel(mu, S, Z, sf2, alpha, nchunks):
     N = mu.shape[0]
     pm, pm2, zbar, D0 = pair_tables(Z, alpha)
     M = Z.shape[0]
     out = np.empty((N, M, M))
-    for c in prange(nchunks):
-        _psi2n_rows(c * N // nchunks, (c + 1) * N // nchunks, mu, S, zbar, D0, sf2, alpha, pm, pm2, out)
+    _psi2n_blocks(N, nchunks, mu, S, zbar, D0, sf2, alpha, pm, pm2, out)
     return out
 
 
@@ -489,6 +517,16 @@ def psi_gradients_serial(dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z, sf2, alpha, do1
 
 
 @njit(**_PARALLEL)
+def _psi_gradients_blocks(N, nchunks, dL_dPsi1, w2, mu, S, ZT, zbar, D0, sf2, alpha, do1, do2,
+                          dmu, dS, dZc, Tc, Gc, dthc):
+    """The only parallel code: one block of points per iteration (see psi_gradients_parallel)."""
+    for c in prange(nchunks):
+        _grad_rows(c * N // nchunks, (c + 1) * N // nchunks,
+            dL_dPsi1, w2, mu, S, ZT, zbar, D0, sf2, alpha, do1, do2,
+            dmu, dS, dZc[c], Tc[c], Gc[c], dthc[c])
+
+
+@njit(**_SERIAL)
 def psi_gradients_parallel(dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z, sf2, alpha, do1, do2, nchunks):
     N, Q = mu.shape
     M = Z.shape[0]
@@ -502,9 +540,8 @@ def psi_gradients_parallel(dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z, sf2, alpha, d
     Tc = np.zeros((nchunks, Q, P if do2 else 0))
     Gc = np.zeros((nchunks, P if do2 else 0))
     dthc = np.zeros((nchunks, Q + 1))
-    for c in prange(nchunks):
-        _grad_rows(c * N // nchunks, (c + 1) * N // nchunks, dL_dPsi1, w2, mu, S, ZT, zbar, D0,
-                   sf2, alpha, do1, do2, dmu, dS, dZc[c], Tc[c], Gc[c], dthc[c])
+    _psi_gradients_blocks(N, nchunks, dL_dPsi1, w2, mu, S, ZT, zbar, D0, sf2, alpha, do1, do2,
+                          dmu, dS, dZc, Tc, Gc, dthc)
     dZT = np.zeros((Q, M))
     T = np.zeros((Q, P))
     Gacc = np.zeros(P)

@@ -66,8 +66,8 @@ class Linear(Kernel):
 
     def psi2(self, mu, S, Z):
         Z = as_points(Z, self.input_dim, "Z")
-        A = np.ascontiguousarray(Z * self.variances)
-        P = _nb.sandwich(A, self.second_moment(mu, S), A)
+        A = Z * self.variances
+        P = A @ self.second_moment(mu, S) @ A.T
         return 0.5 * (P + P.T)
 
     def psi2n(self, mu, S, Z):
@@ -84,6 +84,11 @@ class Linear(Kernel):
         dL_dpsi0 = as_array(dL_dpsi0, (N,), "dL_dpsi0")
         dL_dPsi1 = as_array(dL_dPsi1, (N, M), "dL_dPsi1")
         dL_dPsi2 = as_array(dL_dPsi2, (M, M), "dL_dPsi2")
-        dmu, dS, dZ, db = pick(_nb.psi_gradients_serial, _nb.psi_gradients_parallel, N,
-                               dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z, self.variances)
-        return dmu, dS, dZ, {"variances": db}
+        b = self.variances
+        A = np.ascontiguousarray(Z * b)
+        Wsym = 0.5 * (dL_dPsi2 + dL_dPsi2.T)
+        K2 = np.ascontiguousarray(A.T @ Wsym @ A)
+        dmu, dS, R, C, db = pick(_nb.psi_gradients_serial, _nb.psi_gradients_parallel, N,
+                                 dL_dpsi0, dL_dPsi1, mu, S, A, K2, b)
+        G = R + 2.0 * (Wsym @ A @ C)  # dL/dA
+        return dmu, dS, G * b, {"variances": db + np.sum(G * Z, axis=0)}
