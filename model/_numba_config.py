@@ -6,6 +6,11 @@ arrays and scalars, and come as a serial/parallel pair of *separate source funct
 in numba's on-disk cache, numba issue 6845). The Python classes pick one of the pair at
 call time through :func:`use_parallel`, so tests can flip :data:`PARALLEL`.
 
+Caveat of the on-disk cache: a cached kernel is invalidated when its own source file
+changes, not when a function it calls from another module changes (``_fastexp.exp_into``
+is inlined into the RBF kernels). After editing such a helper, delete the ``*.nbi``/``*.nbc``
+files in ``model/kernels/__pycache__``.
+
 Environment variables (read once, at import):
     BGPLVM_NUMBA_PARALLEL=0       serial kernels only
     BGPLVM_NUMBA_MIN_PARALLEL=n   below n data points the serial kernel is used

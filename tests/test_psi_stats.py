@@ -290,3 +290,22 @@ def test_parallel_blocks_cover_every_point():
         g_ser = nb.psi_gradients_serial(w0, W1, W2, *args, True, True)
         for a, b in zip(g_par, g_ser):
             assert_rel(a, b, 1e-12)
+
+
+@pytest.mark.parametrize("zero", ["W1", "W2"])
+@pytest.mark.parametrize("case", ["rbf", "linear", "rbf+linear+bias"])
+def test_psi_gradients_with_zero_weight_blocks(case, zero):
+    """The shortcuts taken when dL_dPsi1 or dL_dPsi2 is all zero."""
+    N, M, Q = 6, 4, 2
+    k = build(case, Q)
+    mu, S, Z = gaussians(N, M, Q, seed=12)
+    w0, W1, W2 = weights(N, M, seed=13)
+    if zero == "W1":
+        W1 = np.zeros_like(W1)
+    else:
+        W2 = np.zeros_like(W2)
+    pk = Packer(k, N, M, Q)
+    x = pk.pack(mu, S, Z, k.params)
+    _, g = compiled_objective(k, pk, w0, W1, W2)(x)
+    fref = reference_objective(k, pk, w0, W1, W2)
+    assert_close_gradient(g, complex_step_gradient(fref, x), rtol=1e-10, atol=0.0, names=pk.names())

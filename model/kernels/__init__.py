@@ -5,6 +5,14 @@ quadratic), :class:`Linear` (ARD linear), :class:`Bias`, :class:`White`, and :cl
 of them with exact Psi2 cross terms. :func:`make_kernel` builds one from a string.
 Compiled code lives in the private ``_*_numba.py`` modules; flags in
 ``model/_numba_config.py``.
+
+Conventions shared by every kernel:
+- gradients are w.r.t. the positive parameters themselves (``variance``, ``lengthscale``,
+  ``variances``); the model applies its transform's chain rule;
+- ``psi_gradients`` is exact for any (M, M) dL_dPsi2 (the bound passes a symmetric one);
+- limit S -> 0: psi0 -> Kdiag(mu) (white noise included, as k(x, x) holds it),
+  Psi1 -> K(mu, Z), Psi2 -> K(Z, mu) K(mu, Z) (white noise contributes nothing:
+  K(mu, Z) with a second argument has no white part, as in GPy).
 """
 
 from .base import Kernel
