@@ -1,0 +1,39 @@
+"""The `bgplvm` command line: fit on user data and on a named data set, then summary."""
+
+import numpy as np
+
+from model import BayesianGPLVM
+from model.cli import main
+
+
+def test_fit_and_summary_on_user_data(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    t = rng.uniform(0, 2 * np.pi, 40)
+    Y = np.c_[np.cos(t), np.sin(t), np.cos(2 * t)] + 0.05 * rng.standard_normal((40, 3))
+    np.save(tmp_path / "y.npy", Y)
+    out = tmp_path / "m.npz"
+    assert main(["fit", "--data", str(tmp_path / "y.npy"), "-q", "3", "-m", "8", "--iters", "30",
+                 "--quiet", "--out", str(out)]) == 0
+    m = BayesianGPLVM.load(out)
+    assert m.Y.shape == (40, 3) and m.metadata["data_file"].endswith("y.npy")
+    capsys.readouterr()
+    assert main(["summary", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "bound (ELBO)" in text and "ARD weights" in text and "switched on" in text
+    assert f"{m.elbo():.4f}" in text
+
+
+def test_fit_on_embedded_dataset(tmp_path):
+    out = tmp_path / "walk.npz"
+    assert main(["fit", "--dataset", "synth_walk", "-q", "2", "-m", "10", "--iters", "10",
+                 "--quiet", "--out", str(out)]) == 0
+    assert BayesianGPLVM.load(out).metadata == {"dataset": "synth_walk"}
+
+
+def test_errors_are_reported_not_raised(tmp_path, capsys):
+    (tmp_path / "bad.npy").write_bytes(b"not numpy")
+    assert main(["fit", "--data", str(tmp_path / "bad.npy"), "--out", str(tmp_path / "o.npz")]) == 2
+    assert "error" in capsys.readouterr().err
+    assert main(["summary", str(tmp_path / "missing.npz")]) == 2
+    assert main(["fit", "--dataset", "no_such_set", "--out", str(tmp_path / "o.npz")]) == 2
+    assert "synth_walk" in capsys.readouterr().err  # the list of known names
