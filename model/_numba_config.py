@@ -46,13 +46,6 @@ FASTMATH = frozenset({"nsz", "arcp", "contract", "afn", "reassoc"})
 #: Cache compiled kernels on disk (safe: every kernel takes only arrays and scalars).
 CACHE: bool = True
 
-#: Diagonal jitter added to Kuu before its Cholesky factorisation. Kuu = K(Z, Z) is
-#: positive definite in exact arithmetic but loses definiteness numerically when inducing
-#: inputs nearly coincide or the lengthscales grow; 1e-6 (relative to a unit signal
-#: variance) is the customary value (GPy, GPflow use 1e-6).
-JITTER: float = 1e-6
-
-
 def use_parallel(n_points: int) -> bool:
     """Whether a kernel over ``n_points`` data points should run its parallel version."""
     return PARALLEL and n_points >= MIN_PARALLEL_POINTS
