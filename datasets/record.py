@@ -9,8 +9,8 @@ into something drawable. Three kinds exist, matching how the explorer draws them
 - ``"image"``: ``image(y) -> (H, W)`` an upright image (row 0 at the top);
 - ``"vector"``: the row itself, drawn as a line/bar plot.
 
-Renderers are small frozen dataclasses so they can be stored in model files as JSON
-(``to_json``/``renderer_from_json``) where their parameters are plain numbers.
+Renderers are small frozen dataclasses of plain numbers; a saved model records the name of
+its data set, and the renderer comes back by loading that data set again.
 """
 
 from __future__ import annotations
