@@ -63,10 +63,10 @@ def initial_state(model_path: str | os.PathLike | None = None) -> ExplorerState:
             from model import BayesianGPLVM
 
             m = BayesianGPLVM.load(path)
-            if m.Y.shape == state.dataset.Y.shape:
-                state.set_model(m, state.dataset)
-                state.info = (f"Loaded {state.dataset_name} with a pre-trained model "
-                              f"(Q={m.latent_dim}, M={m.num_inducing}). Train to refit.")
+            same = m.Y.shape == state.dataset.Y.shape and (m.metadata or {}).get("dataset") in (None, DEFAULT_DATASET)
+            state.set_model(m, state.dataset if same else None)  # else: the data set the model names
+            state.info = (f"Loaded {state.dataset_name} with a pre-trained model "
+                          f"(Q={m.latent_dim}, M={m.num_inducing}). Train to refit.")
         except Exception as e:  # fall back to training from the page
             log.exception("could not load %s", path)
             state.error = f"Could not load the pre-trained model ({type(e).__name__}: {e}); press Train."
@@ -75,7 +75,7 @@ def initial_state(model_path: str | os.PathLike | None = None) -> ExplorerState:
 
 def create_app(state: ExplorerState | None = None) -> pn.viewable.Viewable:
     """The whole page for one session."""
-    pn.extension(notifications=False)
+    pn.extension("filedropper", notifications=False)
     hv.extension("bokeh", logo=False)
     state = state if state is not None else initial_state()
 

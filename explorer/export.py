@@ -39,7 +39,8 @@ def latent_figure(state: ExplorerState, fmt: str = "png", res: int = 200) -> byt
     var = None
     if state.show_variance:
         var = variance_grid(m, np.asarray(state.fixed), dims, (x0, y0, x1, y1), res)
-        c.image(ax.x, ax.y, ax.w, ax.h, colormap(var[::-1], "Greys"))
+        logv = np.log10(np.maximum(var, np.finfo(float).tiny))
+        c.image(ax.x, ax.y, ax.w, ax.h, colormap(logv[::-1], "Greys"))
     if state.show_trajectories and ds.sequence is not None:
         for s in np.unique(ds.sequence):
             sel = np.flatnonzero(ds.sequence == s)
@@ -76,7 +77,7 @@ def latent_figure(state: ExplorerState, fmt: str = "png", res: int = 200) -> byt
     ax.frame(title=f"{plots.LATENT_TITLE}: {state.dataset_name}",
              xlabel=f"latent dimension {dims[0]}", ylabel=f"latent dimension {dims[1]}")
     if var is not None:
-        ax.colorbar("Greys", float(np.min(var)), float(np.max(var)), "predictive variance of f")
+        ax.colorbar("Greys", float(logv.min()), float(logv.max()), "log10 predictive variance of f")
     if legend:
         ax.legend(legend[:12])
     if mode == "time":
@@ -165,7 +166,7 @@ def output_figure(state: ExplorerState, fmt: str = "png") -> bytes:
         ph = 300
         pw = ph * Ww / Hh
         panels = [(img, "gray", vmin, vmax, f"Generated {where}", "intensity"),
-                  (sd, "magma", 0.0, float(sd.max()) or 1.0, "Per-pixel standard deviation", "sd")]
+                  (sd, "magma", 0.0, 0.5 * (vmax - vmin), f"Per-pixel sd (max {sd.max():.3g})", "sd")]
         if n >= 0:
             panels.append((r.image(ds.Y[n]), "gray", vmin, vmax, f"Training point #{n}", "intensity"))
         step = pw + 110

@@ -65,12 +65,13 @@ def ard_label(q: int, off: bool) -> str:
 def variance_image(var: np.ndarray, bounds, dims: tuple[int, int]) -> hv.Image:
     """The (res, res) predictive-variance grid as an image (row 0 at the bottom)."""
     x0, y0, x1, y1 = bounds
+    var = np.maximum(var, np.finfo(float).tiny)  # log colour scale
     # hv.Image wants row 0 at the top
     return hv.Image(np.ascontiguousarray(var[::-1]), bounds=(x0, y0, x1, y1),
                     kdims=[_kd(dims[0], "lx"), _kd(dims[1], "ly")],
                     vdims=[hv.Dimension("variance", label="predictive variance")]).opts(
-        cmap=VARIANCE_CMAP, colorbar=True, alpha=0.85,
-        colorbar_opts={"title": "variance of f"}, tools=[])
+        cmap=VARIANCE_CMAP, colorbar=True, alpha=0.85, logz=True,
+        colorbar_opts={"title": "variance of f (log scale)"}, tools=[])
 
 
 def empty_image(bounds, dims) -> hv.Image:

@@ -151,7 +151,8 @@ def array_from_upload(filename: str, data: bytes) -> np.ndarray:
         try:
             Y = load_array(path)
         except DatasetError as e:
-            raise UserError(f"{filename}: {e}".replace(path, filename)) from None
+            msg = str(e).replace(path, filename).replace(os.path.basename(path), filename)
+            raise UserError(msg if filename in msg else f"{filename}: {msg}") from None
         except Exception as e:  # any parser failure is a bad file, not a server error
             raise UserError(f"{filename}: could not read it as an array ({type(e).__name__}: {e})") from None
     finally:

@@ -288,7 +288,7 @@ class LatentView(_Rebuilding):
             "Points: the variational means of q(x_n) in the two chosen dimensions. "
             "Background: the predictive variance of f at each latent point (other dimensions at "
             "the slider values) -- **light where the model is confident, dark where it is "
-            "extrapolating**. Move the mouse to generate (follow mode) or click to pin a point; "
+            "extrapolating** (log colour scale). Move the mouse to generate (follow mode) or click to pin a point; "
             "clicking a training point also shows its data.",
             styles={"font-size": "12px"}, width=PLOT_W, margin=(0, 10))
         controls = pn.Row(self._follow, self._color, pn.Column(self._var, self._traj, self._unc))
@@ -308,6 +308,7 @@ class OutputView(_Rebuilding):
 
     def __init__(self, **params):
         self._train_pane = pn.pane.HoloViews(None, sizing_mode="fixed", linked_axes=False)
+        self._sd_pane = pn.pane.HoloViews(None, sizing_mode="fixed", linked_axes=False)
         super().__init__(**params)
         s = self.state
         self._az = pn.widgets.FloatSlider(label="view azimuth (deg)", start=-180, end=180, step=5,
@@ -351,10 +352,17 @@ class OutputView(_Rebuilding):
         gen = hv.DynamicMap(self._generated, streams=streams)
         train = hv.DynamicMap(self._training, streams=[Params(s, ["selected_index", "azimuth", "elevation"])])
         size = dict(width=OUT_W, height=OUT_H, toolbar="right", default_tools=["save"])
+        self._sd_pane.object = None
         if self.kind == "image":
-            size.update(width=int(OUT_W * 0.95))
-            self._train_pane.object = train.opts(**size)
-            return gen
+            # one DynamicMap per plot: a DynamicMap returning a Layout does not update
+            h, w = ds.renderer.image(Y[0]).shape
+            fh = 200
+            size = dict(frame_height=fh, frame_width=max(60, int(round(fh * w / h))), toolbar="above",
+                        default_tools=["save"])
+            self._train_pane.object = train.opts(**size, colorbar=False)
+            sd = hv.DynamicMap(self._generated_sd, streams=[Params(s, ["cursor"])])
+            self._sd_pane.object = sd.opts(**size)
+            return gen.opts(**size)
         if self.kind == "vector":
             size.update(width=2 * OUT_W, height=300)
         self._train_pane.object = train.opts(**size)
@@ -362,7 +370,9 @@ class OutputView(_Rebuilding):
 
     def _rebuild(self, *events):
         super()._rebuild(*events)
-        self._train_pane.visible = self.state.model is not None and self.kind != "vector"
+        has = self.state.model is not None
+        self._train_pane.visible = has and self.kind != "vector"
+        self._sd_pane.visible = has and self.kind == "image"
 
     # ---- pose helpers
     def _centre(self, P):
@@ -384,15 +394,19 @@ class OutputView(_Rebuilding):
                                    limits=self._limits, title=title)
         if self.kind == "image":
             vmin, vmax = self._image_range()
-            img = plots.image_plot(r.image(mean), title, vmin, vmax)
-            sd = plots.image_plot(r.image(std), "Per-pixel standard deviation", 0.0, None,
-                                  cmap="magma", label="sd")
-            opts = dict(width=int(OUT_W * 0.95), height=OUT_H, toolbar="right", default_tools=["save"])
-            return (img.opts(**opts) + sd.opts(**opts)).opts(shared_axes=False)
+            return plots.image_plot(r.image(mean), title, vmin, vmax)
         train = None
         if s.selected_index >= 0:
             train = s.dataset.Y[s.selected_index]
         return plots.vector_plot(mean, std, train, title=title, ylim=self._ylim)
+
+    def _generated_sd(self, cursor):
+        mean, var = self.state.generate(*cursor)
+        sd = self.state.dataset.renderer.image(np.sqrt(np.maximum(var, 0)))
+        vmin, vmax = self._image_range()
+        # fixed range (half the pixel range) so the image brightens as the model gets less sure
+        return plots.image_plot(sd, f"Per-pixel sd (max {sd.max():.3g})", 0.0, 0.5 * (vmax - vmin),
+                                cmap="magma", label="standard deviation")
 
     def _image_range(self):
         r = self.state.dataset.renderer
@@ -424,7 +438,9 @@ class OutputView(_Rebuilding):
     def _caption(self):
         return {"pose": "Red circles: 2 standard deviations of each joint's predicted position. "
                         "Drag the angle sliders to turn the figure.",
-                "image": "Left: predicted mean frame; right: per-pixel predictive standard deviation.",
+                "image": "Left: predicted mean frame; middle: per-pixel predictive standard deviation "
+                         "(brighter = less certain; the model's variance is shared by all pixels "
+                         "at a fixed latent point).",
                 "vector": "Red line: predicted mean; band: +-2 sd; black diamonds: the selected "
                           "training point."}.get(self.kind, "")
 
@@ -433,7 +449,8 @@ class OutputView(_Rebuilding):
                                    styles={"font-size": "12px"}, margin=(0, 10))
         angle = pn.Row(self._az, self._el, visible=pn.bind(lambda v: self.kind == "pose",
                                                            self.state.param.model_version))
-        return pn.Column(self._readout, pn.Row(self._pane, self._train_pane), self._placeholder, caption, angle)
+        return pn.Column(self._readout, pn.Row(self._pane, self._sd_pane, self._train_pane), self._placeholder,
+                         caption, angle)
 
 
 # --------------------------------------------------------------------------- model panel
@@ -452,11 +469,16 @@ class ModelPanel(pn.viewable.Viewer):
                                             width=270)
         self._ds_load = pn.widgets.Button(label="Load data set", width=130)
         self._ds_load.on_click(self._load_dataset)
-        self._upload = pn.widgets.FileInput(accept=".npy,.npz,.csv", width=270, label="Upload array",
-                                            css_classes=["upload-array"])
+        # FileDropper checks the size in the browser (so a huge file never reaches the
+        # server) and uploads in chunks; the server checks size and type again. (No
+        # accepted_filetypes: browsers report no MIME type for .npy, which FilePond rejects.)
+        self._upload = pn.widgets.FileDropper(
+            max_file_size=f"{MAX_UPLOAD_MB}MB", multiple=False,
+            width=270, height=90, layout="compact", css_classes=["upload-array"])
         self._upload.param.watch(self._on_upload, "value")
-        self._model_upload = pn.widgets.FileInput(accept=".npz", width=270, label="Open model",
-                                                  css_classes=["upload-model"])
+        self._model_upload = pn.widgets.FileDropper(
+            max_file_size=f"{MAX_UPLOAD_MB}MB", multiple=False,
+            width=270, height=90, layout="compact", css_classes=["upload-model"])
         self._model_upload.param.watch(self._on_model_upload, "value")
         self._Q = pn.widgets.IntInput.from_param(s.param.latent_dim, label="latent dims Q", width=85)
         self._M = pn.widgets.IntInput.from_param(s.param.num_inducing, label="inducing M", width=85)
@@ -494,17 +516,24 @@ class ModelPanel(pn.viewable.Viewer):
         finally:
             self._ds_load.loading = False
 
+    @staticmethod
+    def _one_file(value) -> tuple[str, bytes] | None:
+        if not value:
+            return None
+        name, data = list(value.items())[-1]
+        return name, data.encode() if isinstance(data, str) else data
+
     @guarded
     def _on_upload(self, event):
-        if not event.new:
-            return
-        self.state.load_upload(self._upload.filename or "upload.npy", event.new)
+        f = self._one_file(event.new)
+        if f is not None:
+            self.state.load_upload(*f)
 
     @guarded
     def _on_model_upload(self, event):
-        if not event.new:
-            return
-        self.state.load_model_bytes(self._model_upload.filename or "model.npz", event.new)
+        f = self._one_file(event.new)
+        if f is not None:
+            self.state.load_model_bytes(*f)
 
     # ---- training
     @guarded

@@ -365,9 +365,12 @@ def test_image_and_vector_outputs(walk_model):
     from explorer.views import OutputView
 
     ov = OutputView(state=s)
-    lay = ov._pane.object[()]
-    assert isinstance(lay, hv.Layout) and len(lay) == 2  # mean frame and sd frame
-    assert lay[0].dimension_values(2).size == 12
+    img, sd = ov._pane.object[()], ov._sd_pane.object[()]  # mean frame and sd frame
+    assert isinstance(img, hv.Image) and img.dimension_values(2).size == 12
+    assert isinstance(sd, hv.Image) and np.all(sd.dimension_values(2) >= 0)
+    s.hover(*s.cursor)
+    s.hover(s.cursor[0] + 3.0, s.cursor[1])
+    assert not np.allclose(sd.dimension_values(2), ov._sd_pane.object[()].dimension_values(2))
     Yv = rng.random((30, 5))
     s2 = ExplorerState()
     s2.set_model(BayesianGPLVM(Yv, 2, 5, seed=0), Dataset(name="vec", Y=Yv, renderer=VectorRenderer()))

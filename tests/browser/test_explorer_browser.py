@@ -167,51 +167,78 @@ def test_clicking_an_ard_bar_changes_the_axes(page, server):
 
 
 def test_training_from_the_page_shows_progress_and_finishes(page, server):
+    """Choose the embedded video, train from the page, get an image output."""
     open_app(page, server)
+    sel = page.locator("select").first
+    sel.select_option(label=sel.locator("option", has_text="Synthetic video").first.inner_text())
+    page.get_by_role("button", name="Load data set").click()
+    page.get_by_text(re.compile(r"^Loaded synth_video")).wait_for(timeout=20000)
     iters = page.locator(".iters-input input")
-    iters.fill("15")
+    iters.fill("12")
     iters.press("Enter")
     page.wait_for_timeout(300)
     page.get_by_role("button", name="Train", exact=True).click()
     status = page.get_by_text(re.compile(r"^(Starting|Iteration|Finished|Stopped|Training failed)")).first
-    seen = wait_for(lambda: "Iteration" in status.inner_text() or "Finished" in status.inner_text(),
-                    timeout=60, what="training progress")
-    assert seen
+    wait_for(lambda: "Iteration" in status.inner_text() or "Finished" in status.inner_text(),
+             timeout=60, what="training progress")
     saw_progress = "Iteration" in status.inner_text()
-    # the page stays responsive while training: the bound curve is drawn
+    # live bound curve while the page stays responsive
     plot_info(page, "Training: lower bound", timeout=30)
     page.screenshot(path=str(ARTIFACTS / "browser-04-training.png"), full_page=True)
-    wait_for(lambda: "Finished" in status.inner_text() or "Stopped" in status.inner_text(), timeout=120,
+    wait_for(lambda: "Finished" in status.inner_text() or "failed" in status.inner_text(), timeout=120,
              what="training to finish")
-    assert re.search(r"Finished after \d+ iterations", status.inner_text())
+    assert re.search(r"Finished after \d+ iterations", status.inner_text()), status.inner_text()
     assert saw_progress or "Finished" in status.inner_text()
-    page.wait_for_timeout(500)
     assert page.get_by_role("button", name="Train", exact=True).is_enabled()
-    plot_info(page, LATENT)
-    page.screenshot(path=str(ARTIFACTS / "browser-05-trained.png"), full_page=True)
+    # the new model is shown: latent view of synth_video and a generated frame + sd image
+    wait_for(lambda: plot_info(page, LATENT)["title"].endswith("synth_video"), timeout=20, what="new latent view")
+    plot_info(page, "Per-pixel sd")
+    lat = plot_info(page, LATENT)
+    (x0, x1), (y0, y1) = lat["xrange"], lat["yrange"]
+    before = shot_of(page, plot_info(page, OUTPUT))
+    px, py = plot_info(page, LATENT, [x0 + 0.2 * (x1 - x0)], [y0 + 0.8 * (y1 - y0)])["pts"][0]
+    page.mouse.click(px, py)
+    wait_for(lambda: "pinned" in readout(page), what="pinned readout")
+    page.wait_for_timeout(400)
+    assert np.abs(shot_of(page, plot_info(page, OUTPUT)) - before).sum(axis=2).max() > 30
+    page.screenshot(path=str(ARTIFACTS / "browser-05-trained-video.png"), full_page=True)
 
 
-@pytest.mark.parametrize("label,magic", [("Latent view PNG", b"\x89PNG"), ("Latent view SVG", b"<svg"),
-                                         ("ARD chart SVG", b"<svg"), ("Generated output PNG", b"\x89PNG")])
-def test_export_downloads(page, server, label, magic):
+def test_save_model_then_open_it(page, server, tmp_path):
     open_app(page, server)
     with page.expect_download(timeout=30000) as dl:
-        page.get_by_role("button", name=label).click()
-    path = dl.value.path()
-    data = open(path, "rb").read()
-    assert data.startswith(magic), data[:40]
-    if magic == b"<svg":
-        root = ET.fromstring(data)
-        assert root.tag.endswith("svg") and len(list(root.iter())) > 20
-        assert dl.value.suggested_filename.endswith(".svg")
-    else:
-        im = Image.open(io.BytesIO(data))
-        im.load()
-        assert im.size[0] > 400
-        im.save(ARTIFACTS / f"browser-export-{label.replace(' ', '-').lower()}.png")
+        page.get_by_role("button", name="Save model (download)").click()
+    path = tmp_path / dl.value.suggested_filename
+    dl.value.save_as(path)
+    assert path.suffix == ".npz" and path.stat().st_size > 1000
+    page.locator(".upload-model input[type=file]").set_input_files(str(path))
+    page.get_by_text(re.compile(r"^Opened model")).wait_for(timeout=20000)
+    plot_info(page, LATENT)
 
 
-def test_invalid_upload_shows_error_and_page_keeps_working(page, server):
+def test_export_downloads(page, server):
+    open_app(page, server)
+    for label, magic in (("Latent view PNG", b"\x89PNG"), ("Latent view SVG", b"<svg"),
+                         ("ARD chart PNG", b"\x89PNG"), ("ARD chart SVG", b"<svg"),
+                         ("Generated output PNG", b"\x89PNG"), ("Generated output SVG", b"<svg"),
+                         ("Latent coords CSV", b"index,"), ("Latent coords NPZ", b"PK")):
+        with page.expect_download(timeout=30000) as dl:
+            page.get_by_role("button", name=label).click()
+        data = open(dl.value.path(), "rb").read()
+        assert data.startswith(magic), (label, data[:40])
+        name = dl.value.suggested_filename
+        assert name.startswith("bgplvm-synth_walk-") and name.endswith("." + label.split()[-1].lower()), name
+        if magic == b"<svg":
+            root = ET.fromstring(data)
+            assert root.tag.endswith("svg") and len(list(root.iter())) > 20
+        elif magic == b"\x89PNG":
+            im = Image.open(io.BytesIO(data))
+            im.load()
+            assert im.size[0] > 400
+            im.save(ARTIFACTS / f"browser-export-{name}")
+
+
+def test_invalid_upload_shows_error_and_page_keeps_working(page, server, tmp_path):
     open_app(page, server)
     buf = io.BytesIO()
     np.save(buf, np.zeros((4, 3, 2)))
@@ -227,6 +254,12 @@ def test_invalid_upload_shows_error_and_page_keeps_working(page, server):
     page.locator(".upload-array input[type=file]").set_input_files(
         files=[{"name": "nan.npy", "mimeType": "application/octet-stream", "buffer": buf.getvalue()}])
     page.get_by_text("NaN or infinite").wait_for(timeout=15000)
+    # beyond the documented limit: refused in the browser, nothing is sent
+    big = tmp_path / "big.npy"
+    big.write_bytes(b"\0" * (51 * 1024 * 1024))
+    page.locator(".upload-array input[type=file]").set_input_files(str(big))
+    page.get_by_text("File is too large").first.wait_for(timeout=15000)
+    page.screenshot(path=str(ARTIFACTS / "browser-07-too-large.png"), full_page=True)
     # the session still works: a click in the latent view still generates
     lat = plot_info(page, LATENT)
     (x0, x1), (y0, y1) = lat["xrange"], lat["yrange"]
