@@ -204,29 +204,56 @@ def pose_limits(Ps: np.ndarray, azimuth: float, elevation: float, pad: float = 0
     return c[0] - half, c[1] - half, c[0] + half, c[1] + half
 
 
-def pose_plot(P: np.ndarray, connections, azimuth: float, elevation: float, spread=None,
-              limits=None, title: str = OUTPUT_TITLE, color: str = "#1f3b73") -> hv.Overlay:
-    """Stick figure of (J, 3) z-up positions, projected at the view angle; ``spread``
-    (J,) draws a 2-sd circle around each joint (its predictive spread)."""
+def circle_segments(centres: np.ndarray, radii: np.ndarray, n: int = 20) -> np.ndarray:
+    """(len(centres) * n, 4) segments (x0, y0, x1, y1) drawing a circle around each centre."""
+    t = np.linspace(0, 2 * np.pi, n + 1)
+    c, s = np.cos(t), np.sin(t)
+    xs = centres[:, 0, None] + radii[:, None] * c
+    ys = centres[:, 1, None] + radii[:, None] * s
+    return np.column_stack([xs[:, :-1].ravel(), ys[:, :-1].ravel(), xs[:, 1:].ravel(), ys[:, 1:].ravel()])
+
+
+def pose_data(P: np.ndarray, connections, azimuth: float, elevation: float, spread=None) -> dict:
+    """Screen-space arrays of a stick figure: ``bones`` (B, 4) segments, ``joints``
+    (J, 2) and ``circles`` (J * 20, 4) segments of 2-sd circles (empty without spread)."""
     P = np.asarray(P, dtype=np.float64).reshape(-1, 3)
     if len(P):
         P = P - P.mean(axis=0) * np.array([1, 1, 0])  # centre on the ground plane
     uv = project(P, azimuth, elevation)
-    segs = [(uv[i, 0], uv[i, 1], uv[j, 0], uv[j, 1]) for i, j in connections]
+    idx = np.asarray(connections, dtype=int).reshape(-1, 2)
+    bones = np.column_stack([uv[idx[:, 0]], uv[idx[:, 1]]]) if len(uv) else np.zeros((0, 4))
+    circles = circle_segments(uv, 2 * np.asarray(spread)) if spread is not None else np.zeros((0, 4))
+    return {"bones": bones, "joints": uv, "circles": circles}
+
+
+def segments_columns(seg: np.ndarray) -> dict:
+    """Bokeh data-source columns of a Segments element with kdims u, v, u1, v1."""
+    return {"u": seg[:, 0], "v": seg[:, 1], "u1": seg[:, 2], "v1": seg[:, 3]}
+
+
+def pose_plot(P: np.ndarray, connections, azimuth: float, elevation: float, spread=None,
+              limits=None, title: str = OUTPUT_TITLE, color: str = "#1f3b73") -> hv.Overlay:
+    """Stick figure of (J, 3) z-up positions, projected at the view angle; ``spread``
+    (J,) draws a 2-sd circle around each joint (its predictive spread). Layers, in
+    order: circles, bones, joints (all single elements, cheap to update)."""
+    d = pose_data(P, connections, azimuth, elevation, spread)
     kd = [hv.Dimension("u", label="screen x"), hv.Dimension("v", label="screen z")]
-    bones = hv.Segments(segs, kdims=kd + ["u1", "v1"]).opts(color=color, line_width=4)
-    joints = hv.Points(uv, kdims=kd).opts(color=color, size=6)
-    layers = [bones, joints]
-    if spread is not None:
-        t = np.linspace(0, 2 * np.pi, 24)
-        circles = [np.column_stack([u + 2 * s * np.cos(t), v + 2 * s * np.sin(t)])
-                   for (u, v), s in zip(uv, np.asarray(spread))]
-        layers.insert(0, hv.Path(circles, kdims=kd).opts(color="#e6194b", alpha=0.5, line_width=1.5))
-    ov = hv.Overlay(layers).opts(title=title)
+    seg_kd = kd + ["u1", "v1"]
+    # circles as one Segments element (a multi-path Path is ~50x slower to update)
+    circles = hv.Segments(d["circles"], kdims=seg_kd).opts(color="#e6194b", alpha=0.6, line_width=1.5)
+    bones = hv.Segments(d["bones"], kdims=seg_kd).opts(color=color, line_width=4)
+    joints = hv.Points(d["joints"], kdims=kd).opts(color=color, size=6)
+    opts = dict(title=title)
     if limits is not None:
         x0, y0, x1, y1 = limits
-        ov = ov.redim.range(u=(x0, x1), v=(y0, y1))
-    return ov
+        opts.update(xlim=(x0, x1), ylim=(y0, y1))
+    return hv.Overlay([circles, bones, joints]).opts(**opts)
+
+
+def spread_columns(d: np.ndarray, mean: np.ndarray, half_width: np.ndarray) -> dict:
+    """Bokeh data-source columns (a closed patch) of a Spread element."""
+    return {"x": np.concatenate([d, d[::-1]]),
+            "y": np.concatenate([mean + half_width, (mean - half_width)[::-1]])}
 
 
 def image_plot(img: np.ndarray, title: str, vmin=None, vmax=None, cmap: str = "gray",
@@ -242,24 +269,24 @@ def image_plot(img: np.ndarray, title: str, vmin=None, vmax=None, cmap: str = "g
 
 
 def vector_plot(mean: np.ndarray, std=None, train=None, title: str = OUTPUT_TITLE, ylim=None) -> hv.Overlay:
-    """Output vector (D,) against its index, with a +-2 sd band and optionally the
-    selected training row."""
+    """Output vector (D,) against its index, with a +-2 sd band and the selected training
+    row (NaN when none). Layers, in order: band, mean, training row."""
     d = np.arange(mean.size)
     kd = hv.Dimension("d", label="output dimension")
     vd = hv.Dimension("y", label="value")
-    layers = []
-    if std is not None:
-        layers.append(hv.Spread((d, mean, 2 * np.asarray(std)), kdims=[kd], vdims=[vd, "err"],
-                                label="generated +-2 sd").opts(color="#e6194b", alpha=0.25))
-    layers.append(hv.Curve((d, mean), kdims=[kd], vdims=[vd], label="generated").opts(
-        color="#e6194b", line_width=2))
-    if train is not None:
-        layers.append(hv.Scatter((d, train), kdims=[kd], vdims=[vd], label="training point").opts(
-            color="black", size=6, marker="diamond"))
-    ov = hv.Overlay(layers).opts(title=title, legend_position="top_right")
+    std = np.zeros_like(mean) if std is None else np.asarray(std)
+    train = np.full_like(mean, np.nan) if train is None else np.asarray(train)
+    layers = [
+        hv.Spread((d, mean, 2 * std), kdims=[kd], vdims=[vd, "err"],
+                  label="generated +-2 sd").opts(color="#e6194b", alpha=0.25),
+        hv.Curve((d, mean), kdims=[kd], vdims=[vd], label="generated").opts(color="#e6194b", line_width=2),
+        hv.Scatter((d, train), kdims=[kd], vdims=[vd], label="training point").opts(
+            color="black", size=6, marker="diamond"),
+    ]
+    opts = dict(title=title, legend_position="top_right")
     if ylim is not None:
-        ov = ov.redim.range(y=ylim)
-    return ov
+        opts.update(ylim=tuple(ylim))
+    return hv.Overlay(layers).opts(**opts)
 
 
 def bound_curve(history) -> hv.Curve:

@@ -18,6 +18,7 @@ import holoviews as hv
 import panel as pn
 import param
 from holoviews.streams import Params, PointerXY, Tap
+from panel.io.document import unlocked
 
 from . import plots
 from .state import KERNELS, MAX_UPLOAD_MB, ExplorerState, UserError, ard_off_mask, variance_grid
@@ -169,6 +170,7 @@ class LatentView(_Rebuilding):
         self._reset = pn.widgets.Button(label="Reset sliders to mean of q(X)", width=220)
         self._reset.on_click(lambda e: self._reset_fixed())
         s.param.watch(self._build_sliders, ["model_version"])
+        s.param.watch(self._move_marker, ["cursor"])
         s.param.watch(self._slider_visibility, ["x_dim", "y_dim"])
         s.param.watch(self._sync_slider_values, ["fixed"])
         self._build_sliders()
@@ -196,7 +198,10 @@ class LatentView(_Rebuilding):
         # single-element DynamicMaps (an Overlay-returning one would be collated into a new
         # object and the Tap/PointerXY sources below would no longer match)
         layers.append(hv.DynamicMap(self._selected, streams=[Params(s, ["selected_index"])]))
-        layers.append(hv.DynamicMap(self._marker, streams=[Params(s, ["cursor"])]))
+        # the cursor cross moves on every mouse move: drawn once, then its data source is
+        # updated in place (_move_marker), skipping a HoloViews re-render of the overlay
+        self._marker_source = None
+        layers.append(plots.cursor_marker(*s.cursor, dims).opts(hooks=[self._grab_marker]))
         overlay = layers[0]
         for layer in layers[1:]:
             overlay = overlay * layer
@@ -222,8 +227,17 @@ class LatentView(_Rebuilding):
         var = variance_grid(s.model, np.asarray(fixed), s.dims, self._bounds, grid_res)
         return plots.variance_image(var, self._bounds, s.dims)
 
-    def _marker(self, cursor):
-        return plots.cursor_marker(cursor[0], cursor[1], self.state.dims)
+    def _grab_marker(self, plot, element):
+        self._marker_source = plot.handles.get("source")
+        self._move_marker()
+
+    @guarded
+    def _move_marker(self, *events):
+        src = self._marker_source
+        if src is not None:
+            x, y = self.state.cursor
+            with unlocked():  # stream callbacks may run without the document lock
+                src.data = {"lx": [x], "ly": [y]}
 
     def _selected(self, selected_index):
         s = self.state
@@ -321,6 +335,7 @@ class OutputView(_Rebuilding):
                                          sizing_mode="stretch_width", css_classes=["readout"])
         s.param.watch(self._update_readout, ["cursor", "selected_index", "pinned", "follow",
                                              "x_dim", "y_dim", "model_version"])
+        s.param.watch(self._push, ["cursor", "azimuth", "elevation", "selected_index", "fixed"])
         self._update_readout()
 
     @property
@@ -348,20 +363,21 @@ class OutputView(_Rebuilding):
             lo, hi = float(Y.min()), float(Y.max())
             pad = 0.1 * (hi - lo or 1.0)
             self._ylim = (lo - pad, hi + pad)
-        streams = [Params(s, ["cursor", "azimuth", "elevation"])]
-        gen = hv.DynamicMap(self._generated, streams=streams)
+        # The generated output is drawn once per rebuild; after that every cursor move
+        # writes new columns straight into the Bokeh data sources (see _push): ~1 ms
+        # instead of a HoloViews re-render (~20-50 ms) per mouse move.
+        self._sources, self._figures = {}, {}
         train = hv.DynamicMap(self._training, streams=[Params(s, ["selected_index", "azimuth", "elevation"])])
         size = dict(width=OUT_W, height=OUT_H, toolbar="right", default_tools=["save"])
         self._sd_pane.object = None
+        gen = self._generated_element()
         if self.kind == "image":
-            # one DynamicMap per plot: a DynamicMap returning a Layout does not update
             h, w = ds.renderer.image(Y[0]).shape
             fh = 200
             size = dict(frame_height=fh, frame_width=max(60, int(round(fh * w / h))), toolbar="above",
                         default_tools=["save"])
             self._train_pane.object = train.opts(**size, colorbar=False)
-            sd = hv.DynamicMap(self._generated_sd, streams=[Params(s, ["cursor"])])
-            self._sd_pane.object = sd.opts(**size)
+            self._sd_pane.object = self._sd_element().opts(**size)
             return gen.opts(**size)
         if self.kind == "vector":
             size.update(width=2 * OUT_W, height=300)
@@ -378,35 +394,84 @@ class OutputView(_Rebuilding):
     def _centre(self, P):
         return P - np.array([P[:, 0].mean(), P[:, 1].mean(), self._zc])
 
-    def _generated(self, cursor, azimuth, elevation):
+    # ---- generated output: built once, then updated in place
+    def _grab(self, name):
+        """HoloViews hook: remember the Bokeh data source and figure of layer ``name`` and
+        fill it with the output at the current cursor."""
+        def hook(plot, element):
+            self._sources[name] = plot.handles.get("source")
+            self._figures[name] = plot.state
+            self._push(only=name)
+        return hook
+
+    def _title(self):
+        x, y = self.state.cursor
+        what = "Generated pose" if self.kind == "pose" else plots.OUTPUT_TITLE
+        return f"{what} at ({x:.2f}, {y:.2f})"
+
+    def _columns(self) -> dict:
+        """{layer name: Bokeh columns} of the output at the cursor."""
         s = self.state
-        out = s.generate(*cursor)
-        mean, var = out
-        std = np.sqrt(np.maximum(var, 0))
+        mean, var = s.generate(*s.cursor)
         r = s.dataset.renderer
-        title = f"{plots.OUTPUT_TITLE} at ({cursor[0]:.2f}, {cursor[1]:.2f})"
-        if self.kind == "pose":
-            title = f"Generated pose at ({cursor[0]:.2f}, {cursor[1]:.2f})"
         if self.kind == "pose":
             from .state import pose_spread
-            P = self._centre(r.positions(mean))
-            return plots.pose_plot(P, r.connections, azimuth, elevation, spread=pose_spread(r, mean, var),
-                                   limits=self._limits, title=title)
+
+            d = plots.pose_data(self._centre(r.positions(mean)), r.connections, s.azimuth, s.elevation,
+                                pose_spread(r, mean, var))
+            return {"circles": plots.segments_columns(d["circles"]), "bones": plots.segments_columns(d["bones"]),
+                    "joints": {"u": d["joints"][:, 0], "v": d["joints"][:, 1]}}
+        std = np.sqrt(np.maximum(var, 0))
+        if self.kind == "image":
+            return {"mean": {"image": [r.image(mean)[::-1]]}, "sd": {"image": [r.image(std)[::-1]]}}
+        d = np.arange(mean.size)
+        train = s.dataset.Y[s.selected_index] if s.selected_index >= 0 else np.full_like(mean, np.nan)
+        return {"band": plots.spread_columns(d, mean, 2 * std), "mean": {"d": d, "y": mean},
+                "train": {"d": d, "y": train}}
+
+    @guarded
+    def _push(self, *events, only=None):
+        if self.state.model is None or not self._sources:
+            return
+        cols = self._columns()
+        with unlocked():  # stream callbacks may run without the document lock
+            for name, src in list(self._sources.items()):
+                if src is not None and name in cols and (only is None or name == only):
+                    src.data = dict(cols[name])
+            for name, fig in self._figures.items():
+                if only is not None and name != only:
+                    continue
+                if name == "sd":
+                    sd = cols["sd"]["image"][0]
+                    fig.title.text = f"Per-pixel sd (max {sd.max():.3g})"
+                else:
+                    fig.title.text = self._title()
+
+    def _generated_element(self):
+        s = self.state
+        mean, var = s.generate(*s.cursor)
+        r = s.dataset.renderer
+        if self.kind == "pose":
+            el = plots.pose_plot(np.zeros((0, 3)), (), s.azimuth, s.elevation, spread=np.zeros(0),
+                                 limits=self._limits, title=self._title())
+            for layer, name in zip(el, ("circles", "bones", "joints")):
+                layer.opts(hooks=[self._grab(name)])
+            return el
         if self.kind == "image":
             vmin, vmax = self._image_range()
-            return plots.image_plot(r.image(mean), title, vmin, vmax)
-        train = None
-        if s.selected_index >= 0:
-            train = s.dataset.Y[s.selected_index]
-        return plots.vector_plot(mean, std, train, title=title, ylim=self._ylim)
+            return plots.image_plot(r.image(mean), self._title(), vmin, vmax).opts(hooks=[self._grab("mean")])
+        el = plots.vector_plot(mean, np.sqrt(np.maximum(var, 0)), None, title=self._title(), ylim=self._ylim)
+        for layer, name in zip(el, ("band", "mean", "train")):
+            layer.opts(hooks=[self._grab(name)])
+        return el
 
-    def _generated_sd(self, cursor):
-        mean, var = self.state.generate(*cursor)
+    def _sd_element(self):
+        mean, var = self.state.generate(*self.state.cursor)
         sd = self.state.dataset.renderer.image(np.sqrt(np.maximum(var, 0)))
         vmin, vmax = self._image_range()
         # fixed range (half the pixel range) so the image brightens as the model gets less sure
         return plots.image_plot(sd, f"Per-pixel sd (max {sd.max():.3g})", 0.0, 0.5 * (vmax - vmin),
-                                cmap="magma", label="standard deviation")
+                                cmap="magma", label="standard deviation").opts(hooks=[self._grab("sd")])
 
     def _image_range(self):
         r = self.state.dataset.renderer

@@ -276,30 +276,48 @@ def test_pose_projection_front_and_side():
 
 
 # --------------------------------------------------------------------------- views
+def _render(*panes):
+    """Render panes into a Bokeh document, as the server does (hooks run)."""
+    from bokeh.document import Document
+
+    doc = Document()
+    for p in panes:
+        p.get_root(doc)
+    return doc
+
+
 def test_latent_view_streams_drive_generation(state):
     from explorer.views import LatentView, OutputView
 
     lv = LatentView(state=state)
     ov = OutputView(state=state)
+    _render(lv._pane, ov._pane)
     pointer, tap = lv._streams
     assert pointer.source is tap.source
     state.follow = True
     pointer.event(x=0.3, y=-0.2)
     assert state.cursor == (0.3, -0.2)
-    gen = ov._pane.object  # the generated-output DynamicMap
-    el = gen[()]
-    title = el.opts.get().kwargs.get("title", "")
-    assert "(0.30, -0.20)" in title
-    bones = el.get(1) if len(el) == 3 else el.get(0)  # Path (spread), Segments, Points
-    assert isinstance(bones, hv.Segments)
-    before = bones.array().copy()
+    # the output plot was updated in place: title and the pose's data sources
+    assert "(0.30, -0.20)" in ov._figures["bones"].title.text
+    bones = ov._sources["bones"].data
+    before = np.column_stack([bones["u"], bones["v"]]).copy()
+    mean, _ = state.generate(0.3, -0.2)
+    d = plots.pose_data(ov._centre(state.dataset.renderer.positions(mean)), state.dataset.renderer.connections,
+                        state.azimuth, state.elevation)
+    np.testing.assert_allclose(before, d["bones"][:, :2])
+    assert len(ov._sources["circles"].data["u"]) == 20 * len(d["joints"])
+    assert list(lv._marker_source.data["lx"]) == [0.3]
     pointer.event(x=-1.5, y=1.5)
-    after = [e for e in gen[()] if isinstance(e, hv.Segments)][0].array()
+    after = np.column_stack([ov._sources["bones"].data["u"], ov._sources["bones"].data["v"]])
     assert not np.allclose(before, after)
+    assert list(lv._marker_source.data["ly"]) == [1.5]
     tap.event(x=0.1, y=0.1)
     assert state.pinned and not state.follow and state.cursor == (0.1, 0.1)
     pointer.event(x=0.9, y=0.9)  # pinned: the mouse no longer moves the point
     assert state.cursor == (0.1, 0.1)
+    state.azimuth = 30.0  # the view angle redraws the same pose turned
+    turned = np.column_stack([ov._sources["joints"].data["u"], ov._sources["joints"].data["v"]])
+    assert turned.shape == d["joints"].shape
 
 
 def _rendered_callbacks(pane):
@@ -365,18 +383,29 @@ def test_image_and_vector_outputs(walk_model):
     from explorer.views import OutputView
 
     ov = OutputView(state=s)
-    img, sd = ov._pane.object[()], ov._sd_pane.object[()]  # mean frame and sd frame
-    assert isinstance(img, hv.Image) and img.dimension_values(2).size == 12
-    assert isinstance(sd, hv.Image) and np.all(sd.dimension_values(2) >= 0)
-    s.hover(*s.cursor)
+    _render(ov._pane, ov._sd_pane)
+    img = ov._sources["mean"].data["image"][0]
+    sd = ov._sources["sd"].data["image"][0]
+    mean, var = s.generate()
+    np.testing.assert_allclose(img, ds.renderer.image(mean)[::-1])  # Bokeh rows run bottom-up
+    np.testing.assert_allclose(sd, ds.renderer.image(np.sqrt(var))[::-1])
     s.hover(s.cursor[0] + 3.0, s.cursor[1])
-    assert not np.allclose(sd.dimension_values(2), ov._sd_pane.object[()].dimension_values(2))
+    assert not np.allclose(sd, ov._sources["sd"].data["image"][0])
+    assert "Per-pixel sd" in ov._figures["sd"].title.text
     Yv = rng.random((30, 5))
     s2 = ExplorerState()
     s2.set_model(BayesianGPLVM(Yv, 2, 5, seed=0), Dataset(name="vec", Y=Yv, renderer=VectorRenderer()))
-    s2.click(*s2.cursor)
-    el = OutputView(state=s2)._pane.object[()]
-    assert any(isinstance(e, hv.Spread) for e in el)
+    ov2 = OutputView(state=s2)
+    _render(ov2._pane)
+    assert np.all(np.isnan(ov2._sources["train"].data["y"]))
+    mu = s2.model.latent_mean
+    s2.click(mu[4, s2.x_dim], mu[4, s2.y_dim])
+    assert s2.selected_index == 4
+    np.testing.assert_allclose(ov2._sources["train"].data["y"], Yv[4])
+    mean, var = s2.generate()
+    np.testing.assert_allclose(ov2._sources["mean"].data["y"], mean)
+    band = ov2._sources["band"].data
+    assert len(band["x"]) == 2 * Yv.shape[1]
 
 
 def test_page_builds_headless(state):
