@@ -559,6 +559,9 @@ def main(argv=None) -> int:
         cold = run_worker({"impl": "ours", "kind": "compile"}, {"NUMBA_CACHE_DIR": cold_dir})
         warm = run_worker({"impl": "ours", "kind": "compile"}, {"NUMBA_CACHE_DIR": cold_dir})
         results["compile"] = {"cold": cold, "warm": warm}
+        import shutil
+
+        shutil.rmtree(cold_dir, ignore_errors=True)
         log(f"   model.warmup(): {cold.get('warmup_s', float('nan')):.2f} s with an empty cache, "
             f"{warm.get('warmup_s', float('nan')):.2f} s from the cache "
             f"(import model: {warm.get('import_s', float('nan')):.2f} s)")
@@ -759,6 +762,9 @@ def main(argv=None) -> int:
         f"ours: m.set_param_vector(x); m.elbo_and_gradient(). Median of repeats after one warm-up "
         f"evaluation; memory: peak RSS increase in a separate process per (implementation, case).")
     log(f"total benchmark wall time {results['wall_s']:.0f} s")
+    import shutil
+
+    shutil.rmtree(tmp, ignore_errors=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1, default=float))
         log(f"raw results -> {args.json}")
