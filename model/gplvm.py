@@ -89,15 +89,16 @@ class BayesianGPLVM:
 
     # --- construction helpers -------------------------------------------------------------
     def _init_kernel(self, init: dict) -> None:
-        """Kernel parameters from the data: signal variance = data variance, ARD weights
-        alpha_q proportional to the PCA variance fractions (as GPy's initialisation)."""
+        """Kernel parameters from the data: signal variance = data variance; RBF inverse
+        widths alpha_q = 5 / range(mu_q)^2 (vargplvm); linear ARD weights proportional to
+        the PCA variance fractions."""
         from .kernels import RBF, Linear, Sum
 
         parts = self.kernel.parts if isinstance(self.kernel, Sum) else [self.kernel]
         for k in parts:
             if isinstance(k, RBF):
                 k.set_params(variance=np.asarray(init["data_var"]),
-                             lengthscale=1.0 / np.sqrt(init["fracs"]))
+                             lengthscale=1.0 / np.sqrt(init["alpha"]))
             elif isinstance(k, Linear):
                 k.set_params(variances=init["fracs"] * init["data_var"])
 
