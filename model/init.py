@@ -23,7 +23,7 @@ def pca_latent(Yc: np.ndarray, Q: int, rng: np.random.Generator) -> tuple[np.nda
     var = s[:k] ** 2
     fracs = np.full(Q, var[-1] if k else 1.0)
     fracs[:k] = var
-    fracs = fracs / fracs.max()
+    fracs = fracs / fracs.max() if fracs.max() > 0 else np.ones(Q)  # constant Y: no PCA order
     return X, np.maximum(fracs, 1e-6)
 
 
