@@ -4,8 +4,8 @@
 
 Measures, per data set (a briefly trained model; latency does not depend on how well
 it is trained):
-  * server side: one prediction (``state.generate``) and the whole output callback
-    (prediction + HoloViews element), and the 200 x 200 predictive-variance grid;
+  * server side: one prediction (``state.generate``), one whole mouse move as the
+    server handles it (marker, generated output, readout), the 200 x 200 variance grid;
   * in a real browser (Playwright + Debian chromium): mouse move (follow mode) and click
     (pin mode) in the latent view -> the generated pose/frame drawn, timed inside the
     page from the input event to the second animation frame after BokehJS applied the
@@ -166,8 +166,13 @@ def browser_latency(browser, url, n, rng, shots: Path | None = None, name=""):
 
 
 def server_side(state, n, rng):
+    """Median times of: one prediction; one whole mouse move as the server handles it
+    (state.hover -> cursor cross, generated output written into the Bokeh sources,
+    readout), with the views rendered into a Bokeh document; the 200x200 grid."""
+    from bokeh.document import Document
+
     from explorer.state import variance_grid
-    from explorer.views import OutputView
+    from explorer.views import LatentView, OutputView
 
     x0, y0, x1, y1 = state.bounds()
     pts = np.column_stack([rng.uniform(x0, x1, n), rng.uniform(y0, y1, n)])
@@ -176,14 +181,17 @@ def server_side(state, n, rng):
         t = time.perf_counter()
         state.generate(x + 1e-9 * rng.standard_normal(), y)
         gen.append(1e3 * (time.perf_counter() - t))
-    ov = OutputView(state=state)
-    dmap = ov._pane.object
-    cb = []
+    doc = Document()
+    lv, ov = LatentView(state=state), OutputView(state=state)
+    for pane in (lv._pane, ov._pane, ov._sd_pane, ov._readout):
+        pane.get_root(doc)
+    state.follow = True
+    move = []
     for x, y in pts + 1e-3:
-        state.cursor = (float(x), float(y))
         t = time.perf_counter()
-        dmap[()] if ov.kind != "image" else (dmap[()], ov._sd_pane.object[()])
-        cb.append(1e3 * (time.perf_counter() - t))
+        state.hover(float(x), float(y))
+        move.append(1e3 * (time.perf_counter() - t))
+    assert ov._sources, "output not rendered"
     grid = []
     b = state.bounds()
     variance_grid(state.model, np.asarray(state.fixed), state.dims, b, 200)
@@ -191,7 +199,7 @@ def server_side(state, n, rng):
         t = time.perf_counter()
         variance_grid(state.model, np.asarray(state.fixed), state.dims, b, 200)
         grid.append(1e3 * (time.perf_counter() - t))
-    return gen[2:], cb[2:], grid
+    return gen[2:], move[2:], grid
 
 
 def main(argv=None) -> int:
@@ -236,7 +244,7 @@ def main(argv=None) -> int:
         print(f"\n== {name}: N={ds.N}, D={ds.D}, kind={ds.renderer.kind}; model Q={args.latent_dim}, "
               f"M={args.inducing}, {args.iters} iterations ({time.perf_counter() - t:.1f} s)")
         print(f"  server: predict one point         {_ms(gen)}")
-        print(f"  server: output callback (element) {_ms(cb)}")
+        print(f"  server: whole mouse move          {_ms(cb)}")
         print(f"  server: variance grid 200x200     {_ms(grid)}")
 
     if args.no_browser or not Path(CHROMIUM).exists():

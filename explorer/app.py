@@ -6,6 +6,7 @@ each browser session executes this module and gets its own ``ExplorerState``.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from pathlib import Path
@@ -50,26 +51,33 @@ def dataset_options() -> dict[str, str]:
     return opts
 
 
+@functools.lru_cache(maxsize=4)
+def _load_model(path: str, mtime: float):
+    """The start-up model, read once per process (sessions only read it; training and
+    uploads make new model objects)."""
+    from model import BayesianGPLVM
+
+    return BayesianGPLVM.load(path)
+
+
 def initial_state(model_path: str | os.PathLike | None = None) -> ExplorerState:
     """A state with the embedded default data set and, when the shipped pre-trained
     model exists (or ``BGPLVM_EXPLORER_MODEL`` names one), that model."""
     from bgplvm_datasets import DEFAULT_DATASET
 
     state = ExplorerState()
-    state.load_dataset(DEFAULT_DATASET)
-    path = model_path or os.environ.get("BGPLVM_EXPLORER_MODEL") or DEFAULT_MODEL
-    if Path(path).exists():
+    path = Path(model_path or os.environ.get("BGPLVM_EXPLORER_MODEL") or DEFAULT_MODEL)
+    if path.exists():
         try:
-            from model import BayesianGPLVM
-
-            m = BayesianGPLVM.load(path)
-            same = m.Y.shape == state.dataset.Y.shape and (m.metadata or {}).get("dataset") in (None, DEFAULT_DATASET)
-            state.set_model(m, state.dataset if same else None)  # else: the data set the model names
+            m = _load_model(str(path.resolve()), path.stat().st_mtime)
+            state.set_model(m)  # with the data set the model names (or its own Y)
             state.info = (f"Loaded {state.dataset_name} with a pre-trained model "
                           f"(Q={m.latent_dim}, M={m.num_inducing}). Train to refit.")
-        except Exception as e:  # fall back to training from the page
+            return state
+        except Exception as e:  # fall back to the default data set without a model
             log.exception("could not load %s", path)
             state.error = f"Could not load the pre-trained model ({type(e).__name__}: {e}); press Train."
+    state.load_dataset(DEFAULT_DATASET)
     return state
 
 

@@ -11,6 +11,7 @@ thread, which copies the job's progress into parameters and installs the finishe
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import tempfile
@@ -42,6 +43,13 @@ class UserError(ValueError):
 
 
 # --------------------------------------------------------------------------- helpers
+@functools.lru_cache(maxsize=8)
+def load_cached(name: str) -> Dataset:
+    """``bgplvm_datasets.load`` once per process: every session opening the same data
+    set shares the (read-only) record, so a new page does not re-read it."""
+    return load(name)
+
+
 def ard_off_mask(alpha: np.ndarray) -> np.ndarray:
     """(Q,) bool: dimensions whose ARD weight alpha_q is negligible (switched off)."""
     alpha = np.asarray(alpha, dtype=np.float64)
@@ -122,7 +130,7 @@ def dataset_for_model(model) -> Dataset:
     Y = np.asarray(model.Y)
     if name:
         try:
-            ds = load(name)
+            ds = load_cached(name)
             if ds.Y.shape == Y.shape:
                 return ds
         except Exception:  # the named data set may be unavailable here: fall back
@@ -282,7 +290,7 @@ class ExplorerState(param.Parameterized):
     def load_dataset(self, name: str) -> None:
         """Load a named data set; the current model is dropped (it was fit to other data)."""
         try:
-            ds = load(name)
+            ds = load_cached(name)
         except DatasetError as e:
             raise UserError(str(e)) from None
         self.set_dataset(ds)

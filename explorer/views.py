@@ -171,6 +171,7 @@ class LatentView(_Rebuilding):
         self._reset.on_click(lambda e: self._reset_fixed())
         s.param.watch(self._build_sliders, ["model_version"])
         s.param.watch(self._move_marker, ["cursor"])
+        s.param.watch(self._move_selected, ["selected_index"])
         s.param.watch(self._slider_visibility, ["x_dim", "y_dim"])
         s.param.watch(self._sync_slider_values, ["fixed"])
         self._build_sliders()
@@ -197,7 +198,8 @@ class LatentView(_Rebuilding):
         layers.append(pts)
         # single-element DynamicMaps (an Overlay-returning one would be collated into a new
         # object and the Tap/PointerXY sources below would no longer match)
-        layers.append(hv.DynamicMap(self._selected, streams=[Params(s, ["selected_index"])]))
+        self._selected_source = None
+        layers.append(plots.selected_marker(None, dims).opts(hooks=[self._grab_selected]))
         # the cursor cross moves on every mouse move: drawn once, then its data source is
         # updated in place (_move_marker), skipping a HoloViews re-render of the overlay
         self._marker_source = None
@@ -227,9 +229,29 @@ class LatentView(_Rebuilding):
         var = variance_grid(s.model, np.asarray(fixed), s.dims, self._bounds, grid_res)
         return plots.variance_image(var, self._bounds, s.dims)
 
+    # The two markers are drawn on Bokeh's overlay layer: moving them repaints only that
+    # layer, not the background image and the N points.
     def _grab_marker(self, plot, element):
         self._marker_source = plot.handles.get("source")
+        plot.handles["glyph_renderer"].level = "overlay"
         self._move_marker()
+
+    def _grab_selected(self, plot, element):
+        self._selected_source = plot.handles.get("source")
+        plot.handles["glyph_renderer"].level = "overlay"
+        self._move_selected()
+
+    @guarded
+    def _move_selected(self, *events):
+        src = self._selected_source
+        s = self.state
+        if src is None or s.model is None:
+            return
+        n = s.selected_index
+        mu = np.asarray(s.model.latent_mean)
+        xs, ys = ([float(mu[n, s.x_dim])], [float(mu[n, s.y_dim])]) if n >= 0 else ([], [])
+        with unlocked():
+            src.data = {"lx": xs, "ly": ys}
 
     @guarded
     def _move_marker(self, *events):
@@ -239,13 +261,6 @@ class LatentView(_Rebuilding):
             with unlocked():  # stream callbacks may run without the document lock
                 src.data = {"lx": [x], "ly": [y]}
 
-    def _selected(self, selected_index):
-        s = self.state
-        sel = None
-        if selected_index >= 0 and s.model is not None:
-            mu = np.asarray(s.model.latent_mean)
-            sel = (float(mu[selected_index, s.x_dim]), float(mu[selected_index, s.y_dim]))
-        return plots.selected_marker(sel, s.dims)
 
     @guarded
     def _on_move(self, x=None, y=None, **kw):
@@ -406,8 +421,8 @@ class OutputView(_Rebuilding):
 
     def _title(self):
         x, y = self.state.cursor
-        what = "Generated pose" if self.kind == "pose" else plots.OUTPUT_TITLE
-        return f"{what} at ({x:.2f}, {y:.2f})"
+        what = {"pose": "Generated pose at", "image": "Generated"}.get(self.kind, f"{plots.OUTPUT_TITLE} at")
+        return f"{what} ({x:.2f}, {y:.2f})"
 
     def _columns(self) -> dict:
         """{layer name: Bokeh columns} of the output at the cursor."""
@@ -437,7 +452,7 @@ class OutputView(_Rebuilding):
         with unlocked():  # stream callbacks may run without the document lock
             for name, src in list(self._sources.items()):
                 if src is not None and name in cols and (only is None or name == only):
-                    src.data = dict(cols[name])
+                    src.data.update(cols[name])  # only these columns (an image keeps x, y, dw, dh)
             for name, fig in self._figures.items():
                 if only is not None and name != only:
                     continue
@@ -484,7 +499,10 @@ class OutputView(_Rebuilding):
         s = self.state
         r = s.dataset.renderer
         n = selected_index
-        title = f"{plots.TRAIN_TITLE} #{n}" if n >= 0 else f"{plots.TRAIN_TITLE}: click one in the latent view"
+        if n >= 0:
+            title = f"{plots.TRAIN_TITLE} #{n}"
+        else:
+            title = f"{plots.TRAIN_TITLE}: click one" + (" in the latent view" if self.kind == "pose" else "")
         if self.kind == "pose":
             if n < 0:
                 return plots.pose_plot(np.zeros((0, 3)), (), azimuth, elevation, limits=self._limits, title=title)

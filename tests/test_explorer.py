@@ -313,6 +313,12 @@ def test_latent_view_streams_drive_generation(state):
     assert list(lv._marker_source.data["ly"]) == [1.5]
     tap.event(x=0.1, y=0.1)
     assert state.pinned and not state.follow and state.cursor == (0.1, 0.1)
+    mu = state.model.latent_mean
+    tap.event(x=float(mu[9, state.x_dim]), y=float(mu[9, state.y_dim]))
+    assert state.selected_index == 9
+    assert list(lv._selected_source.data["lx"]) == [pytest.approx(mu[9, state.x_dim])]
+    tap.event(x=0.1, y=0.1)
+    assert state.selected_index == -1 and len(lv._selected_source.data["lx"]) == 0
     pointer.event(x=0.9, y=0.9)  # pinned: the mouse no longer moves the point
     assert state.cursor == (0.1, 0.1)
     state.azimuth = 30.0  # the view angle redraws the same pose turned
@@ -384,6 +390,7 @@ def test_image_and_vector_outputs(walk_model):
 
     ov = OutputView(state=s)
     _render(ov._pane, ov._sd_pane)
+    assert {"x", "y", "dw", "dh"} <= set(ov._sources["mean"].data)  # still placed after updates
     img = ov._sources["mean"].data["image"][0]
     sd = ov._sources["sd"].data["image"][0]
     mean, var = s.generate()
@@ -391,6 +398,7 @@ def test_image_and_vector_outputs(walk_model):
     np.testing.assert_allclose(sd, ds.renderer.image(np.sqrt(var))[::-1])
     s.hover(s.cursor[0] + 3.0, s.cursor[1])
     assert not np.allclose(sd, ov._sources["sd"].data["image"][0])
+    assert {"x", "y", "dw", "dh"} <= set(ov._sources["sd"].data)
     assert "Per-pixel sd" in ov._figures["sd"].title.text
     Yv = rng.random((30, 5))
     s2 = ExplorerState()

@@ -60,8 +60,9 @@ def open_app(page, server):
     page.wait_for_timeout(300)
 
 
-def shot_of(page, info) -> np.ndarray:
-    x, y, w, h = info["box"]
+def shot_of(page, info, part="box") -> np.ndarray:
+    """RGB pixels of a plot's whole canvas ("box") or only its data area ("frame")."""
+    x, y, w, h = info[part]
     png = page.screenshot(clip={"x": x, "y": y, "width": w, "height": h})
     return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=np.int16)
 
@@ -200,7 +201,11 @@ def test_training_from_the_page_shows_progress_and_finishes(page, server):
     page.mouse.click(px, py)
     wait_for(lambda: "pinned" in readout(page), what="pinned readout")
     page.wait_for_timeout(400)
-    assert np.abs(shot_of(page, plot_info(page, OUTPUT)) - before).sum(axis=2).max() > 30
+    after = shot_of(page, plot_info(page, OUTPUT))
+    assert np.abs(after - before).sum(axis=2).max() > 30
+    # the frame itself is drawn (not just a new title): many grey levels in the data area
+    inside = shot_of(page, plot_info(page, OUTPUT), "frame")
+    assert len(np.unique(inside.reshape(-1, 3), axis=0)) > 20
     page.screenshot(path=str(ARTIFACTS / "browser-05-trained-video.png"), full_page=True)
 
 
