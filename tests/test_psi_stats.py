@@ -292,6 +292,39 @@ def test_parallel_blocks_cover_every_point():
             assert_rel(a, b, 1e-12)
 
 
+@pytest.mark.parametrize("layout", ["unit", "far points", "offset", "short lengthscales"])
+def test_rbf_chunks_match_reference(layout):
+    """Several chunks of points (N not a multiple of the chunk or of 4), far points, all
+    inputs far from the origin, short lengthscales: Psi2 and the gradients of the RBF kernel
+    against the reference (Psi2 is computed from a factored exponent, see _rbf_numba)."""
+    from model.kernels import _rbf_numba as nb
+
+    N, M, Q = 2 * nb.CHUNK + 7, 7, 3
+    mu, S, Z = gaussians(N, M, Q, seed=15)
+    ell = np.array([0.8, 1.5, 1.1])
+    if layout == "far points":
+        mu[:4] *= 8.0
+    elif layout == "offset":
+        mu, Z = mu + 40.0, Z + 40.0
+    elif layout == "short lengthscales":
+        ell = ell / 6.0
+    k = RBF(Q, variance=1.4, lengthscale=ell)
+    w0, W1, W2 = weights(N, M, seed=16, symmetric=False)
+    assert_rel(k.psi2(mu, S, Z), ref.sum_psi(ref_parts(k), mu, S, Z)[2].sum(0))
+    pk = Packer(k, N, M, Q)
+    x = pk.pack(mu, S, Z, k.params)
+    for nchunks in (1, 3):
+        g_par = nb.psi_gradients_parallel(w0, W1, W2, mu, S, Z, k.sf2, k.alpha, True, True, nchunks)
+        g_ser = nb.psi_gradients_serial(w0, W1, W2, mu, S, Z, k.sf2, k.alpha, True, True)
+        for a, b in zip(g_par, g_ser):
+            assert_rel(a, b, 1e-12)
+        assert_rel(nb.psi2_parallel(mu, S, Z, k.sf2, k.alpha, nchunks),
+                   nb.psi2_serial(mu, S, Z, k.sf2, k.alpha), 1e-12)
+    _, g = compiled_objective(k, pk, w0, W1, W2)(x)
+    g_ref = complex_step_gradient(reference_objective(k, pk, w0, W1, W2), x)
+    assert_close_gradient(g, g_ref, rtol=1e-10, atol=0.0, names=pk.names())
+
+
 @pytest.mark.parametrize("zero", ["W1", "W2"])
 @pytest.mark.parametrize("case", ["rbf", "linear", "rbf+linear+bias"])
 def test_psi_gradients_with_zero_weight_blocks(case, zero):

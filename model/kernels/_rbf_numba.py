@@ -20,13 +20,23 @@ Log-derivatives used by the gradients (u = mu_nq - z_mq, t = mu_nq - zbar_q, dz 
                d/dalpha = -S d2 - dz^2/4 - t^2 d2^2
     and d/dsf2 = 1/sf2 (Psi1), 2/sf2 (Psi2).
 
-Layout and cost. Psi2 is symmetric, so only the P = M(M+1)/2 pairs m <= m' are visited;
-pair tables ``zbar`` (Q, P) and ``D0`` (P,) are built once per call. For each n the
-exponent of every pair is computed once, exponentiated once, and reused for the value and
-every gradient. Sums over n go through one accumulator per block of points (``prange``
-over blocks, one block per thread), then a reduction: memory O(N M + threads * M^2 Q),
-never N x M x M x Q. The sums over pairs that depend on (n, q) are folded so that the
-only per-(n, pair, q) work is the exponent and three multiply-adds:
+Layout and cost. Psi2 is symmetric, so only the P = M(M+1)/2 pairs m <= m' are visited
+(row-major: the pairs (m, m..M-1) are contiguous). Sums over n go through one accumulator
+per block of points (``prange`` over blocks, one block per thread), then a reduction:
+memory O(N M + threads * (M^2 Q + CHUNK * M^2)), never N x M x M.
+
+Psi2 values come in chunks of CHUNK points from a factored exponent. With x = mu_n - c,
+zc_m = z_m - c (c = mean of Z, so that nothing cancels badly), d2 = d2_nq:
+
+    log Psi2^n_p = h_nm + h_nm' + sum_q gamma_nq zc_mq zc_m'q,   gamma = alpha^2 S d2
+                                                              (= alpha (1 - d2) / 2)
+    h_nm = log sf2 + sum_q [log(d2)/4 - alpha d2 x^2 / 2 + alpha d2 x zc_mq
+                            - alpha (1 + d2) zc_mq^2 / 4]
+
+so the exponents of a chunk are one GEMM (CHUNK, Q) @ (Q, P) plus a (CHUNK, M) table,
+then one exp over the (CHUNK, P) block (``exp_into_lean``). Psi2^n (``psi2n``) keeps the
+direct per-point form. The gradient sums over pairs use the exact t = mu - zbar and depend
+on (n, q), so they are folded to three multiply-adds per (n, pair, q):
 
     sum_p G_p t_p, sum_p G_p t_p^2          (dL/dmu_n, dL/dS_n, dL/dalpha)
     T[q, p] += G_p d2_q t_p                 (dL/dZ, summed over n, scattered once at the end)
@@ -44,10 +54,60 @@ import numpy as np
 from numba import njit, prange
 
 from .._numba_config import CACHE, FASTMATH
-from ._fastexp import exp_into
+from ._fastexp import _EXP_MAX, _EXP_MIN, _LN2_HI, _LN2_LO, _LOG2E, exp_into
 
 _SERIAL = dict(cache=CACHE, fastmath=set(FASTMATH), nogil=True)
 _PARALLEL = dict(cache=CACHE, fastmath=set(FASTMATH), nogil=True, parallel=True)
+
+#: Points per chunk of the Psi2 kernels: the (CHUNK, P) exponent block is one GEMM and
+#: stays in cache (16 x 1275 doubles = 160 kB at M = 50).
+CHUNK = 16
+
+_MAGIC = 6755399441055744.0  # 1.5 * 2^52: x + _MAGIC - _MAGIC rounds x to an integer
+_MAGIC_TO_EXP = 1023 - int(np.array(_MAGIC).view(np.int64))
+
+
+@njit(cache=CACHE, fastmath={"nsz", "contract"}, nogil=True)
+def exp_into_lean(x, out, scale):
+    """out[i] = exp(x[i]), same results and edge cases as ``_fastexp.exp_into`` (a few ulp,
+    0 below -708.39, inf above 709.08, NaN stays NaN), with fewer operations per value.
+
+    Rounding x log2(e) to k with the 1.5 * 2^52 shift leaves k in the low bits of the
+    shifted double, so 2^k is built from those bits (no floor, no float -> int conversion,
+    no clamping: out-of-range inputs only produce garbage that the last loop replaces).
+    Compiled without ``reassoc``, which would fold (r - _MAGIC) to x log2(e).
+    """
+    bits = scale.view(np.int64)
+    n = x.shape[0]
+    for i in range(n):
+        xi = x[i]
+        r = xi * _LOG2E + _MAGIC
+        k = r - _MAGIC
+        t = (xi - k * _LN2_HI) - k * _LN2_LO
+        p = 1.0 / 6227020800.0
+        p = p * t + 1.0 / 479001600.0
+        p = p * t + 1.0 / 39916800.0
+        p = p * t + 1.0 / 3628800.0
+        p = p * t + 1.0 / 362880.0
+        p = p * t + 1.0 / 40320.0
+        p = p * t + 1.0 / 5040.0
+        p = p * t + 1.0 / 720.0
+        p = p * t + 1.0 / 120.0
+        p = p * t + 1.0 / 24.0
+        p = p * t + 1.0 / 6.0
+        p = p * t + 0.5
+        p = p * t + 1.0
+        p = p * t + 1.0
+        out[i] = p
+        scale[i] = r
+    for i in range(n):
+        bits[i] = (bits[i] + _MAGIC_TO_EXP) << 52  # the double 2^k
+    for i in range(n):
+        xi = x[i]
+        v = out[i] * scale[i]
+        v = 0.0 if xi < _EXP_MIN else v
+        v = np.inf if xi > _EXP_MAX else v
+        out[i] = v
 
 
 # --------------------------------------------------------------------------------------
@@ -241,43 +301,127 @@ def _psi2_log_exponent(n, mu, S, zbar, D0, sf2, alpha, d2, ex):
 
 
 @njit(**_SERIAL)
-def _psi2_rows(n0, n1, mu, S, zbar, D0, sf2, alpha, acc):
-    Q, P = zbar.shape
-    ex = np.empty(P)
-    E = np.empty(P)
-    scratch = np.empty(P)
-    d2 = np.empty(Q)
-    for n in range(n0, n1):
-        _psi2_log_exponent(n, mu, S, zbar, D0, sf2, alpha, d2, ex)
-        exp_into(ex, E, scratch)
-        for p in range(P):
-            acc[p] += E[p]
+def factored_tables(Z):
+    """Tables of the factored Psi2 exponent (see the module docstring).
+
+    Returns shift (Q,) = mean of Z, ZhT (2Q+1, M) with rows [zc_q, zc_q^2, 1] and
+    ZpT (Q, P) = zc_mq zc_m'q over the pairs m <= m', where zc = Z - shift, and starts (M,),
+    the pair index of (m, m) (pairs of one m are contiguous in the row-major order).
+    """
+    M, Q = Z.shape
+    P = M * (M + 1) // 2
+    shift = np.zeros(Q)
+    for m in range(M):
+        for q in range(Q):
+            shift[q] += Z[m, q]
+    shift /= M
+    zc = np.empty((M, Q))
+    ZhT = np.empty((2 * Q + 1, M))
+    for m in range(M):
+        for q in range(Q):
+            z = Z[m, q] - shift[q]
+            zc[m, q] = z
+            ZhT[q, m] = z
+            ZhT[Q + q, m] = z * z
+        ZhT[2 * Q, m] = 1.0
+    ZpT = np.empty((Q, P))
+    starts = np.empty(M, np.int64)
+    p = 0
+    for m in range(M):
+        starts[m] = p
+        for m2 in range(m, M):
+            for q in range(Q):
+                ZpT[q, p] = zc[m, q] * zc[m2, q]
+            p += 1
+    return shift, ZhT, ZpT, starts
+
+
+@njit(**_SERIAL)
+def _psi2_chunk_log(c0, k, mu, S, shift, ZhT, ZpT, starts, sf2, alpha, Ah, Gam, d2, H, X):
+    """X[j, p] <- log Psi2^n_p for the k points n = c0 + j (X is (k, P)); d2[j, q] <- d2_nq.
+
+    log Psi2^n_p = h_nm + h_nm' + sum_q gamma_nq zc_mq zc_m'q: the cross term is one GEMM
+    (k, Q) @ (Q, P), the h_nm one GEMM (k, 2Q+1) @ (2Q+1, M).
+    """
+    Q = mu.shape[1]
+    M = ZhT.shape[1]
+    logs = math.log(sf2)
+    for j in range(k):
+        n = c0 + j
+        cst = logs
+        for q in range(Q):
+            a = alpha[q]
+            e = 1.0 / (2.0 * a * S[n, q] + 1.0)
+            x = mu[n, q] - shift[q]
+            d2[j, q] = e
+            ae = a * e
+            Ah[j, q] = ae * x
+            Ah[j, Q + q] = -0.25 * a * (1.0 + e)
+            Gam[j, q] = a * a * S[n, q] * e  # alpha (1 - d2) / 2 without the cancellation
+            cst += 0.25 * math.log(e) - 0.5 * ae * x * x
+        Ah[j, 2 * Q] = cst
+    np.dot(Ah[:k], ZhT, H[:k])
+    np.dot(Gam[:k], ZpT, X)
+    for j in range(k):
+        xr = X[j]
+        hr = H[j]
+        for m in range(M):  # pairs (m, m..M-1) are contiguous
+            hm = hr[m]
+            xs = xr[starts[m]:starts[m] + M - m]
+            hs = hr[m:]
+            for i in range(M - m):
+                xs[i] += hm + hs[i]
+
+
+@njit(**_SERIAL)
+def _psi2_rows(n0, n1, mu, S, shift, ZhT, ZpT, starts, sf2, alpha, acc):
+    Q = mu.shape[1]
+    P = ZpT.shape[1]
+    M = ZhT.shape[1]
+    CH = CHUNK
+    Ah = np.empty((CH, 2 * Q + 1))
+    Gam = np.empty((CH, Q))
+    d2 = np.empty((CH, Q))
+    H = np.empty((CH, M))
+    Xbuf = np.empty(CH * P)
+    Ebuf = np.empty(CH * P)
+    scratch = np.empty(CH * P)
+    for c0 in range(n0, n1, CH):
+        k = min(CH, n1 - c0)
+        _psi2_chunk_log(c0, k, mu, S, shift, ZhT, ZpT, starts, sf2, alpha, Ah, Gam, d2, H,
+                        Xbuf[:k * P].reshape((k, P)))
+        exp_into_lean(Xbuf[:k * P], Ebuf[:k * P], scratch[:k * P])
+        for j in range(k):
+            for p in range(P):
+                acc[p] += Ebuf[j * P + p]
 
 
 @njit(**_SERIAL)
 def psi2_serial(mu, S, Z, sf2, alpha):
     """(M, M) Psi2 = sum_n Psi2^n (eq:psi2)."""
     pm, pm2, zbar, D0 = pair_tables(Z, alpha)
+    shift, ZhT, ZpT, starts = factored_tables(Z)
     acc = np.zeros(pm.shape[0])
-    _psi2_rows(0, mu.shape[0], mu, S, zbar, D0, sf2, alpha, acc)
+    _psi2_rows(0, mu.shape[0], mu, S, shift, ZhT, ZpT, starts, sf2, alpha, acc)
     return pairs_to_matrix(acc, pm, pm2, Z.shape[0])
 
 
 @njit(**_PARALLEL)
-def _psi2_blocks(N, nchunks, mu, S, zbar, D0, sf2, alpha, acc):
+def _psi2_blocks(N, nchunks, mu, S, shift, ZhT, ZpT, starts, sf2, alpha, acc):
     """The only parallel code: one block of points per iteration (see psi2_parallel)."""
     for c in prange(nchunks):
         _psi2_rows(c * N // nchunks, (c + 1) * N // nchunks,
-            mu, S, zbar, D0, sf2, alpha, acc[c])
+            mu, S, shift, ZhT, ZpT, starts, sf2, alpha, acc[c])
 
 
 @njit(**_SERIAL)
 def psi2_parallel(mu, S, Z, sf2, alpha, nchunks):
     N = mu.shape[0]
     pm, pm2, zbar, D0 = pair_tables(Z, alpha)
+    shift, ZhT, ZpT, starts = factored_tables(Z)
     P = pm.shape[0]
     acc = np.zeros((nchunks, P))
-    _psi2_blocks(N, nchunks, mu, S, zbar, D0, sf2, alpha, acc)
+    _psi2_blocks(N, nchunks, mu, S, shift, ZhT, ZpT, starts, sf2, alpha, acc)
     total = np.zeros(P)
     for c in range(nchunks):
         for p in range(P):
@@ -407,66 +551,79 @@ def _psi2_pass_4(n, mu, zbar, G, d2, T, st, stt):
 
 
 @njit(**_SERIAL)
-def _grad_rows(n0, n1, dL_dPsi1, w2, mu, S, ZT, zbar, D0, sf2, alpha, do1, do2,
-               dmu, dS, dZT, T, Gacc, dth_out):
+def _grad_rows(n0, n1, dL_dPsi1, w2, mu, S, ZT, zbar, shift, ZhT, ZpT, starts, sf2, alpha,
+               do1, do2, dmu, dS, dZT, T, Gacc, dth_out):
     """Gradient contributions of the points n0 <= n < n1.
 
     Writes rows n of dmu, dS (N, Q); adds into this block's accumulators dZT (Q, M) (Psi1
     part, transposed), T (Q, P) and Gacc (P,) (Psi2 part, scattered to dZ by
     ``_grad_finalize``) and dth_out (Q + 1,) = [dL/dsf2, dL/dalpha_1..Q]. Small per-point
     sums go to a local array first: neighbouring blocks' rows of dth_out share cache
-    lines (false sharing). Points are taken four at a time (see ``_psi2_pass_4``).
+    lines (false sharing). The Psi2 values of a chunk of CHUNK points come from
+    ``_psi2_chunk_log``; the sums over pairs then take four points at a time (see
+    ``_psi2_pass_4``).
     """
     Q, M = ZT.shape
-    P = zbar.shape[1]
+    P = ZpT.shape[1]
+    CH = CHUNK
     dth = np.zeros(Q + 1)
     d1 = np.empty(Q)
     ad1 = np.empty(Q)
     ex1 = np.empty(M)
     G1 = np.empty(M)
-    d2 = np.empty((4, Q))
-    ex = np.empty(P)
-    G = np.empty((4, P))
+    scratch = np.empty(max(CH * P, M))
+    Ah = np.empty((CH, 2 * Q + 1))
+    Gam = np.empty((CH, Q))
+    d2 = np.empty((CH, Q))
+    H = np.empty((CH, M))
+    Xbuf = np.empty(CH * P)
+    Gbuf = np.empty(CH * P)
     st = np.empty((4, Q))
     stt = np.empty((4, Q))
-    g2sum = np.empty(4)
-    scratch = np.empty(max(P, M))
-    for n in range(n0, n1, 4):
-        k = min(4, n1 - n)
-        for j in range(k):
+    gsum = np.empty(CH)
+    for c0 in range(n0, n1, CH):
+        kc = min(CH, n1 - c0)
+        for n in range(c0, c0 + kc):
             for q in range(Q):
-                dmu[n + j, q] = 0.0
-                dS[n + j, q] = 0.0
+                dmu[n, q] = 0.0
+                dS[n, q] = 0.0
             # ---- Psi1: G1 = dL/dPsi1[n, m] * Psi1[n, m]
             if do1:
-                _psi1_grad_point(n + j, dL_dPsi1, mu, S, ZT, sf2, alpha, dmu, dS, dZT, dth,
+                _psi1_grad_point(n, dL_dPsi1, mu, S, ZT, sf2, alpha, dmu, dS, dZT, dth,
                                  d1, ad1, ex1, G1, scratch)
         if not do2:
             continue
         # ---- Psi2: G_p = w_p * Psi2^n_p (w_p folds the symmetric pair (m, m'))
-        for j in range(k):
-            _psi2_log_exponent(n + j, mu, S, zbar, D0, sf2, alpha, d2[j], ex)
+        _psi2_chunk_log(c0, kc, mu, S, shift, ZhT, ZpT, starts, sf2, alpha, Ah, Gam, d2, H,
+                        Xbuf[:kc * P].reshape((kc, P)))
+        exp_into_lean(Xbuf[:kc * P], Gbuf[:kc * P], scratch[:kc * P])
+        G = Gbuf[:kc * P].reshape((kc, P))
+        for j in range(kc):
             Gj = G[j]
-            exp_into(ex, Gj, scratch)
             s = 0.0
             for p in range(P):
-                Gj[p] *= w2[p]
-                s += Gj[p]
-                Gacc[p] += Gj[p]
-            g2sum[j] = s
+                g = Gj[p] * w2[p]
+                Gj[p] = g
+                s += g
+                Gacc[p] += g
+            gsum[j] = s
             dth[0] += 2.0 * s / sf2
-        if k == 4:
-            _psi2_pass_4(n, mu, zbar, G, d2, T, st, stt)
-        else:
+        for j0 in range(0, kc, 4):
+            n = c0 + j0
+            k = min(4, kc - j0)
+            if k == 4:
+                _psi2_pass_4(n, mu, zbar, G[j0:j0 + 4], d2[j0:j0 + 4], T, st, stt)
+            else:
+                for j in range(k):
+                    _psi2_pass_1(n + j, mu, zbar, G[j0 + j], d2[j0 + j], T, st[j], stt[j])
             for j in range(k):
-                _psi2_pass_1(n + j, mu, zbar, G[j], d2[j], T, st[j], stt[j])
-        for j in range(k):
-            for q in range(Q):
-                a = alpha[q]
-                e = d2[j, q]
-                dmu[n + j, q] -= 2.0 * a * e * st[j, q]
-                dS[n + j, q] += a * e * (2.0 * a * e * stt[j, q] - g2sum[j])
-                dth[q + 1] -= S[n + j, q] * e * g2sum[j] + e * e * stt[j, q]
+                g2 = gsum[j0 + j]
+                for q in range(Q):
+                    a = alpha[q]
+                    e = d2[j0 + j, q]
+                    dmu[n + j, q] -= 2.0 * a * e * st[j, q]
+                    dS[n + j, q] += a * e * (2.0 * a * e * stt[j, q] - g2)
+                    dth[q + 1] -= S[n + j, q] * e * g2 + e * e * stt[j, q]
     dth_out += dth
 
 
@@ -498,6 +655,7 @@ def psi_gradients_serial(dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z, sf2, alpha, do1
     N, Q = mu.shape
     M = Z.shape[0]
     pm, pm2, zbar, D0 = pair_tables(Z, alpha)
+    shift, ZhT, ZpT, starts = factored_tables(Z)
     w2 = pair_weights(dL_dPsi2, pm, pm2)
     P = pm.shape[0]
     dmu = np.empty((N, Q))
@@ -506,8 +664,8 @@ def psi_gradients_serial(dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z, sf2, alpha, do1
     T = np.zeros((Q, P))
     Gacc = np.zeros(P)
     dth = np.zeros(Q + 1)
-    _grad_rows(0, N, dL_dPsi1, w2, mu, S, np.ascontiguousarray(Z.T), zbar, D0, sf2, alpha, do1, do2,
-               dmu, dS, dZT, T, Gacc, dth)
+    _grad_rows(0, N, dL_dPsi1, w2, mu, S, np.ascontiguousarray(Z.T), zbar, shift, ZhT, ZpT, starts,
+               sf2, alpha, do1, do2, dmu, dS, dZT, T, Gacc, dth)
     dZ = np.ascontiguousarray(dZT.T)
     _grad_finalize(Z, alpha, pm, pm2, T, Gacc, dZ, dth)
     dsf2 = dth[0]
@@ -517,12 +675,12 @@ def psi_gradients_serial(dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z, sf2, alpha, do1
 
 
 @njit(**_PARALLEL)
-def _psi_gradients_blocks(N, nchunks, dL_dPsi1, w2, mu, S, ZT, zbar, D0, sf2, alpha, do1, do2,
-                          dmu, dS, dZc, Tc, Gc, dthc):
+def _psi_gradients_blocks(N, nchunks, dL_dPsi1, w2, mu, S, ZT, zbar, shift, ZhT, ZpT, starts,
+                          sf2, alpha, do1, do2, dmu, dS, dZc, Tc, Gc, dthc):
     """The only parallel code: one block of points per iteration (see psi_gradients_parallel)."""
     for c in prange(nchunks):
         _grad_rows(c * N // nchunks, (c + 1) * N // nchunks,
-            dL_dPsi1, w2, mu, S, ZT, zbar, D0, sf2, alpha, do1, do2,
+            dL_dPsi1, w2, mu, S, ZT, zbar, shift, ZhT, ZpT, starts, sf2, alpha, do1, do2,
             dmu, dS, dZc[c], Tc[c], Gc[c], dthc[c])
 
 
@@ -531,6 +689,7 @@ def psi_gradients_parallel(dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z, sf2, alpha, d
     N, Q = mu.shape
     M = Z.shape[0]
     pm, pm2, zbar, D0 = pair_tables(Z, alpha)
+    shift, ZhT, ZpT, starts = factored_tables(Z)
     w2 = pair_weights(dL_dPsi2, pm, pm2)
     P = pm.shape[0]
     dmu = np.empty((N, Q))
@@ -540,8 +699,8 @@ def psi_gradients_parallel(dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z, sf2, alpha, d
     Tc = np.zeros((nchunks, Q, P if do2 else 0))
     Gc = np.zeros((nchunks, P if do2 else 0))
     dthc = np.zeros((nchunks, Q + 1))
-    _psi_gradients_blocks(N, nchunks, dL_dPsi1, w2, mu, S, ZT, zbar, D0, sf2, alpha, do1, do2,
-                          dmu, dS, dZc, Tc, Gc, dthc)
+    _psi_gradients_blocks(N, nchunks, dL_dPsi1, w2, mu, S, ZT, zbar, shift, ZhT, ZpT, starts,
+                          sf2, alpha, do1, do2, dmu, dS, dZc, Tc, Gc, dthc)
     dZT = np.zeros((Q, M))
     T = np.zeros((Q, P))
     Gacc = np.zeros(P)
