@@ -58,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     cmd = build_command(args.port, args.address, not args.no_show, args.allow_websocket_origin)
     print(f"bgplvm explorer: http://{args.address}:{args.port}/app  (uploads up to {MAX_UPLOAD_MB} MB; Ctrl-C stops)",
           flush=True)
+    if os.name == "posix":
+        # become the server: signals (Ctrl-C, kill) reach it directly, no orphan is left
+        os.execve(cmd[0], cmd, env)
     try:
         return subprocess.call(cmd, env=env)
     except KeyboardInterrupt:

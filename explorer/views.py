@@ -142,10 +142,12 @@ class ArdView(_Rebuilding):
             "<span style='color:#d62728'>Red</span>: x axis, <span style='color:#1f77b4'>blue</span>: y axis. "
             "Click a bar to show it on the chosen axis.",
             styles={"font-size": "12px"}, width=PLOT_W - 60, margin=(0, 10))
+        has_model = pn.bind(lambda v: self.state.model is not None, self.state.param.model_version)
         return pn.Column(
-            self._pane, self._placeholder, help_,
-            pn.Row(pn.pane.Markdown("Click assigns to", margin=(12, 5, 0, 10)), self._assign, self._sort),
-            pn.Row(self._xsel, self._ysel),
+            self._pane, self._placeholder,
+            pn.Column(help_,
+                      pn.Row(pn.pane.Markdown("Click assigns to", margin=(12, 5, 0, 10)), self._assign, self._sort),
+                      pn.Row(self._xsel, self._ysel), visible=has_model),
         )
 
 
@@ -320,8 +322,9 @@ class LatentView(_Rebuilding):
             "extrapolating** (log colour scale). Move the mouse to generate (follow mode) or click to pin a point; "
             "clicking a training point also shows its data.",
             styles={"font-size": "12px"}, width=PLOT_W, margin=(0, 10))
+        has_model = pn.bind(lambda v: self.state.model is not None, self.state.param.model_version)
         controls = pn.Row(self._follow, self._color, pn.Column(self._var, self._traj, self._unc))
-        return pn.Column(self._pane, self._placeholder, controls, explain)
+        return pn.Column(self._pane, self._placeholder, pn.Column(controls, explain, visible=has_model))
 
     def sliders_card(self):
         return pn.Card(self._reset, self._sliders, title="Other latent dimensions (held fixed)",

@@ -23,6 +23,17 @@ def ensure_warm() -> float:
     import holoviews as hv
 
     hv.extension("bokeh", logo=False)
+    try:
+        # build and render one throwaway page: imports the whole plotting path, reads the
+        # start-up model and data set into their caches and runs every kernel the first
+        # page needs (prediction, variance grid) with the real shapes
+        from bokeh.document import Document
+
+        from explorer.app import create_app
+
+        create_app().get_root(Document())
+    except Exception:
+        log.exception("explorer page warm-up failed")
     dt = time.perf_counter() - t0
     log.info("explorer warm-up took %.2f s", dt)
     return dt
