@@ -21,7 +21,7 @@ from holoviews.streams import Params, PointerXY, Tap
 from panel.io.document import unlocked
 
 from . import plots
-from .state import KERNELS, MAX_UPLOAD_MB, ExplorerState, UserError, ard_off_mask, variance_grid
+from .state import MAX_UPLOAD_MB, ExplorerState, UserError, ard_off_mask, variance_grid
 
 log = logging.getLogger("explorer")
 
