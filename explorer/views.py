@@ -25,7 +25,7 @@ from .state import MAX_UPLOAD_MB, ExplorerState, UserError, ard_off_mask, varian
 
 log = logging.getLogger("explorer")
 
-PLOT_W, PLOT_H = 560, 470
+PLOT_W, PLOT_H = 540, 460
 OUT_W, OUT_H = 380, 380
 
 
@@ -391,7 +391,7 @@ class OutputView(_Rebuilding):
         gen = self._generated_element()
         if self.kind == "image":
             h, w = ds.renderer.image(Y[0]).shape
-            fh = 200
+            fh = 170
             size = dict(frame_height=fh, frame_width=max(60, int(round(fh * w / h))), toolbar="above",
                         default_tools=["save"])
             self._train_pane.object = train.opts(**size, colorbar=False)

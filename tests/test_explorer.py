@@ -465,3 +465,20 @@ def test_serve_command_line():
     assert "127.0.0.1:5999" in cmd and str(WEBSOCKET_MAX_BYTES) in cmd
     assert WEBSOCKET_MAX_BYTES > MAX_UPLOAD_BYTES * 4 / 3
     assert "--show" in build_command(show=True)
+
+
+def test_callback_errors_become_messages_not_crashes(state, monkeypatch):
+    from explorer.views import ModelPanel
+
+    mp = ModelPanel(state=state, dataset_options={"nope": "no_such_data_set"})
+    mp._ds_select.value = "no_such_data_set"
+    mp._load_dataset()
+    assert "no_such_data_set" in state.error  # the data layer's message, shown in the page
+    state.error = ""
+
+    def boom(*a, **k):
+        raise RuntimeError("kaput")
+
+    monkeypatch.setattr(state, "start_training", boom)
+    mp._start()
+    assert "kaput" in state.error and "session continues" in state.error
