@@ -18,6 +18,7 @@ from .kernels import Kernel, make_kernel
 from .kl import kl_static
 from .linalg import solve_lower
 from .optimize import Optimisation
+from ._threads import blas_single_threaded
 from .params import Block, ParamLayout
 from .transforms import IDENTITY, POSITIVE, POSITIVE_FLOOR
 
@@ -198,6 +199,7 @@ class BayesianGPLVM:
         self.kernel.set_params(**{k[7:]: v for k, v in values.items() if k.startswith("kernel.")})
 
     # --- the bound -----------------------------------------------------------------------
+    @blas_single_threaded
     def _bound(self, x: np.ndarray, grad: bool = True):
         """Bound and (optionally) its gradient w.r.t. the full unconstrained vector x."""
         v = self._values(x)
@@ -275,6 +277,7 @@ class BayesianGPLVM:
         return self
 
     # --- predictions ------------------------------------------------------------------------
+    @blas_single_threaded
     def _posterior(self):
         if "posterior" not in self._cache:
             v = self._values()
@@ -295,6 +298,7 @@ class BayesianGPLVM:
             raise ValueError(f"{name} contains NaN or inf")
         return np.ascontiguousarray(X)
 
+    @blas_single_threaded
     def predictive_variance(self, Xnew) -> np.ndarray:
         """(n,) variance of f at deterministic latent points (eq:testPosteriorF), the same
         for every output: k(x,x) - k_u^T (Kuu^{-1} - (Kuu + beta Psi2)^{-1}) k_u."""
@@ -306,6 +310,7 @@ class BayesianGPLVM:
         var = self.kernel.Kdiag(Xnew) - np.sum(a * a, 0) + np.sum(b * b, 0)
         return np.maximum(var, 0.0)
 
+    @blas_single_threaded
     def predict(self, Xnew, Xnew_var=None, include_noise: bool = True):
         """Predictive mean (n, D) and variance (n, D) of y* at latent points.
 
