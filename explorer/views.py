@@ -349,8 +349,9 @@ class OutputView(_Rebuilding):
                                           value=s.elevation, width=200)
         self._az.param.watch(lambda e: setattr(s, "azimuth", e.new), "value")
         self._el.param.watch(lambda e: setattr(s, "elevation", e.new), "value")
+        # fixed size: a changing text must not make the browser re-layout the page
         self._readout = pn.pane.Markdown("", styles={"font-family": "monospace", "font-size": "13px"},
-                                         sizing_mode="stretch_width", css_classes=["readout"])
+                                         width=760, height=36, css_classes=["readout"])
         s.param.watch(self._update_readout, ["cursor", "selected_index", "pinned", "follow",
                                              "x_dim", "y_dim", "model_version"])
         s.param.watch(self._push, ["cursor", "azimuth", "elevation", "selected_index", "fixed"])
