@@ -79,11 +79,14 @@ class Posterior:
 
     Luu : (M, M) Cholesky of Kuu;  LB : (M, M) Cholesky of B = I + beta Luu^{-1} Psi2 Luu^{-T};
     Bmat : (M, D) the paper's B = beta (Kuu + beta Psi2)^{-1} Psi1^T Y (centred Y).
+    Cw : (M, M) Kuu^{-1} - (Kuu + beta Psi2)^{-1}, formed once by triangular solves so that
+         the variance over many points is one matrix product (eq:testPosteriorF).
     """
 
     Luu: np.ndarray
     LB: np.ndarray
     Bmat: np.ndarray
+    Cw: np.ndarray
 
     def woodbury_solve(self, A: np.ndarray) -> np.ndarray:
         """(Kuu^{-1} - (Kuu + beta Psi2)^{-1}) A, for A (M, k)."""
@@ -153,4 +156,6 @@ def posterior(Kuu: np.ndarray, Psi1: np.ndarray, Psi2: np.ndarray, beta: float,
     Luu, _, LB = _factors(Kuu, Psi2, beta)
     # Bmat = beta Luu^{-T} LB^{-T} LB^{-1} Luu^{-1} Psi1^T Y
     Bmat = beta * solve_upper_t(Luu, solve_upper_t(LB, solve_lower(LB, solve_lower(Luu, Psi1.T @ Yc))))
-    return Posterior(Luu=Luu, LB=LB, Bmat=Bmat)
+    post = Posterior(Luu=Luu, LB=LB, Bmat=Bmat, Cw=np.empty((0, 0)))
+    Cw = post.woodbury_solve(np.eye(Kuu.shape[0]))
+    return Posterior(Luu=Luu, LB=LB, Bmat=Bmat, Cw=0.5 * (Cw + Cw.T))

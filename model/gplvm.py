@@ -16,7 +16,6 @@ from .bound import OutputStats, collapsed_bound, posterior
 from .init import init_params
 from .kernels import Kernel, make_kernel
 from .kl import kl_static
-from .linalg import solve_lower
 from .optimize import Optimisation
 from ._threads import blas_single_threaded
 from .params import Block, ParamLayout
@@ -305,9 +304,7 @@ class BayesianGPLVM:
         Xnew = self._check_latent(Xnew, "Xnew")
         post = self._posterior()
         Kxu = self.kernel.K(Xnew, self.inducing_inputs)
-        a = solve_lower(post.Luu, Kxu.T)  # (M, n)
-        b = solve_lower(post.LB, a)
-        var = self.kernel.Kdiag(Xnew) - np.sum(a * a, 0) + np.sum(b * b, 0)
+        var = self.kernel.Kdiag(Xnew) - np.einsum("nm,nm->n", Kxu @ post.Cw, Kxu)
         return np.maximum(var, 0.0)
 
     @blas_single_threaded
@@ -340,7 +337,7 @@ class BayesianGPLVM:
         for i in range(Xnew.shape[0]):  # covFstar, diagonal per output
             C = Psi2n[i] - np.outer(Psi1[i], Psi1[i])
             quad = np.sum(Bm * (C @ Bm), 0)
-            tr = float(np.sum(post.woodbury_solve(Psi2n[i]).diagonal()))
+            tr = float(np.sum(post.Cw * Psi2n[i]))  # tr((Kuu^-1 - (Kuu + beta Psi2)^-1) Psi2*)
             var[i] = quad + psi0[i] - tr
         return mean, np.maximum(var, 0.0) + noise
 
