@@ -4,4 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/_setup.sh
+# Real data sets picked in the page come from the offline mirror next to the project when
+# it exists (otherwise they are downloaded on first use); the default data is embedded.
+if [ -z "${BGPLVM_DATA_MIRROR:-}" ] && [ -d ../shared/datasets ]; then
+    export BGPLVM_DATA_MIRROR="$(cd ../shared/datasets && pwd)"
+fi
 exec bgplvm serve "$@"
