@@ -195,7 +195,15 @@ def _perturbations(x: np.ndarray, n: int, free: np.ndarray | None = None):
 
 
 def _profile_ours(m, repeats: int) -> dict:
-    """Time the stages of one bound + gradient (mirrors BayesianGPLVM._bound)."""
+    """Time the stages of one bound + gradient (mirrors BayesianGPLVM._bound, including its
+    single-threaded BLAS)."""
+    from model._threads import single_threaded_blas
+
+    with single_threaded_blas():
+        return _profile_stages(m, repeats)
+
+
+def _profile_stages(m, repeats: int) -> dict:
     from model.bound import collapsed_bound
     from model.kl import kl_static
 
