@@ -34,7 +34,7 @@ zc_m = z_m - c (c = mean of Z, so that nothing cancels badly), d2 = d2_nq:
                             - alpha (1 + d2) zc_mq^2 / 4]
 
 so the exponents of a chunk are one GEMM (CHUNK, Q) @ (Q, P) plus a (CHUNK, M) table,
-then one exp over the (CHUNK, P) block (``exp_into_lean``). Psi2^n (``psi2n``) keeps the
+then one exp over the (CHUNK, P) block (``exp_into``). Psi2^n (``psi2n``) keeps the
 direct per-point form. The gradient sums over pairs use the exact t = mu - zbar and depend
 on (n, q), so they are folded to three multiply-adds per (n, pair, q):
 
@@ -54,7 +54,7 @@ import numpy as np
 from numba import njit, prange
 
 from .._numba_config import CACHE, FASTMATH
-from ._fastexp import _EXP_MAX, _EXP_MIN, _LN2_HI, _LN2_LO, _LOG2E, exp_into
+from ._fastexp import exp_into
 
 _SERIAL = dict(cache=CACHE, fastmath=set(FASTMATH), nogil=True)
 _PARALLEL = dict(cache=CACHE, fastmath=set(FASTMATH), nogil=True, parallel=True)
@@ -62,53 +62,6 @@ _PARALLEL = dict(cache=CACHE, fastmath=set(FASTMATH), nogil=True, parallel=True)
 #: Points per chunk of the Psi2 kernels: the (CHUNK, P) exponent block is one GEMM and
 #: stays in cache (16 x 1275 doubles = 160 kB at M = 50).
 CHUNK = 16
-
-_MAGIC = 6755399441055744.0  # 1.5 * 2^52: x + _MAGIC - _MAGIC rounds x to an integer
-_MAGIC_TO_EXP = 1023 - int(np.array(_MAGIC).view(np.int64))
-
-
-@njit(cache=CACHE, fastmath={"nsz", "contract"}, nogil=True)
-def exp_into_lean(x, out, scale):
-    """out[i] = exp(x[i]), same results and edge cases as ``_fastexp.exp_into`` (a few ulp,
-    0 below -708.39, inf above 709.08, NaN stays NaN), with fewer operations per value.
-
-    Rounding x log2(e) to k with the 1.5 * 2^52 shift leaves k in the low bits of the
-    shifted double, so 2^k is built from those bits (no floor, no float -> int conversion,
-    no clamping: out-of-range inputs only produce garbage that the last loop replaces).
-    Compiled without ``reassoc``, which would fold (r - _MAGIC) to x log2(e).
-    """
-    bits = scale.view(np.int64)
-    n = x.shape[0]
-    for i in range(n):
-        xi = x[i]
-        r = xi * _LOG2E + _MAGIC
-        k = r - _MAGIC
-        t = (xi - k * _LN2_HI) - k * _LN2_LO
-        p = 1.0 / 6227020800.0
-        p = p * t + 1.0 / 479001600.0
-        p = p * t + 1.0 / 39916800.0
-        p = p * t + 1.0 / 3628800.0
-        p = p * t + 1.0 / 362880.0
-        p = p * t + 1.0 / 40320.0
-        p = p * t + 1.0 / 5040.0
-        p = p * t + 1.0 / 720.0
-        p = p * t + 1.0 / 120.0
-        p = p * t + 1.0 / 24.0
-        p = p * t + 1.0 / 6.0
-        p = p * t + 0.5
-        p = p * t + 1.0
-        p = p * t + 1.0
-        out[i] = p
-        scale[i] = r
-    for i in range(n):
-        bits[i] = (bits[i] + _MAGIC_TO_EXP) << 52  # the double 2^k
-    for i in range(n):
-        xi = x[i]
-        v = out[i] * scale[i]
-        v = 0.0 if xi < _EXP_MIN else v
-        v = np.inf if xi > _EXP_MAX else v
-        out[i] = v
-
 
 # --------------------------------------------------------------------------------------
 # K(X, X2) and its gradients
@@ -390,7 +343,7 @@ def _psi2_rows(n0, n1, mu, S, shift, ZhT, ZpT, starts, sf2, alpha, acc):
         k = min(CH, n1 - c0)
         _psi2_chunk_log(c0, k, mu, S, shift, ZhT, ZpT, starts, sf2, alpha, Ah, Gam, d2, H,
                         Xbuf[:k * P].reshape((k, P)))
-        exp_into_lean(Xbuf[:k * P], Ebuf[:k * P], scratch[:k * P])
+        exp_into(Xbuf[:k * P], Ebuf[:k * P], scratch[:k * P])
         for j in range(k):
             for p in range(P):
                 acc[p] += Ebuf[j * P + p]
@@ -596,7 +549,7 @@ def _grad_rows(n0, n1, dL_dPsi1, w2, mu, S, ZT, zbar, shift, ZhT, ZpT, starts, s
         # ---- Psi2: G_p = w_p * Psi2^n_p (w_p folds the symmetric pair (m, m'))
         _psi2_chunk_log(c0, kc, mu, S, shift, ZhT, ZpT, starts, sf2, alpha, Ah, Gam, d2, H,
                         Xbuf[:kc * P].reshape((kc, P)))
-        exp_into_lean(Xbuf[:kc * P], Gbuf[:kc * P], scratch[:kc * P])
+        exp_into(Xbuf[:kc * P], Gbuf[:kc * P], scratch[:kc * P])
         G = Gbuf[:kc * P].reshape((kc, P))
         for j in range(kc):
             Gj = G[j]
