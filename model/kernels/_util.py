@@ -58,3 +58,13 @@ def pick(serial, parallel, n_points: int, *args):
     if cfg.use_parallel(n_points):
         return parallel(*args, cfg.n_chunks(n_points))
     return serial(*args)
+
+
+def psi_gradient_inputs(kernel, dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z):
+    """Validated (dL_dpsi0 (N,), dL_dPsi1 (N, M), dL_dPsi2 (M, M), mu, S (N, Q), Z (M, Q)),
+    the arguments of every ``psi_gradients``."""
+    mu, S = as_gaussians(mu, S, kernel.input_dim)
+    Z = as_points(Z, kernel.input_dim, "Z")
+    N, M = mu.shape[0], Z.shape[0]
+    return (as_array(dL_dpsi0, (N,), "dL_dpsi0"), as_array(dL_dPsi1, (N, M), "dL_dPsi1"),
+            as_array(dL_dPsi2, (M, M), "dL_dPsi2"), mu, S, Z)

@@ -9,13 +9,8 @@ from ._util import as_array, as_gaussians, as_points, positive_scalar
 from .base import Kernel
 
 
-class Bias(Kernel):
-    """k(x, x') = v (parameter ``variance`` = v, shape ()).
-
-    psi0_n = v, Psi1 = v, Psi2 = N v^2 (every entry), Psi2^n = v^2.
-    """
-
-    name = "bias"
+class _ScalarVariance(Kernel):
+    """A kernel whose only parameter is a scalar ``variance``."""
 
     def __init__(self, input_dim: int, variance=1.0):
         super().__init__(input_dim)
@@ -24,6 +19,15 @@ class Bias(Kernel):
     @property
     def variance(self) -> float:
         return float(self.params["variance"])
+
+
+class Bias(_ScalarVariance):
+    """k(x, x') = v (parameter ``variance`` = v, shape ()).
+
+    psi0_n = v, Psi1 = v, Psi2 = N v^2 (every entry), Psi2^n = v^2.
+    """
+
+    name = "bias"
 
     def K(self, X, X2=None):
         X = as_points(X, self.input_dim)
@@ -65,7 +69,7 @@ class Bias(Kernel):
         return np.zeros_like(mu), np.zeros_like(S), np.zeros_like(Z), {"variance": np.asarray(float(dv))}
 
 
-class White(Kernel):
+class White(_ScalarVariance):
     """White noise: k(x, x') = v [x is x'] (parameter ``variance`` = v, shape ()).
 
     As in GPy: only K(X) with ``X2=None`` is v I; K(X, X2) = 0 for a given X2 (even if it
@@ -74,14 +78,6 @@ class White(Kernel):
     """
 
     name = "white"
-
-    def __init__(self, input_dim: int, variance=1.0):
-        super().__init__(input_dim)
-        self.params = {"variance": positive_scalar(variance, "variance")}
-
-    @property
-    def variance(self) -> float:
-        return float(self.params["variance"])
 
     def K(self, X, X2=None):
         X = as_points(X, self.input_dim)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _rbf_numba as _nb
-from ._util import as_array, as_gaussians, as_points, pick, positive_scalar, positive_vector
+from ._util import as_array, as_gaussians, as_points, pick, positive_scalar, positive_vector, psi_gradient_inputs
 from .base import Kernel
 
 
@@ -84,12 +84,9 @@ class RBF(Kernel):
 
     def psi_gradients(self, dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z):
         """See :meth:`Kernel.psi_gradients`. Exact for any (M, M) dL_dPsi2, symmetric or not."""
-        mu, S = as_gaussians(mu, S, self.input_dim)
-        Z = as_points(Z, self.input_dim, "Z")
-        N, M = mu.shape[0], Z.shape[0]
-        dL_dpsi0 = as_array(dL_dpsi0, (N,), "dL_dpsi0")
-        dL_dPsi1 = as_array(dL_dPsi1, (N, M), "dL_dPsi1")
-        dL_dPsi2 = as_array(dL_dPsi2, (M, M), "dL_dPsi2")
+        dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z = psi_gradient_inputs(
+            self, dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z)
+        N = mu.shape[0]
         do1, do2 = bool(dL_dPsi1.any()), bool(dL_dPsi2.any())
         dmu, dS, dZ, dsf2, dalpha = pick(
             _nb.psi_gradients_serial, _nb.psi_gradients_parallel, N,

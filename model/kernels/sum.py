@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _cross_numba as _cx
-from ._util import as_array, as_gaussians, as_points, pick
+from ._util import as_gaussians, as_points, pick, psi_gradient_inputs
 from .base import Kernel
 from .bias import Bias, White
 from .linear import Linear
@@ -182,12 +182,9 @@ class Sum(Kernel):
         The bias cross terms are folded into the other part's dL_dPsi1 (Psi2 gains
         v_b (Psi1_j[n, m] + Psi1_j[n, m']), i.e. dL/dPsi1_j += v_b (W2 1 + W2^T 1)^T).
         """
-        mu, S = as_gaussians(mu, S, self.input_dim)
-        Z = as_points(Z, self.input_dim, "Z")
-        N, M = mu.shape[0], Z.shape[0]
-        dL_dpsi0 = as_array(dL_dpsi0, (N,), "dL_dpsi0")
-        dL_dPsi1 = as_array(dL_dPsi1, (N, M), "dL_dPsi1")
-        W2 = as_array(dL_dPsi2, (M, M), "dL_dPsi2")
+        dL_dpsi0, dL_dPsi1, W2, mu, S, Z = psi_gradient_inputs(
+            self, dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z)
+        N = mu.shape[0]
         Ws = W2 + W2.T
         pairs = self._pairs()
         dmu, dS, dZ = np.zeros_like(mu), np.zeros_like(S), np.zeros_like(Z)
