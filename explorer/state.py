@@ -23,14 +23,16 @@ import param
 
 from bgplvm_datasets import Dataset, DatasetError, load, load_array
 from bgplvm_datasets.record import VectorRenderer
+from model.io import ACTIVE_FRACTION
 
 #: Uploads (arrays and model files) larger than this are refused with a message.
 MAX_UPLOAD_MB = 50
 MAX_UPLOAD_BYTES = MAX_UPLOAD_MB * 1024 * 1024
 
-#: An ARD weight below this fraction of the largest one counts as "switched off"
-#: (its lengthscale is > 4.5x the shortest: the mapping barely varies along it).
-ARD_OFF_FRACTION = 0.05
+#: An ARD weight at or below this fraction of the largest one counts as "switched off"
+#: (its lengthscale is > 4.5x the shortest: the mapping barely varies along it); the same
+#: threshold as ``bgplvm summary``.
+ARD_OFF_FRACTION = ACTIVE_FRACTION
 
 #: Training runs that are started from the page are capped at this many iterations.
 MAX_TRAIN_ITERS = 20000
