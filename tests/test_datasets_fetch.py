@@ -21,19 +21,12 @@ import numpy as np
 import pytest
 
 import bgplvm_datasets as bd
+from mirror import find_mirror
 from bgplvm_datasets import download, registry
 from bgplvm_datasets.errors import ChecksumError, DownloadError, ParseError, UnknownDatasetError
 
 
-def _find_mirror() -> Path | None:
-    cands = [os.environ.get("BGPLVM_DATA_MIRROR"), Path(__file__).resolve().parents[2] / "shared" / "datasets"]
-    for c in cands:
-        if c and (Path(c) / "oil" / "DataTrn.txt").is_file():
-            return Path(c)
-    return None
-
-
-SHARED = _find_mirror()
+SHARED = find_mirror("oil/DataTrn.txt")
 needs_shared = pytest.mark.skipif(SHARED is None, reason="../shared/datasets (the offline mirror) not found")
 
 

@@ -9,25 +9,17 @@ into a fresh cache (one per module) and checked by sha256 on the way.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import bgplvm_datasets as bd
+from mirror import find_mirror
 from bgplvm_datasets import registry
 
 
-def _find_mirror() -> Path | None:
-    cands = [os.environ.get("BGPLVM_DATA_MIRROR"), Path(__file__).resolve().parents[2] / "shared" / "datasets"]
-    for c in cands:
-        if c and (Path(c) / "oil" / "DataTrn.txt").is_file():
-            return Path(c)
-    return None
-
-
-SHARED = _find_mirror()
+SHARED = find_mirror("oil/DataTrn.txt")
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(SHARED is None, reason="../shared/datasets (the offline mirror) not found"),

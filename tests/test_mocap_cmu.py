@@ -6,9 +6,7 @@ Reads the real files from the offline data mirror (``$BGPLVM_DATA_MIRROR`` or
 
 from __future__ import annotations
 
-import os
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,17 +16,11 @@ from scipy.spatial.transform import Rotation
 from bgplvm_datasets.mocap import cmu35
 from bgplvm_datasets.mocap.asf import parse_asf, read_amc, read_asf
 from bgplvm_datasets.mocap.errors import MocapParseError
+from mirror import find_mirror
 
 
-def _mirror() -> Path | None:
-    env = os.environ.get("BGPLVM_DATA_MIRROR")
-    for p in ([Path(env)] if env else []) + [Path(__file__).resolve().parents[2] / "shared" / "datasets"]:
-        if (p / "cmu_mocap_35" / "cmu35WalkJog.mat").is_file():
-            return p / "cmu_mocap_35"
-    return None
-
-
-CMU = _mirror()
+_root = find_mirror("cmu_mocap_35/cmu35WalkJog.mat")
+CMU = _root / "cmu_mocap_35" if _root else None
 pytestmark = pytest.mark.skipif(
     CMU is None, reason="CMU 35 files not found: set BGPLVM_DATA_MIRROR or put shared/datasets beside the repo")
 

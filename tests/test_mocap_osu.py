@@ -3,26 +3,18 @@
 from __future__ import annotations
 
 import io
-import os
 import zipfile
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from bgplvm_datasets.mocap import osu
 from bgplvm_datasets.mocap.errors import MocapParseError
+from mirror import find_mirror
 
 
-def _mirror() -> Path | None:
-    env = os.environ.get("BGPLVM_DATA_MIRROR")
-    for p in ([Path(env)] if env else []) + [Path(__file__).resolve().parents[2] / "shared" / "datasets"]:
-        if (p / "osu_mocap" / "run1TXT.ZIP").is_file():
-            return p / "osu_mocap"
-    return None
-
-
-OSU = _mirror()
+_root = find_mirror("osu_mocap/run1TXT.ZIP")
+OSU = _root / "osu_mocap" if _root else None
 pytestmark = pytest.mark.skipif(
     OSU is None, reason="OSU mocap files not found: set BGPLVM_DATA_MIRROR or put shared/datasets beside the repo")
 
