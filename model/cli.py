@@ -5,6 +5,7 @@
     bgplvm summary model.npz
     bgplvm datasets list | fetch NAME [--mirror DIR]
     bgplvm serve [--port P] [--no-show]      (the explorer)
+    bgplvm reproduce NAME | --list           (the paper's experiments)
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("model")
     sub.add_parser("datasets", help="list or fetch data sets", add_help=False)
     sub.add_parser("serve", help="open the explorer in the browser", add_help=False)
+    sub.add_parser("reproduce", help="run one of the paper's experiments (--list)", add_help=False)
     return p
 
 
@@ -73,6 +75,10 @@ def main(argv: list[str] | None = None) -> int:
         from bgplvm_datasets.cli import main as datasets_main
 
         return datasets_main(argv[1:])
+    if argv and argv[0] == "reproduce":
+        from bgplvm_reproduce.cli import main as reproduce_main
+
+        return reproduce_main(argv[1:])
     if argv and argv[0] == "serve":
         from explorer.cli import main as serve_main
 

@@ -1,0 +1,38 @@
+"""Reproductions of the paper's experiments: ``bgplvm reproduce NAME``.
+
+Each experiment is a module of this package with a ``run(ctx: Context) -> Result``
+function; ``EXPERIMENTS`` names them. A run writes, under ``<out>/<NAME>/``:
+``result.json`` (every number, the settings, wall times), ``table.md`` (our numbers beside
+the paper's) and its figures (PNG), then regenerates ``<out>/REPORT.md`` from every
+``result.json`` found there, so the tables gather in one report (``reproduction/REPORT.md``
+in the repository). Reproductions are commands run once, not CI tests.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+
+from .report import Context, Result, gather_report  # noqa: F401
+
+#: name -> (module in this package, one-line description)
+EXPERIMENTS: dict[str, tuple[str, str]] = {}
+
+
+def register(name: str, module: str, description: str) -> None:
+    EXPERIMENTS[name] = (module, description)
+
+
+def run(name: str, ctx: Context) -> Result:
+    """Run experiment ``name``, write its files and the gathered report; return its Result."""
+    if name not in EXPERIMENTS:
+        raise ValueError(f"unknown experiment {name!r}; known: {', '.join(sorted(EXPERIMENTS))}")
+    module = importlib.import_module(f"{__name__}.{EXPERIMENTS[name][0]}")
+    t0 = time.perf_counter()
+    result = module.run(ctx)
+    if result.wall_time_s is None:
+        result.wall_time_s = time.perf_counter() - t0
+    result.quick = result.quick or ctx.quick
+    result.write(ctx.out_dir / name)
+    gather_report(ctx.out_dir)
+    return result

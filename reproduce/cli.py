@@ -1,0 +1,39 @@
+"""``bgplvm reproduce NAME [--out DIR] [--quick] [--mirror DIR] [--seed S]``, ``--list``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from . import EXPERIMENTS, run
+from .report import Context
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bgplvm reproduce",
+                                description="Run one of the paper's experiments and write its "
+                                            "JSON, figures and table beside the paper's numbers.")
+    p.add_argument("name", nargs="?", help="experiment name (see --list)")
+    p.add_argument("--list", action="store_true", help="list the experiments")
+    p.add_argument("--out", default="reproduction", help="report folder (default ./reproduction)")
+    p.add_argument("--mirror", default=None, help="offline mirror directory for data sets")
+    p.add_argument("--quick", action="store_true", help="a short smoke run (not the reproduction)")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    if args.list or not args.name:
+        for name, (_, desc) in sorted(EXPERIMENTS.items()):
+            print(f"{name:22s} {desc}")
+        return 0 if args.list else 2
+    ctx = Context(out_dir=Path(args.out), mirror=args.mirror, quick=args.quick, seed=args.seed)
+    t0 = time.perf_counter()
+    try:
+        result = run(args.name, ctx)
+    except ValueError as e:
+        print(f"bgplvm reproduce: error: {e}", file=sys.stderr)
+        return 2
+    print(result.markdown())
+    print(f"wrote {Path(args.out) / args.name} and {Path(args.out) / 'REPORT.md'} "
+          f"in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    return 0

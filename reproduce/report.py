@@ -1,0 +1,149 @@
+"""What a reproduction writes: ``Result`` (numbers, tables beside the paper's, figures) and
+the gathered report ``REPORT.md``."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPORT_NAME = "REPORT.md"
+
+
+@dataclass
+class Context:
+    """Settings of one run. ``quick`` shrinks iteration counts for a smoke run (the numbers
+    are then not the reproduction: the table says so)."""
+
+    out_dir: Path
+    mirror: str | None = None
+    quick: bool = False
+    seed: int = 0
+    verbose: bool = True
+    started: float = field(default_factory=time.perf_counter)
+
+    def log(self, *msg) -> None:
+        if self.verbose:
+            print(f"[{time.perf_counter() - self.started:7.1f}s]", *msg, file=sys.stderr, flush=True)
+
+    def figure_path(self, name: str, filename: str) -> Path:
+        d = Path(self.out_dir) / name
+        d.mkdir(parents=True, exist_ok=True)
+        return d / filename
+
+
+@dataclass
+class Table:
+    """A markdown table: ``columns`` names, ``rows`` lists of cells (numbers or text)."""
+
+    title: str
+    columns: list[str]
+    rows: list[list]
+    note: str = ""
+
+    def markdown(self) -> str:
+        def cell(v):
+            if isinstance(v, float):
+                return f"{v:.4g}" if abs(v) < 1e5 else f"{v:.3e}"
+            return "-" if v is None else str(v)
+
+        out = [f"**{self.title}**", "", "| " + " | ".join(self.columns) + " |",
+               "|" + "---|" * len(self.columns)]
+        out += ["| " + " | ".join(cell(v) for v in r) + " |" for r in self.rows]
+        if self.note:
+            out += ["", self.note]
+        return "\n".join(out)
+
+
+@dataclass
+class Result:
+    """One experiment's outcome. ``numbers`` is free-form JSON (every figure reported);
+    ``tables`` are shown in table.md and REPORT.md; ``figures`` are file names in the
+    experiment's folder; ``settings`` what was run (sizes, iterations, seeds)."""
+
+    name: str
+    title: str
+    paper_section: str
+    tables: list[Table]
+    numbers: dict
+    settings: dict
+    figures: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    quick: bool = False
+    wall_time_s: float | None = None
+
+    def markdown(self) -> str:
+        head = [f"## `{self.name}`: {self.title}", "",
+                f"Paper section: {self.paper_section}."
+                + (f" Wall time {self.wall_time_s:.0f} s." if self.wall_time_s else "")]
+        if self.quick:
+            head.append("**Quick smoke run (--quick): not the reproduction; iteration counts were cut.**")
+        body = [t.markdown() for t in self.tables]
+        notes = [f"- {n}" for n in self.notes]
+        figs = [f"![{f}]({self.name}/{f})" for f in self.figures if f.endswith(".png")]
+        return "\n\n".join(["\n".join(head), *body, "\n".join(notes), "\n".join(figs)]).strip() + "\n"
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "title": self.title, "paper_section": self.paper_section,
+                "quick": self.quick, "wall_time_s": self.wall_time_s, "settings": self.settings,
+                "numbers": self.numbers, "notes": self.notes, "figures": self.figures,
+                "tables": [t.__dict__ for t in self.tables], "markdown": self.markdown(),
+                "environment": {"python": platform.python_version(), "machine": platform.machine(),
+                                "cpus": os.cpu_count()},
+                "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+    def write(self, folder: Path) -> None:
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(folder / "result.json", json.dumps(self.to_json(), indent=1, default=float))
+        atomic_write_text(folder / "table.md", self.markdown())
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def gather_report(out_dir: Path) -> Path:
+    """(Re)write ``out_dir/REPORT.md`` from every ``*/result.json`` below ``out_dir``."""
+    out_dir = Path(out_dir)
+    parts = ["# Reproduction report", "",
+             "Each section is written by `bgplvm reproduce NAME` (JSON, figures and this table in "
+             "the folder of the same name); the paper's numbers stand beside ours. "
+             "Regenerated after every run.", ""]
+    for f in sorted(out_dir.glob("*/result.json")):
+        try:
+            parts.append(json.loads(f.read_text(encoding="utf-8"))["markdown"])
+        except (OSError, ValueError, KeyError):
+            parts.append(f"## `{f.parent.name}`\n\n(result.json unreadable)\n")
+    path = out_dir / REPORT_NAME
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, "\n".join(parts))
+    return path
