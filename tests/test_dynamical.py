@@ -256,3 +256,4 @@ def test_save_load_round_trip_is_exact(tmp_path):
     buf.seek(0)
     assert DynamicalGPLVM.load(buf).elbo() == m.elbo()
     assert "time kernel" in m2.summary()
+

@@ -35,10 +35,15 @@ import numpy as np
 from scipy.linalg import solve_triangular
 from scipy.linalg.lapack import dpotri
 
+from ..linalg import chol_solve, jittered_cholesky
 from ..params import Block
 from ..transforms import IDENTITY, POSITIVE, POSITIVE_FLOOR
 from ..time_kernels import TimeKernel, make_time_kernel
 from .base import QX, LatentPrior
+
+
+#: median variance of q(X) to start from (vargplvm's initCovarMedian)
+INIT_S_MEDIAN = 0.18
 
 
 def _inverse_from_cholesky(L: np.ndarray) -> np.ndarray:
@@ -209,13 +214,32 @@ class DynamicalPrior(LatentPrior):
         return [self.time_kernel.K(self.t[ix]) for ix in self._index]
 
     def initial_values(self, mu0, S0):
-        """mu_bar from a ridge solve (K + 0.1 sf2 I)^{-1} mu0 (K mu_bar then follows mu0
-        smoothly in time); lambda = 1 / S0, so that S ~ S0 where the prior is broad."""
+        """Start as the paper's code does: mu = Kt mu_bar reproduces mu0 (the PCA means, up
+        to a ridge of 1e-3 of the prior variance: mu_bar = (Kt + r I)^{-1} mu0, by Cholesky),
+        and one constant lambda chosen so that the median of S is ``INIT_S_MEDIAN``
+        (vargplvm's calibration; S0 is not used: S is fixed by Kt and lambda)."""
         mu_bar = np.empty_like(mu0)
-        for ix, K in zip(self._index, self.Ks()):
-            ridge = 0.1 * float(np.mean(np.diag(K)))
-            mu_bar[ix] = np.linalg.solve(K + ridge * np.eye(len(ix)), mu0[ix])
-        return {"mu_bar": mu_bar, "lambda": 1.0 / np.asarray(S0, dtype=np.float64), **self.time_values()}
+        Ks = self.Ks()
+        for ix, K in zip(self._index, Ks):
+            r = 1e-3 * float(np.mean(np.diag(K)))
+            L = jittered_cholesky(K, r, what="Kt + ridge (initial mu_bar)")
+            mu_bar[ix] = chol_solve(L, mu0[ix])
+        return {"mu_bar": mu_bar, "lambda": np.full_like(mu0, self._calibrate_lambda(Ks, mu_bar)),
+                **self.time_values()}
+
+    def _calibrate_lambda(self, Ks, mu_bar) -> float:
+        """The constant lambda whose q(X) has median variance INIT_S_MEDIAN (bisection on
+        log lambda; the median decreases as lambda grows). Uses the longest blocks only."""
+        order = sorted(range(len(Ks)), key=lambda b: -Ks[b].shape[0])[:4]
+        sub = GaussianBlocks([np.arange(Ks[b].shape[0]) for b in order])
+        subK = [Ks[b] for b in order]
+        mb = np.concatenate([mu_bar[self._index[b]][:, :1] for b in order])
+        lo, hi = -9.0, 9.0  # log lambda
+        for _ in range(30):
+            mid = 0.5 * (lo + hi)
+            _, S, _, _ = sub.q(subK, mb, np.full_like(mb, np.exp(mid)), grad=False)
+            lo, hi = (mid, hi) if np.median(S) > INIT_S_MEDIAN else (lo, mid)
+        return float(np.exp(0.5 * (lo + hi)))
 
     def q(self, values, grad=True):
         self.sync(values)
