@@ -61,9 +61,10 @@ def _inverse_from_cholesky(L: np.ndarray) -> np.ndarray:
     return out
 
 
-def _block_forward(K: np.ndarray, mb: np.ndarray, lb: np.ndarray):
-    """One block: K (n, n), mu_bar and lambda (n, Q). Returns (K mu_bar (n, Q), S (Q, n, n),
-    kl, cache): S_q = K - K B_q K the full covariances of q(x_q)."""
+def _block_forward(K: np.ndarray, mb: np.ndarray, lb: np.ndarray, full: bool = True):
+    """One block: K (n, n), mu_bar and lambda (n, Q). Returns (K mu_bar (n, Q), S, kl, cache):
+    S (Q, n, n) the full covariances S_q = K - K B_q K of q(x_q) (``full``, needed by the
+    gradient) or only their diagonals (Q, n)."""
     n, Q = mb.shape
     sl = np.sqrt(lb.T)  # (Q, n)
     A = sl[:, :, None] * K[None] * sl[:, None, :]
@@ -73,7 +74,10 @@ def _block_forward(K: np.ndarray, mb: np.ndarray, lb: np.ndarray):
     Ainv = _inverse_from_cholesky(L)
     B = sl[:, :, None] * Ainv * sl[:, None, :]  # (K + Lambda^{-1})^{-1}
     E = B @ K  # B K  (Q, n, n)
-    S = K[None] - K[None] @ E  # K - K B K
+    if full:
+        S = K[None] - K[None] @ E  # K - K B K
+    else:
+        S = np.diag(K)[None] - np.sum(K[None] * E.transpose(0, 2, 1), axis=2)  # its diagonal
     Kmb = K @ mb
     kl = 0.5 * float(np.trace(Ainv, axis1=1, axis2=2).sum() + np.sum(mb * Kmb) + logdetA.sum() - n * Q)
     return Kmb, S, kl, (B, E)
@@ -119,12 +123,12 @@ class GaussianBlocks:
         mu = np.empty_like(mu_bar)
         Sd = np.empty_like(mu_bar)
         parallel = sum(K.shape[0] ** 3 for K in Ks) * mu_bar.shape[1] > _PARALLEL_WORK
-        fwd = _map(lambda b: _block_forward(Ks[b], mu_bar[self.index[b]], lam[self.index[b]]),
+        fwd = _map(lambda b: _block_forward(Ks[b], mu_bar[self.index[b]], lam[self.index[b]], grad),
                    self._order(Ks), parallel)
         kl = 0.0
         for ix, (Kmb, S, klb, _) in zip(self.index, fwd):
             mu[ix] = Kmb
-            Sd[ix] = np.diagonal(S, axis1=1, axis2=2).T
+            Sd[ix] = (np.diagonal(S, axis1=1, axis2=2) if grad else S).T
             kl += klb
         if m is not None:
             mu = mu + m
