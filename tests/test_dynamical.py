@@ -309,3 +309,10 @@ def test_reconstruct_bad_input(fitted, kwargs, match):
     m = fitted[0]
     with pytest.raises(ValueError, match=match):
         m.reconstruct(**kwargs)
+
+
+def test_independent_point_inference_points_to_the_sequence_api(fitted):
+    m = fitted[0]
+    for fn in (m.infer_latent, m.log_density):
+        with pytest.raises(TypeError, match="infer_sequence"):
+            fn(np.zeros((1, 6)))
