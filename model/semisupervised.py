@@ -59,12 +59,12 @@ class SemiSupervisedGPR(BayesianGPLVM):
         check_pairs(X, Y)
         observed = ~np.isnan(X)
         full = observed.all(1)
-        if full.sum() < 2:
-            raise ValueError(f"X needs at least 2 fully observed rows to train the first model, "
-                             f"got {int(full.sum())}")
         empty = np.flatnonzero(~observed.any(0))
         if empty.size:
             raise ValueError(f"input features {empty[:5].tolist()} are missing in every row")
+        if full.sum() < 2:
+            raise ValueError(f"X needs at least 2 fully observed rows to train the first model, "
+                             f"got {int(full.sum())}")
         self.inputs, self.observed, self.full_rows = X, observed, full
         self.x_mean = np.nanmean(X, axis=0)
         std = np.nanstd(X, axis=0)
