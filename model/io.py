@@ -200,6 +200,13 @@ def summary_text(m) -> str:
     if m.prior.kind == "dynamical":
         lines.append(f"  time kernel       {m.time_kernel!r}  "
                      f"({len(m.prior.sequence_ids)} sequence(s))")
+    if m.prior.kind == "uncertain":
+        if m.fixed_inputs:
+            lines.append("  inputs            fixed at the observations (GP regression)")
+        else:
+            sz = m.input_noise_variance
+            lines.append(f"  input noise       Sigma_z in [{sz.min():.3g}, {sz.max():.3g}], q(X) means "
+                         + ("tied to the inputs" if m.tie_mean else "free"))
     try:
         w = m.ard_weights
     except AttributeError:

@@ -17,6 +17,8 @@ N(x_nq, eps) (eps = 1e-9) by per-entry freeze masks, missing ones are learned. `
    all rows, the observed entries still fixed.
 
 Predictions at fully observed test inputs are the model's projected-process predictive.
+The bound (``elbo``) includes the KL of the held entries against N(0, 1), a constant that
+is large (about -1/2 log eps per entry) but does not move during the fit.
 """
 
 from __future__ import annotations

@@ -374,6 +374,7 @@ def test_save_load_uncertain_gpr(tmp_path, kind):
     np.testing.assert_array_equal(m2.inputs, Z)
     assert m2.elbo() == m.elbo() and m2._layout.frozen == m._layout.frozen
     np.testing.assert_array_equal(m2.predict(Z[:3])[1], m.predict(Z[:3])[1])
+    assert ("fixed at the observations" if kind == "fixed" else "Sigma_z in") in m2.summary()
 
 
 def test_save_load_autoregressive_and_semi_supervised():
