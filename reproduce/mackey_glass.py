@@ -9,7 +9,7 @@ the history x(t) = 1.2 for t <= 0; the first 1000 time units are discarded and t
 solution is sampled every time unit, then standardised with the training points' mean and
 sd. Window tau = 16: the first 96 points (80 input-output pairs) train the models, the
 next 180 are forecast by iterated one-step predictions and compared with
-(a) a standard GP on (t, y), predicting at the future times,
+(a) a standard GP on (t, y), predicting at the future times (t scaled by 1/96),
 (b) the same autoregressive GP on the windows with fixed inputs, feeding back means with
     zero variance (the paper's GP_{z_hat, y_hat}),
 (c) the variational uncertain-input model (q(X) centred at the windows, learned variances
@@ -71,8 +71,8 @@ def forecasts(train: np.ndarray, seed: int, iters: int) -> tuple[dict, dict]:
     from model import AutoregressiveGP, UncertainInputGPR
 
     out, facts = {}, {}
-    t = np.arange(1, N_TRAIN + 1, dtype=np.float64)
-    t_new = np.arange(N_TRAIN + 1, N_TRAIN + HORIZON + 1, dtype=np.float64)
+    t = np.arange(1, N_TRAIN + 1, dtype=np.float64) / N_TRAIN  # unit scale for the optimiser
+    t_new = np.arange(N_TRAIN + 1, N_TRAIN + HORIZON + 1, dtype=np.float64) / N_TRAIN
     t0 = time.perf_counter()
     gp = UncertainInputGPR(t[:, None], train[:, None], num_inducing=NUM_INDUCING, fixed_inputs=True, seed=seed)
     gp.fit(max_iters=iters, progress=False)
