@@ -107,7 +107,7 @@ def figure(path, series, fc: dict) -> None:
     t_new = t[N_TRAIN:]
     names = METHODS[:3]
     W, ph, top = 900, 190, 40
-    c = lp.canvas(W, top + 4 * (ph + 70))
+    c = lp.canvas(W, top + 4 * (ph + 70) + 40)
     ylim = lp.padded(series.min() - 0.8, series.max() + 0.8)
     for i, name in enumerate(names):
         ax = lp.Axes(c, (70, top + i * (ph + 70), W - 100, ph), (0, T + 1), ylim)
@@ -128,7 +128,8 @@ def figure(path, series, fc: dict) -> None:
     for i, name in enumerate(METHODS):
         lp.line(ax, np.arange(1, HORIZON + 1), lv[name], lp.COLOURS[i], width=1.6)
     ax.frame(title="predictive variance over the horizon", xlabel="steps ahead", ylabel="log10 variance")
-    ax.legend([(n, lp.COLOURS[i]) for i, n in enumerate(METHODS)])
+    ax.legend([(n, lp.COLOURS[i]) for i, n in enumerate(METHODS[:2])], x=ax.x, y=ax.y + ax.h + 50)
+    ax.legend([(n, lp.COLOURS[i + 2]) for i, n in enumerate(METHODS[2:])], x=ax.x + 400, y=ax.y + ax.h + 50)
     path.write_bytes(c.to_bytes())
 
 
