@@ -175,6 +175,7 @@ def load_model(source):
                              "metadata (corrupt file)")
     m._set_x(x)
     m.unfreeze(*m.param_names)  # exactly the saved set (constructors may freeze by default)
+    m.unfreeze_entries(*m.param_names)
     for name in meta.get("frozen", []):
         m.freeze(name)
     for name in meta.get("frozen_entries", []):

@@ -401,6 +401,11 @@ def test_save_load_autoregressive_and_semi_supervised():
     np.testing.assert_array_equal(sm2._layout.frozen_entries["mu"], ~np.isnan(X))
     np.testing.assert_array_equal(sm2._layout.free_mask(), sm._layout.free_mask())
     np.testing.assert_array_equal(sm2.predict(np.nan_to_num(X[:2]))[0], sm.predict(np.nan_to_num(X[:2]))[0])
+    sm.unfreeze_entries("S")  # exactly the saved masks, not the constructor's
+    buf = io.BytesIO()
+    sm.save(buf)
+    buf.seek(0)
+    assert set(BayesianGPLVM.load(buf)._layout.frozen_entries) == {"mu"}
 
 
 def test_a_trial_step_that_zeroes_the_noise_is_rejected(monkeypatch):
