@@ -6,6 +6,9 @@ __version__ = "0.1.0"
 from .gplvm import BayesianGPLVM  # noqa: E402
 from .classifier import GPLVMClassifier  # noqa: E402
 from .dynamical import DynamicalGPLVM  # noqa: E402
+from .uncertain import UncertainInputGPR  # noqa: E402
+from .autoregressive import AutoregressiveGP  # noqa: E402
+from .semisupervised import SemiSupervisedGPR  # noqa: E402
 from .io import ModelFileError  # noqa: E402
 from .kernels import make_kernel  # noqa: E402
 from .linalg import CholeskyError  # noqa: E402
@@ -27,6 +30,7 @@ def warmup() -> None:
     m.predict(m.latent_mean[:2], m.latent_variance[:2])
 
 
-__all__ = ["BayesianGPLVM", "DynamicalGPLVM", "GPLVMClassifier", "CholeskyError", "FitProgress",
+__all__ = ["BayesianGPLVM", "DynamicalGPLVM", "GPLVMClassifier", "UncertainInputGPR",
+           "AutoregressiveGP", "SemiSupervisedGPR", "CholeskyError", "FitProgress",
            "ModelFileError", "make_kernel",
            "warmup", "__version__"]

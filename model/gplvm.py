@@ -84,7 +84,7 @@ class BayesianGPLVM:
         self.metadata: dict = {}
         self.fit_info: dict = {}
         self._Q = Q
-        init = init_params(self._Yc, Q, M, np.random.default_rng(seed))
+        init = self._initial_state(Q, M, np.random.default_rng(seed))
         self.prior: LatentPrior = self._make_prior(N, Q, init)
         self._init_kernel(init)
         self._layout = ParamLayout(self.prior.blocks() + self._model_blocks(M, Q))
@@ -93,6 +93,14 @@ class BayesianGPLVM:
                                      "noise_variance": np.asarray(init["noise_variance"]),
                                      **self._kernel_values()})
         self._cache: dict = {}
+
+    #: parameters held fixed in the initial phase of ``fit``
+    _init_held: tuple[str, ...] = ("noise_variance",)
+
+    def _initial_state(self, Q: int, M: int, rng: np.random.Generator) -> dict:
+        """Initial values (``init_params``'s keys) from the data (subclasses whose inputs
+        are observed start from those instead)."""
+        return init_params(self._Yc, Q, M, rng)
 
     def _make_prior(self, N: int, Q: int, init: dict) -> LatentPrior:
         """The latent prior owning q(X)'s parameters (subclasses replace it)."""
@@ -153,6 +161,14 @@ class BayesianGPLVM:
 
     def unfreeze(self, *names: str) -> None:
         self._layout.unfreeze(*names)
+
+    def freeze_entries(self, name: str, mask) -> None:
+        """Hold the entries of parameter ``name`` where the bool ``mask`` (the parameter's
+        shape) is True, e.g. observed features of q(X); ``unfreeze_entries`` releases them."""
+        self._layout.freeze_entries(name, mask)
+
+    def unfreeze_entries(self, *names: str) -> None:
+        self._layout.unfreeze_entries(*names)
 
     @property
     def latent_dim(self) -> int:
@@ -256,7 +272,8 @@ class BayesianGPLVM:
         """Maximise the bound with L-BFGS-B.
 
         First ``init_iters`` iterations (default min(300, max_iters // 4)) with the noise
-        variance held fixed so that q(X) fits first (as the paper's code does), then all
+        variance held fixed so that q(X) fits first (as the paper's code does; subclasses
+        name what they hold in ``_init_held``), then all
         free parameters, for ``max_iters`` iterations in all. ``callback(FitProgress)``
         is called after each iteration; returning True stops the fit. Ctrl-C stops it too.
         The model keeps the best accepted point; a non-finite step is never written.
@@ -273,17 +290,16 @@ class BayesianGPLVM:
         with opt.bar:
             try:
                 phases = [("init", init_iters, True), ("main", max_iters - init_iters, False)]
-                for phase, iters, hold_noise in phases:
+                for phase, iters, hold_first in phases:
                     if iters <= 0 or opt.stopped:
                         continue
-                    was_frozen = "noise_variance" in layout.frozen
-                    if hold_noise:
-                        layout.freeze("noise_variance")
+                    held = [n for n in self._init_held if n in layout.slices and n not in layout.frozen]
+                    held = held if hold_first else []
+                    layout.freeze(*held)
                     try:
                         x = opt.run(fun, x, layout.free_mask(), iters, phase)
                     finally:
-                        if hold_noise and not was_frozen:
-                            layout.unfreeze("noise_variance")
+                        layout.unfreeze(*held)
             except KeyboardInterrupt:
                 interrupted = True
                 x = opt.best_x if opt.best_x is not None else x

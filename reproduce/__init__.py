@@ -36,3 +36,6 @@ def run(name: str, ctx: Context) -> Result:
     result.write(ctx.out_dir / name)
     gather_report(ctx.out_dir)
     return result
+register("mackey-glass", "mackey_glass", "iterative k-step forecasts with uncertain inputs (Mackey-Glass)")
+register("semi-supervised", "semi_supervised", "semi-supervised GP with missing inputs (simulated)")
+register("semi-supervised-mocap", "semi_supervised_mocap", "semi-supervised GP with missing inputs (CMU 35 walks)")
