@@ -63,10 +63,15 @@ ASSETS: dict[str, AssetSpec] = {a.name: a for a in (
         settings=dict(latent_dim=9, num_inducing=50, kernel="rbf", time_kernel="matern32", seed=0),
         iters=1000, fps=30.0, time_unit="s"),
     AssetSpec(
-        name="frey_video", title="Frey faces as a video (frames 0-399), dynamical model",
-        file="frey_video_dynamical.npz", dataset="frey_faces", rows=(0, 400),
+        name="frey_video", title="Frey faces as a video (frames 0-299), dynamical model",
+        file="frey_video_dynamical.npz", dataset="frey_faces", rows=(0, 300),
         settings=dict(latent_dim=6, num_inducing=40, kernel="rbf", time_kernel="matern32", seed=0),
-        iters=600, fps=15.0, time_unit="frame"),
+        iters=400, fps=15.0, time_unit="frame"),
+    AssetSpec(
+        name="synth_walk_dynamical", title="Synthetic walk (embedded), dynamical model",
+        file="synth_walk_dynamical.npz", dataset="synth_walk", embedded_data=True,
+        settings=dict(latent_dim=4, num_inducing=25, kernel="rbf", time_kernel="matern32", seed=0),
+        iters=400, fps=30.0, time_unit="s"),
     AssetSpec(
         name="synth_walk", title="Synthetic walk (embedded), static model",
         file="synth_walk_model.npz", dataset="synth_walk", embedded_data=True,
@@ -77,7 +82,7 @@ ASSETS: dict[str, AssetSpec] = {a.name: a for a in (
 #: The asset the explorer opens on, and the one it falls back to when that one's data
 #: cannot be loaded.
 DEFAULT_ASSET = "cmu35"
-FALLBACK_ASSET = "synth_walk"
+FALLBACK_ASSET = "synth_walk_dynamical"
 
 
 class AssetUnavailable(RuntimeError):
@@ -117,10 +122,16 @@ def dataset_for(spec: AssetSpec, mirror=None, cache_dir=None):
     try:
         ds = load(spec.dataset, split=spec.split, mirror=mirror, cache_dir=cache_dir, progress=False)
     except DatasetError as e:
+        import re
+
+        why = re.search(r"(\w+Error: [^\n]+)", str(e))
+        why = why.group(1) if why else str(e).splitlines()[0]
         raise AssetUnavailable(
-            f"the {spec.dataset!r} data set could not be loaded ({e}). The pre-trained model "
-            f"ships without its data: run `bgplvm datasets fetch {spec.dataset}` once while online "
-            f"(or set BGPLVM_DATA_MIRROR to an offline mirror)") from None
+            f"the {spec.dataset!r} data set is not cached here and could not be downloaded or read from a "
+            f"mirror ({why}). The pre-trained model ships without its data: run "
+            f"`bgplvm datasets fetch {spec.dataset}` once while online, or set BGPLVM_DATA_MIRROR to an "
+            f"offline mirror") from None
+    ds = dataclasses.replace(ds, meta={**ds.meta, "fps": spec.fps, "time_unit": spec.time_unit})
     if spec.rows is not None:
         a, b = spec.rows
         sel = slice(a, b)

@@ -23,7 +23,7 @@ import panel as pn
 
 from explorer.export import ExportPanel
 from explorer.player import PlayerView
-from explorer.state import ExplorerState
+from explorer.state import ExplorerState, load_asset_cached
 from explorer.views import RIGHT_W, ArdView, LatentView, ModelPanel, OutputView
 
 log = logging.getLogger("explorer")
@@ -65,18 +65,8 @@ def _load_model(path: str, mtime: float):
     return BayesianGPLVM.load(path)
 
 
-@functools.lru_cache(maxsize=4)
 def _load_asset(name: str):
-    """(model, dataset) of a shipped asset, read once per process (sessions only read it;
-    training and uploads make new model objects). AssetUnavailable propagates."""
-    from bgplvm_assets import load_asset
-    from model._threads import single_threaded_blas
-
-    with single_threaded_blas():
-        m, ds = load_asset(name)
-        m.latent_mean  # q(X) and the posterior once, here, not in the first session
-        m.predict(m.latent_mean[:1])
-    return m, ds
+    return load_asset_cached(name)
 
 
 def initial_state(model_path: str | os.PathLike | None = None) -> ExplorerState:
@@ -112,6 +102,7 @@ def initial_state(model_path: str | os.PathLike | None = None) -> ExplorerState:
             note = f"Could not load the pre-trained {name} model ({type(e).__name__}: {e}). "
             continue
         state.set_model(m, ds)
+        state.asset_name = name
         kind = "dynamical" if state.is_dynamical else "static"
         state.info = note + (f"{get_spec(name).title}: pre-trained {kind} model (Q={m.latent_dim}, "
                              f"M={m.num_inducing}). Press Play, move over the latent space, or train your own.")

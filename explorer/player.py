@@ -18,7 +18,7 @@ import numpy as np
 import panel as pn
 import param
 from bokeh.layouts import column, row
-from bokeh.models import (BoxAnnotation, CheckboxGroup, ColumnDataSource, CustomJS, Div, Range1d, Select,
+from bokeh.models import (BoxAnnotation, CheckboxGroup, ColumnDataSource, CustomJS, Label, Range1d, Select,
                           Slider, Span, Toggle)
 from bokeh.plotting import figure
 from panel.io.document import unlocked
@@ -70,8 +70,9 @@ if (kind === 'pose') {
   vec_src.data = {d: d, y: m, lo: lo, hi: hi};
 }
 const n = meta.data.n_train[0], unit = meta.data.unit[0], t = traj.data.t[i];
-const ahead = fc ? ` &middot; <b style="color:%(fc)s">forecast +${(t - traj.data.t[n - 1]).toFixed(2)} ${unit}</b>` : '';
-info.text = `<span class="play-info">frame ${i + 1} / ${T} &middot; t = ${t.toFixed(2)} ${unit}${ahead}</span>`;
+// a canvas label, not a DOM element: changing it repaints one small plot, no page layout
+info.text = `frame ${i + 1}/${T}  t = ${t.toFixed(2)} ${unit}` + (fc ? `  forecast +${(t - traj.data.t[n - 1]).toFixed(2)}` : '');
+info.text_color = fc ? '%(fc)s' : '#333333';
 window.__bgplvm_frames = window.__bgplvm_frames || [];
 window.__bgplvm_frames.push([performance.now(), i]);
 if (window.__bgplvm_frames.length > 5000) { window.__bgplvm_frames.splice(0, 2500); }
@@ -152,7 +153,8 @@ class PlayerView(pn.viewable.Viewer):
         self.toggle = _local(Toggle(label="\u25B6 Play", button_type="primary", width=90, css_classes=["play-toggle"]))
         self.speed = _local(Select(options=SPEEDS, value="1x", width=70, css_classes=["play-speed"]))
         self.loop = _local(CheckboxGroup(labels=["loop"], active=[0], css_classes=["play-loop"]))
-        self.info = _local(Div(text="", width=360, height=20))
+        self.info = _local(Label(x=6, y=4, x_units="screen", y_units="screen", text="", text_font_size="12px",
+                                 level="overlay", background_fill_color="white", background_fill_alpha=0.7))
         self.pose_glyph = None
         self._figs = {}
         self._kind = None
@@ -225,7 +227,7 @@ class PlayerView(pn.viewable.Viewer):
             figs["out"] = p
         elif kind == "image":
             for name, src, pal in (("out", self.img_src, "Greys256"), ("sd", self.sd_src, "Magma256")):
-                p = figure(width=150, height=200, title=PLAY_TITLE if name == "out" else "Played frame: sd",
+                p = figure(width=100, height=165, title=PLAY_TITLE if name == "out" else "Played: sd",
                            x_range=Range1d(0, 1), y_range=Range1d(0, 1), **common)
                 p.axis.visible = False
                 p.grid.visible = False
@@ -245,6 +247,7 @@ class PlayerView(pn.viewable.Viewer):
         self._yline = tp.line(x="t", y="ly", source=self.traj, line_color=Y_COLOR, line_width=2)
         tp.add_layout(self.forecast_box)
         tp.add_layout(self.span)
+        tp.add_layout(self.info)
         tp.title.text_font_size = "12px"
         figs["time"] = tp
         for f in figs.values():
@@ -265,7 +268,7 @@ class PlayerView(pn.viewable.Viewer):
         self.speed.js_on_change("value", CustomJS(args=dict(slider=self.slider), code=JS_SPEED))
         controls = row(self.toggle, self.slider, self.speed, self.loop)
         out = row(figs["out"], figs["sd"]) if kind == "image" else figs["out"]
-        return out, column(controls, self.info, figs["time"])
+        return out, column(controls, figs["time"])
 
     def _unit(self) -> str:
         meta = getattr(self.state.dataset, "meta", None) or {}
@@ -395,8 +398,8 @@ class PlayerView(pn.viewable.Viewer):
             self.slider.end = max(1, pb.T - 1)
             self.slider.title = f"frame (of {pb.T})"
             for f in self._figs.values():
-                if f.title.text.startswith(PLAY_TITLE):
-                    f.title.text = f"{PLAY_TITLE}: {pb.label}"
+                if f.title.text.startswith(PLAY_TITLE):  # narrow image plots: the label is in the note
+                    f.title.text = PLAY_TITLE if kind == "image" else f"{PLAY_TITLE}: {pb.label}"
             xd, yd = s.dims
             self._figs["time"].title.text = f"{TIME_TITLE}: x{xd} (red), x{yd} (blue)"
             self._show_frame(0)

@@ -59,6 +59,21 @@ def load_cached(name: str) -> Dataset:
     return load(name)
 
 
+@functools.lru_cache(maxsize=4)
+def load_asset_cached(name: str):
+    """(model, dataset) of a shipped pre-trained model (``bgplvm_assets``), read once per
+    process: sessions only read it (training and uploads make new model objects).
+    ``AssetUnavailable`` (its data cannot be loaded here) propagates."""
+    from bgplvm_assets import load_asset
+    from model._threads import single_threaded_blas
+
+    with single_threaded_blas():
+        m, ds = load_asset(name)
+        m.latent_mean  # q(X) and the posterior once, here, not in the first session
+        m.predict(m.latent_mean[:1])
+    return m, ds
+
+
 def ard_off_mask(alpha: np.ndarray) -> np.ndarray:
     """(Q,) bool: dimensions whose ARD weight alpha_q is negligible (switched off)."""
     alpha = np.asarray(alpha, dtype=np.float64)
@@ -113,22 +128,10 @@ def variance_grid(model, fixed: np.ndarray, dims: tuple[int, int], bounds, res: 
 
 
 def pose_spread(renderer, mean: np.ndarray, var: np.ndarray, n_samples: int = 16) -> np.ndarray:
-    """(J,) spread (one standard deviation) of each joint's position.
-
-    Exact for marker renderers (``positions`` is a reshape, so per-joint variances are
-    the reshaped output variances); for other renderers (e.g. forward kinematics from
-    joint angles) estimated from ``n_samples`` draws of the output with a fixed seed,
-    so the display does not flicker.
-    """
-    from bgplvm_datasets.record import StickFigureRenderer
-
-    var = np.maximum(np.asarray(var, dtype=np.float64), 0.0)
-    if isinstance(renderer, StickFigureRenderer):
-        return np.sqrt(renderer.positions(var).mean(axis=1))
-    rng = np.random.default_rng(0)
-    draws = mean + np.sqrt(var) * rng.standard_normal((n_samples, mean.size))
-    P = np.stack([renderer.positions(y) for y in draws])  # (n, J, 3)
-    return np.sqrt(P.var(axis=0).mean(axis=1))
+    """(J,) spread (one standard deviation) of each joint's position: exact for marker
+    renderers, else from ``n_samples`` output draws with fixed draws (no flicker), pushed
+    through the renderer in one batched call (``sequences.joint_spread``)."""
+    return seqs.joint_spread(renderer, np.asarray(mean)[None], np.asarray(var)[None], n_samples=n_samples)[0]
 
 
 def dataset_for_model(model) -> Dataset:
@@ -164,6 +167,7 @@ class ExplorerState(param.Parameterized):
     model = param.Parameter(default=None, doc="The BayesianGPLVM being explored (or None)")
     model_version = param.Integer(default=0, doc="Bumped whenever the model changes")
     dataset_name = param.String(default="", doc="Name of the data set (for titles, files)")
+    asset_name = param.String(default="", doc="The shipped pre-trained model shown ('' : another model)")
 
     # training configuration
     latent_dim = param.Integer(default=5, bounds=(1, 30))
@@ -252,6 +256,21 @@ class ExplorerState(param.Parameterized):
             self.info = f"Loaded {ds.name}: {ds.N} rows x {ds.D} columns." + (
                 "" if self.model is not None else " Press Train to fit a model.")
 
+    def open_asset(self, name: str) -> None:
+        """Open one of the shipped pre-trained models with its data set."""
+        from bgplvm_assets import AssetUnavailable, get_spec
+
+        try:
+            spec = get_spec(name)
+            m, ds = load_asset_cached(name)
+        except (KeyError, AssetUnavailable, FileNotFoundError) as e:
+            raise UserError(f"cannot open the pre-trained model {name!r}: {e}") from None
+        self.set_model(m, ds)
+        self.asset_name = name
+        self.error = ""
+        kind = "dynamical" if self.is_dynamical else "static"
+        self.info = f"{spec.title}: pre-trained {kind} model (Q={m.latent_dim}, M={m.num_inducing})."
+
     def load_upload(self, filename: str, data: bytes) -> None:
         """An uploaded array becomes the data set, drawn as declared (``upload_kind``:
         vectors or an image sequence), with its time stamps / sequence ids if it has them."""
@@ -317,6 +336,7 @@ class ExplorerState(param.Parameterized):
         with param.parameterized.batch_call_watchers(self):
             self.dataset = ds
             self.dataset_name = ds.name
+            self.asset_name = ""
             self.model = model
             self.param.x_dim.bounds = (0, Q - 1)
             self.param.y_dim.bounds = (0, Q - 1)

@@ -10,6 +10,7 @@ the changed glyphs are sent to the browser.
 from __future__ import annotations
 
 import functools
+import html
 import logging
 import traceback
 
@@ -17,6 +18,7 @@ import numpy as np
 import holoviews as hv
 import panel as pn
 import param
+from bokeh.models import Div
 from holoviews.streams import Params, PointerXY, Tap
 from panel.io.document import unlocked
 
@@ -358,8 +360,11 @@ class OutputView(_Rebuilding):
         self._az.param.watch(lambda e: setattr(s, "azimuth", e.new), "value")
         self._el.param.watch(lambda e: setattr(s, "elevation", e.new), "value")
         # fixed size: a changing text must not make the browser re-layout the page
-        self._readout = pn.pane.Markdown("", styles={"font-family": "monospace", "font-size": "13px"},
-                                         width=RIGHT_W, height=36, css_classes=["readout"])
+        # a plain Bokeh Div: its text changes on every mouse move, and a Markdown pane
+        # re-rendered its HTML and style sheets each time (~15 ms per move on the server)
+        self._readout_div = Div(text="", width=RIGHT_W, height=22, css_classes=["readout"],
+                                styles={"font-family": "monospace", "font-size": "13px"})
+        self._readout = pn.pane.Bokeh(self._readout_div, sizing_mode="fixed", margin=(0, 5))
         s.param.watch(self._update_readout, ["cursor", "selected_index", "pinned", "follow",
                                              "x_dim", "y_dim", "model_version"])
         s.param.watch(self._push, ["cursor", "azimuth", "elevation", "selected_index", "fixed"])
@@ -400,11 +405,11 @@ class OutputView(_Rebuilding):
         gen = self._generated_element()
         if self.kind == "image":
             h, w = ds.renderer.image(Y[0]).shape
-            fh = 160
+            fh = 135
             size = dict(frame_height=fh, frame_width=max(60, int(round(fh * w / h))), toolbar=None,
-                        default_tools=[])
+                        default_tools=[], fontsize={"title": "10pt"})
             self._train_pane.object = train.opts(**size, colorbar=False)
-            self._sd_pane.object = self._sd_element().opts(**size)
+            self._sd_pane.object = self._sd_element().opts(**size, colorbar_opts={"width": 8})
             return gen.opts(**size, colorbar=False)
         if self.kind == "vector":
             size.update(width=OUT_W, height=OUT_H)
@@ -528,7 +533,9 @@ class OutputView(_Rebuilding):
         return hv.Curve([])
 
     def _update_readout(self, *events):
-        self._readout.object = self.state.readout() if self.state.model is not None else ""
+        text = self.state.readout() if self.state.model is not None else ""
+        with unlocked():  # stream callbacks may run without the document lock
+            self._readout_div.text = html.escape(text)
 
     def _caption(self):
         return {"pose": "Red circles: 2 standard deviations of each joint's predicted position. "
@@ -578,6 +585,15 @@ class ModelPanel(pn.viewable.Viewer):
                                             width=250)
         self._ds_load = pn.widgets.Button(label="Load data set", width=120)
         self._ds_load.on_click(self._load_dataset)
+        from bgplvm_assets import ASSETS
+
+        self._asset_select = pn.widgets.Select(label="Pre-trained model", width=250, css_classes=["asset-select"],
+                                               options={a.title: a.name for a in ASSETS.values()})
+        self._asset_open = pn.widgets.Button(label="Open model", width=120)
+        self._asset_open.on_click(self._open_asset)
+        s.param.watch(lambda e: e.new and setattr(self._asset_select, "value", e.new), "asset_name")
+        if s.asset_name:
+            self._asset_select.value = s.asset_name
         # FileDropper checks the size in the browser (so a huge file never reaches the
         # server) and uploads in chunks; the server checks size and type again. (No
         # accepted_filetypes: browsers report no MIME type for .npy, which FilePond rejects.)
@@ -637,6 +653,14 @@ class ModelPanel(pn.viewable.Viewer):
         finally:
             self._ds_load.loading = False
 
+    @guarded
+    def _open_asset(self, event=None):
+        self._asset_open.loading = True
+        try:
+            self.state.open_asset(self._asset_select.value)
+        finally:
+            self._asset_open.loading = False
+
     @staticmethod
     def _one_file(value) -> tuple[str, bytes] | None:
         if not value:
@@ -680,7 +704,7 @@ class ModelPanel(pn.viewable.Viewer):
         self._progress.visible = t
         self._curve.visible = t or bool(self.state.bound_history)
         for w in (self._ds_load, self._upload, self._model_upload, self._Q, self._M, self._iters, self._kernel,
-                  self._prior, self._time_kernel):
+                  self._prior, self._time_kernel, self._asset_open):
             w.disabled = t
 
     def _on_progress(self, *events):
@@ -716,6 +740,7 @@ class ModelPanel(pn.viewable.Viewer):
 
     def __panel__(self):
         data = pn.Card(
+            self._asset_select, self._asset_open,
             self._ds_select, self._ds_load,
             pn.pane.Markdown(f"**Or upload your own** (at most {MAX_UPLOAD_MB} MB): an array (.npy, .npz, .csv; "
                              "N rows x D columns; an .npz may add time stamps `t` and sequence ids `sequence`), "
