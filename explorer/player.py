@@ -158,8 +158,8 @@ class PlayerView(pn.viewable.Viewer):
         self.pose_glyph = None
         self._figs = {}
         self._kind = None
-        self._out_pane = pn.pane.Bokeh(None, sizing_mode="fixed")
-        self._time_pane = pn.pane.Bokeh(None, sizing_mode="fixed")
+        self._out_pane = pn.pane.Bokeh(None)
+        self._time_pane = pn.pane.Bokeh(None)
         self._seq = pn.widgets.Select(label="sequence", width=220, css_classes=["play-sequence"])
         self._horizon = pn.widgets.IntSlider(label="forecast steps past the end", start=0,
                                              end=s.param.forecast_steps.bounds[1], step=10,
@@ -405,10 +405,42 @@ class PlayerView(pn.viewable.Viewer):
             self._show_frame(0)
 
     def _show_frame(self, i):
-        """Make the browser draw frame i from the data just sent: the slider's change
-        runs the render callback there (set twice: an unchanged value sends nothing)."""
-        i = int(round(i))
-        self.slider.value = i + 0.25
+        """Draw frame i from the data just sent, as the browser's render callback does (so
+        that the first frame is on screen before anything is played), and put the slider
+        there. Call inside ``unlocked()``."""
+        tr = self.traj.data
+        T = len(tr["t"])
+        if T == 0:
+            return
+        i = int(min(max(round(i), 0), T - 1))
+        fc = bool(tr["fc"][i])
+        col = FORECAST_COLOR if fc else TRAIN_PATH_COLOR
+        self.marker.data = dict(lx=[float(tr["lx"][i])], ly=[float(tr["ly"][i])], color=[col])
+        self.span.location = float(tr["t"][i])
+        self.span.line_color = FORECAST_COLOR if fc else "#333333"
+        meta = self.meta.data
+        kind, J = meta["kind"][0], int(meta["J"][0])
+        if kind == "pose":
+            u = np.asarray(self.frames.data["u"])[i * J:(i + 1) * J]
+            v = np.asarray(self.frames.data["v"])[i * J:(i + 1) * J]
+            r = np.asarray(self.frames.data["r"])[i * J:(i + 1) * J]
+            a, b = np.asarray(self.bones.data["a"]), np.asarray(self.bones.data["b"])
+            self.pose_bones.data = dict(x0=u[a], y0=v[a], x1=u[b], y1=v[b])
+            self.pose_joints.data = dict(x=u, y=v, r=2 * r)
+            if self.pose_glyph is not None:
+                self.pose_glyph.line_color = FORECAST_COLOR if fc else "#1f3b73"
+        elif kind == "image":
+            W, H = meta["W"][0], meta["H"][0]
+            self.img_src.data = dict(image=[self.images.data["img"][i]], x=[0], y=[0], dw=[W], dh=[H])
+            self.sd_src.data = dict(image=[self.images.data["sd"][i]], x=[0], y=[0], dw=[W], dh=[H])
+        elif kind == "vector":
+            y = np.asarray(self.frames.data["u"])[i * J:(i + 1) * J]
+            sd = np.asarray(self.frames.data["r"])[i * J:(i + 1) * J]
+            self.vec_src.data = dict(d=np.arange(J), y=y, lo=y - 2 * sd, hi=y + 2 * sd)
+        n, unit, t = int(meta["n_train"][0]), meta["unit"][0], float(tr["t"][i])
+        self.info.text = f"frame {i + 1}/{T}  t = {t:.2f} {unit}" + (
+            f"  forecast +{t - float(tr['t'][n - 1]):.2f}" if fc else "")
+        self.info.text_color = FORECAST_COLOR if fc else "#333333"
         self.slider.value = i
 
     def _set_ranges(self, pb, kind, W, H):

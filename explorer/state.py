@@ -439,6 +439,8 @@ class ExplorerState(param.Parameterized):
         self.training = False
         self.train_status = (f"{'Stopped' if job.stopped else 'Finished'} after {n} iterations in "
                              f"{secs:.1f} s; bound {float(job.model.elbo()):,.2f}.")
+        kind = "dynamical" if self.is_dynamical else "static"
+        self.info = f"Trained a {kind} model on {self.dataset_name}: {self.train_status}"
         return False
 
     def shutdown(self) -> None:

@@ -538,11 +538,13 @@ class OutputView(_Rebuilding):
             self._readout_div.text = html.escape(text)
 
     def _caption(self):
-        return {"pose": "Red circles: 2 standard deviations of each joint's predicted position. "
-                        "Drag the angle sliders to turn the figure.",
-                "image": "Left: predicted mean frame; middle: per-pixel predictive standard deviation "
-                         "(brighter = less certain; the model's variance is shared by all pixels "
-                         "at a fixed latent point).",
+        return {"pose": "Left: the pose generated at the cursor; red circles: 2 sd of each joint's position. "
+                        "Right: the played sequence; discs: 2 sd per joint from the uncertain-input moments "
+                        "(covFstar), purple = forecast. Drag the angle sliders to turn both figures.",
+                "image": "Generated at the cursor: mean frame and per-pixel sd (at a fixed latent point the "
+                         "model's variance is the same for every pixel). Played: the sequence's frame and its sd "
+                         "image, which varies per pixel where q(x*) is uncertain (covFstar); it grows in the "
+                         "forecast.",
                 "vector": "Red line: predicted mean; band: +-2 sd; black diamonds: the selected "
                           "training point."}.get(self.kind, "")
 
