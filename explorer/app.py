@@ -180,6 +180,11 @@ def _console(msg: str) -> None:
 if pn.state.served:
     from explorer.warm import ensure_warm, is_warm
 
+    # before anything is sent: the page's resources (FileDropper's JS, served locally) are
+    # chosen when the first document goes out, even when the app fills in later
+    pn.extension("filedropper", notifications=False)
+    hv.extension("bokeh", logo=False)
+
     if is_warm():
         create_app().servable(title="bgplvm explorer")
     else:
@@ -192,8 +197,13 @@ if pn.state.served:
             pn.indicators.LoadingSpinner(value=True, size=40), sizing_mode="stretch_width")
 
         def _fill():
-            ensure_warm(console=_console)
-            holder.objects = [create_app()]
+            try:
+                ensure_warm(console=_console)
+                holder.objects = [create_app()]
+            except Exception as e:  # say so in the page rather than spin forever
+                log.exception("explorer start failed")
+                holder.objects = [pn.pane.Alert(f"The explorer could not start: {type(e).__name__}: {e}",
+                                                alert_type="danger")]
 
         pn.state.onload(_fill)
         holder.servable(title="bgplvm explorer")

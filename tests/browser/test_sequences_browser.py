@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from .conftest import ARTIFACTS
-from .test_explorer_browser import LATENT, OUTPUT, PLAYING, TIMELINE, open_app, plot_info, shot_of, wait_for
+from .test_explorer_browser import (LATENT, OUTPUT, PLAYING, TIMELINE, open_app, plot_info, readout, shot_of,
+                                    wait_for)
 
 pytestmark = pytest.mark.browser
 
@@ -95,6 +96,23 @@ def test_page_fits_1366_pixels(page, server):
     for prefix in (LATENT, OUTPUT, PLAYING, TIMELINE):
         x, y, w, h = plot_info(page, prefix)["box"]
         assert x >= 0 and x + w <= 1366, (prefix, x, w)
+
+
+def test_mouse_where_the_legend_was_still_generates(page, server):
+    """The legend sits outside the data: the top-left corner of the view follows the mouse."""
+    open_app(page, server)
+    lat = plot_info(page, LATENT)
+    (x0, x1), (y0, y1) = lat["xrange"], lat["yrange"]
+    tx, ty = x0 + 0.04 * (x1 - x0), y1 - 0.04 * (y1 - y0)
+    px, py = plot_info(page, LATENT, [tx], [ty])["pts"][0]
+    page.mouse.move(px - 20, py + 20, steps=2)
+    page.mouse.move(px, py, steps=2)
+
+    def followed():
+        m = re.search(r"x\d+ = (-?[\d.]+), x\d+ = (-?[\d.]+) \(following", readout(page))
+        return m and abs(float(m.group(1)) - tx) < 0.02 * (x1 - x0) and abs(float(m.group(2)) - ty) < 0.02 * (y1 - y0)
+
+    wait_for(followed, what="readout at the top-left corner")
 
 
 def test_play_animates_the_pose_in_the_browser(page, server):
