@@ -36,3 +36,7 @@ def run(name: str, ctx: Context) -> Result:
     result.write(ctx.out_dir / name)
     gather_report(ctx.out_dir)
     return result
+
+
+register("cmu35", "cmu35", "CMU 35 mocap: legs/body reconstruction table (dynamical, static, NN)")
+register("cmu35-static", "cmu35_static", "CMU 35 mocap: the static variational GP-LVM rows + NN")
