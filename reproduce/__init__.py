@@ -40,3 +40,5 @@ def run(name: str, ctx: Context) -> Result:
 
 register("cmu35", "cmu35", "CMU 35 mocap: legs/body reconstruction table (dynamical, static, NN)")
 register("cmu35-static", "cmu35_static", "CMU 35 mocap: the static variational GP-LVM rows + NN")
+register("video", "video", "Frey faces as a video: missing-pixel reconstruction (dyn., static, k-NN) and generated frames")
+register("walk", "walk", "CMU 35 walk forecast beyond its last training frame (strip of generated skeletons)")
