@@ -4,6 +4,7 @@ Damianou, Titsias & Lawrence (JMLR), with psi statistics computed in Numba."""
 __version__ = "0.1.0"
 
 from .gplvm import BayesianGPLVM  # noqa: E402
+from .dynamical import DynamicalGPLVM  # noqa: E402
 from .io import ModelFileError  # noqa: E402
 from .kernels import make_kernel  # noqa: E402
 from .linalg import CholeskyError  # noqa: E402
@@ -25,5 +26,5 @@ def warmup() -> None:
     m.predict(m.latent_mean[:2], m.latent_variance[:2])
 
 
-__all__ = ["BayesianGPLVM", "CholeskyError", "FitProgress", "ModelFileError", "make_kernel",
+__all__ = ["BayesianGPLVM", "DynamicalGPLVM", "CholeskyError", "FitProgress", "ModelFileError", "make_kernel",
            "warmup", "__version__"]

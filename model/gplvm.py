@@ -1,8 +1,11 @@
 """The variational (Bayesian) GP-LVM: q(X), inducing inputs, kernel, noise; fit and predict.
 
-Bound: F(q(X)) = sum_j F_j(q(X)) - KL(q(X) || N(0, I))   (jensensSplit2, FdFinal, KLstatic).
-Parameters live in one unconstrained vector (``ParamLayout``): mu and Z as they are,
-S, the kernel parameters and the noise variance through softplus.
+Bound: F(q(X)) = sum_j F_j(q(X)) - KL(q(X) || p(X))   (jensensSplit2, FdFinal).
+q(X) and p(X) belong to a replaceable latent prior (``model.priors``: static N(0, I) here,
+the dynamical one in ``DynamicalGPLVM``), which gives (mu, S) to the psi statistics, the KL
+term and the chain rule back to its own parameters; everything else is shared.
+Parameters live in one unconstrained vector (``ParamLayout``): the prior's blocks (mu, S for
+the static prior), Z as it is, the kernel parameters and the noise variance through softplus.
 """
 
 from __future__ import annotations
@@ -15,11 +18,11 @@ import numpy as np
 from .bound import OutputStats, collapsed_bound, posterior
 from .init import init_params
 from .kernels import Kernel, make_kernel
-from .kl import kl_static
 from .optimize import Optimisation
 from ._threads import blas_single_threaded
 from .params import Block, ParamLayout
-from .transforms import IDENTITY, POSITIVE, POSITIVE_FLOOR
+from .priors import LatentPrior, StaticPrior
+from .transforms import IDENTITY, POSITIVE
 
 #: iterations of the initial phase with the noise held fixed (vargplvm's initVardistIters)
 INIT_ITERS = 300
@@ -79,13 +82,20 @@ class BayesianGPLVM:
         self.seed = seed
         self.metadata: dict = {}
         self.fit_info: dict = {}
+        self._Q = Q
         init = init_params(self._Yc, Q, M, np.random.default_rng(seed))
+        self.prior: LatentPrior = self._make_prior(N, Q, init)
         self._init_kernel(init)
-        self._layout = self._make_layout(N, Q, M)
-        self._x = self._layout.pack({"mu": init["mu"], "S": init["S"], "Z": init["Z"],
+        self._layout = ParamLayout(self.prior.blocks() + self._model_blocks(M, Q))
+        self._x = self._layout.pack({**self.prior.initial_values(init["mu"], init["S"]),
+                                     "Z": init["Z"],
                                      "noise_variance": np.asarray(init["noise_variance"]),
                                      **self._kernel_values()})
         self._cache: dict = {}
+
+    def _make_prior(self, N: int, Q: int, init: dict) -> LatentPrior:
+        """The latent prior owning q(X)'s parameters (subclasses replace it)."""
+        return StaticPrior(N, Q)
 
     # --- construction helpers -------------------------------------------------------------
     def _init_kernel(self, init: dict) -> None:
@@ -102,12 +112,12 @@ class BayesianGPLVM:
             elif isinstance(k, Linear):
                 k.set_params(variances=init["fracs"] * init["data_var"])
 
-    def _make_layout(self, N: int, Q: int, M: int) -> ParamLayout:
-        blocks = [Block("mu", (N, Q), IDENTITY), Block("S", (N, Q), POSITIVE_FLOOR),
-                  Block("Z", (M, Q), IDENTITY)]
+    def _model_blocks(self, M: int, Q: int) -> list[Block]:
+        """Inducing inputs, kernel parameters and noise: the blocks every prior shares."""
+        blocks = [Block("Z", (M, Q), IDENTITY)]
         blocks += [Block("kernel." + k, v.shape, POSITIVE) for k, v in self.kernel.params.items()]
         blocks.append(Block("noise_variance", (), POSITIVE))
-        return ParamLayout(blocks)
+        return blocks
 
     def _kernel_values(self) -> dict:
         return {"kernel." + k: v for k, v in self.kernel.params.items()}
@@ -136,7 +146,8 @@ class BayesianGPLVM:
         return self._layout.unpack(self._x if x is None else x)
 
     def freeze(self, *names: str) -> None:
-        """Hold parameters fixed during ``fit`` ("mu", "S", "Z", "kernel.<name>", "noise_variance")."""
+        """Hold parameters fixed during ``fit`` (names in ``param_names``: the prior's, e.g.
+        "mu", "S", then "Z", "kernel.<name>", "noise_variance")."""
         self._layout.freeze(*names)
 
     def unfreeze(self, *names: str) -> None:
@@ -144,19 +155,27 @@ class BayesianGPLVM:
 
     @property
     def latent_dim(self) -> int:
-        return self._layout.blocks[0].shape[1]
+        return self._Q
 
     @property
     def num_inducing(self) -> int:
-        return self._layout.blocks[2].shape[0]
+        return self._layout.blocks[self._layout.names.index("Z")].shape[0]
+
+    def _qx(self):
+        """q(X) at the current parameters (marginals and KL; no gradient)."""
+        if "qx" not in self._cache:
+            self._cache["qx"] = self.prior.q(self._values(), grad=False)
+        return self._cache["qx"]
 
     @property
     def latent_mean(self) -> np.ndarray:
-        return self._values()["mu"]
+        """(N, Q) means of q(X)."""
+        return self._qx().mu
 
     @property
     def latent_variance(self) -> np.ndarray:
-        return self._values()["S"]
+        """(N, Q) marginal variances of q(X)."""
+        return self._qx().S
 
     @property
     def inducing_inputs(self) -> np.ndarray:
@@ -203,18 +222,18 @@ class BayesianGPLVM:
         """Bound and (optionally) its gradient w.r.t. the full unconstrained vector x."""
         v = self._values(x)
         self._sync_kernel(v)
-        k, mu, S, Z = self.kernel, v["mu"], v["S"], v["Z"]
+        qx = self.prior.q(v, grad=grad)
+        k, mu, S, Z = self.kernel, qx.mu, qx.S, v["Z"]
         beta = 1.0 / float(v["noise_variance"])
         psi0, Psi1, Psi2 = k.psi0(mu, S), k.psi1(mu, S, Z), k.psi2(mu, S, Z)
         terms = collapsed_bound(k.K(Z), psi0, Psi1, Psi2, beta, self._data, grad=grad)
-        kl, dkl_dmu, dkl_dS = kl_static(mu, S)
-        F = terms.F - kl
+        F = terms.F - qx.kl
         if not grad:
             return F, None
         dmu, dS, dZ, dth = k.psi_gradients(terms.dL_dpsi0, terms.dL_dPsi1, terms.dL_dPsi2, mu, S, Z)
         dZ_K, dth_K = k.K_gradients(terms.dL_dKuu, Z)
-        grads = {"mu": dmu - dkl_dmu, "S": dS - dkl_dS, "Z": dZ + dZ_K,
-                 "noise_variance": -beta**2 * terms.dL_dbeta}
+        grads = qx.chain(dmu, dS)
+        grads.update({"Z": dZ + dZ_K, "noise_variance": -beta**2 * terms.dL_dbeta})
         for name in k.params:
             grads["kernel." + name] = dth[name] + dth_K[name]
         return F, self._layout.chain(x, grads)
@@ -281,7 +300,7 @@ class BayesianGPLVM:
         if "posterior" not in self._cache:
             v = self._values()
             self._sync_kernel(v)
-            k, mu, S, Z = self.kernel, v["mu"], v["S"], v["Z"]
+            k, mu, S, Z = self.kernel, self.latent_mean, self.latent_variance, v["Z"]
             beta = 1.0 / float(v["noise_variance"])
             self._cache["posterior"] = posterior(k.K(Z), k.psi1(mu, S, Z), k.psi2(mu, S, Z),
                                                  beta, self._Yc)

@@ -19,7 +19,9 @@ from pathlib import Path
 import numpy as np
 
 FORMAT_NAME = "bgplvm-model"
-FORMAT_VERSION = 1
+#: 2: the latent prior is recorded ("model_class", "prior" and its arrays "prior.<name>");
+#: version-1 files (static models) are still read.
+FORMAT_VERSION = 2
 
 
 class ModelFileError(ValueError):
@@ -60,6 +62,8 @@ def save_model(m, target) -> None:
         "format_version": FORMAT_VERSION,
         "library_version": __version__,
         "saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "model_class": type(m).__name__,
+        "prior": m.prior.spec(),
         "kernel": kernel_spec(m.kernel),
         "latent_dim": m.latent_dim,
         "num_inducing": m.num_inducing,
@@ -76,6 +80,7 @@ def save_model(m, target) -> None:
         raise ValueError(f"model metadata must be JSON-serialisable: {e}") from None
     arrays = {"x": m._x, "Y": m.Y, "meta.json": np.frombuffer(meta_bytes, dtype=np.uint8)}
     arrays.update({"value." + k: np.asarray(v) for k, v in values.items()})
+    arrays.update({"prior." + k: np.asarray(v) for k, v in m.prior.arrays().items()})
     buf = io.BytesIO()
     np.savez_compressed(buf, **arrays)
     if hasattr(target, "write"):
@@ -117,16 +122,28 @@ def _read(source) -> tuple[dict, dict]:
     return meta, arrays
 
 
-def load_model(source):
-    """Read a model written by ``save_model`` (path or binary file object)."""
+def _construct(meta: dict, arrays: dict):
+    """A fresh model of the saved class with the saved sizes (parameters set after)."""
+    from .dynamical import DynamicalGPLVM
     from .gplvm import BayesianGPLVM
 
+    cls_name = meta.get("model_class", "BayesianGPLVM")
+    common = dict(latent_dim=int(meta["latent_dim"]), num_inducing=int(meta["num_inducing"]),
+                  kernel=meta["kernel"], seed=meta.get("seed"))
+    if cls_name == "BayesianGPLVM":
+        return BayesianGPLVM(arrays["Y"], **common)
+    if cls_name == "DynamicalGPLVM":
+        return DynamicalGPLVM(arrays["Y"], arrays["prior.t"], sequences=arrays["prior.sequences"],
+                              time_kernel=meta["prior"]["time_kernel"], **common)
+    raise ModelFileError(f"model class {cls_name!r} is not known to this bgplvm; upgrade bgplvm")
+
+
+def load_model(source):
+    """Read a model written by ``save_model`` (path or binary file object); the class
+    (``BayesianGPLVM``, ``DynamicalGPLVM``) is the one that was saved."""
     meta, arrays = _read(source)
-    Y = arrays["Y"]
     try:
-        m = BayesianGPLVM(Y, latent_dim=int(meta["latent_dim"]),
-                          num_inducing=int(meta["num_inducing"]), kernel=meta["kernel"],
-                          seed=meta.get("seed"))
+        m = _construct(meta, arrays)
     except (KeyError, ValueError, TypeError) as e:
         raise ModelFileError(f"model file {source!r} has inconsistent contents: {e}") from None
     x = np.asarray(arrays["x"], dtype=np.float64)
@@ -146,12 +163,15 @@ def load_model(source):
 def summary_text(m) -> str:
     """Bound, noise, signal-to-noise, ARD weights sorted, dimensions switched on."""
     N, D = m.Y.shape
-    lines = [f"Bayesian GP-LVM  N={N}  D={D}  Q={m.latent_dim}  M={m.num_inducing}  "
+    lines = [f"{type(m).__name__}  N={N}  D={D}  Q={m.latent_dim}  M={m.num_inducing}  "
              f"kernel={kernel_spec(m.kernel)}",
              f"  bound (ELBO)      {m.elbo():.4f}",
              f"  noise variance    {m.noise_variance:.6g}",
              f"  kernel variance   {m.kernel_variance:.6g}",
              f"  signal-to-noise   {m.kernel_variance / m.noise_variance:.4g}"]
+    if m.prior.kind == "dynamical":
+        lines.append(f"  time kernel       {m.time_kernel!r}  "
+                     f"({len(m.prior.sequence_ids)} sequence(s))")
     try:
         w = m.ard_weights
     except AttributeError:

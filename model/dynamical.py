@@ -1,0 +1,128 @@
+"""The dynamical variational GP-LVM (VGPDS) for sequences: a temporal GP prior on X.
+
+Paper sections "The Dynamical Variational GP-LVM for Sequence Data" and "Predictions in
+the Dynamical Model". Only the latent prior differs from ``BayesianGPLVM``
+(``model.priors.DynamicalPrior``): the bound, psi statistics, fitting, saving and the
+uncertain-input predictions (meanFstar / covFstar) are the same code.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .gplvm import BayesianGPLVM, _check_Y
+from .priors import DynamicalPrior, LatentPrior
+from .priors.dynamical import sequence_index
+from .time_kernels import make_time_kernel
+
+
+def check_times(t, N: int, sequences=None) -> tuple[np.ndarray, np.ndarray]:
+    """Validate time stamps t (N,) and sequence ids (N,) (None: one sequence, id 0).
+
+    Within each sequence the rows must be in time order with distinct times."""
+    try:
+        t = np.asarray(t, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"t must be a numeric array of N={N} time stamps: {e}") from None
+    if t.ndim == 2 and t.shape[1] == 1:
+        t = t[:, 0]
+    if t.ndim != 1 or t.shape[0] != N:
+        raise ValueError(f"t must hold one time stamp per row of Y: expected shape ({N},), got {t.shape}")
+    if not np.all(np.isfinite(t)):
+        bad = np.flatnonzero(~np.isfinite(t))
+        raise ValueError(f"t contains NaN or inf at rows {bad[:5].tolist()}")
+    if sequences is None:
+        sequences = np.zeros(N, dtype=np.int64)
+    else:
+        sequences = np.asarray(sequences)
+        if sequences.ndim != 1 or sequences.shape[0] != N:
+            raise ValueError(f"sequences must give one id per row of Y: expected shape ({N},), "
+                             f"got {sequences.shape}")
+        if sequences.dtype.kind not in "iub":
+            if sequences.dtype.kind == "f" and np.all(np.isfinite(sequences)) and \
+                    np.all(sequences == np.round(sequences)):
+                sequences = sequences.astype(np.int64)
+            elif sequences.dtype.kind not in "US":
+                raise ValueError("sequences must be integer or string ids, one per row of Y")
+    ids, index = sequence_index(sequences)
+    for s, ix in zip(ids, index):
+        dt = np.diff(t[ix])
+        if np.any(dt <= 0):
+            row = int(ix[1:][dt <= 0][0])
+            what = "duplicated" if np.any(dt == 0) else "unsorted"
+            raise ValueError(f"time stamps of sequence {s!r} are {what} (first at row {row}): the "
+                             "rows of each sequence must be in time order with distinct times")
+    return t, sequences
+
+
+def initial_lengthscale(t: np.ndarray, index: list[np.ndarray]) -> float:
+    """A time lengthscale from the sampling: 1/20 of the median sequence span, at least 2
+    median spacings (latent trajectories then start smooth but can bend within a sequence)."""
+    spans = [t[ix[-1]] - t[ix[0]] for ix in index if len(ix) > 1]
+    steps = np.concatenate([np.diff(t[ix]) for ix in index if len(ix) > 1] or [np.ones(1)])
+    span = float(np.median(spans)) if spans else 1.0
+    return max(span / 20.0, 2.0 * float(np.median(steps)), 1e-6)
+
+
+class DynamicalGPLVM(BayesianGPLVM):
+    """Variational GP-LVM with a temporal GP prior p(X | t) = prod_q N(x_q | 0, Kt).
+
+    Parameters
+    ----------
+    Y : (N, D) outputs; t : (N,) time stamps.
+    sequences : (N,) ids of independent sequences (rows of one id in time order), or None
+        for one sequence. Kt is block-diagonal over them; the mapping is shared.
+    time_kernel : "matern32" (default), "rbf", "matern52", "periodic", "white", "bias" or
+        sums such as "rbf+white", or a ``model.time_kernels.TimeKernel``.
+    Other arguments as ``BayesianGPLVM``.
+    """
+
+    def __init__(self, Y, t, latent_dim: int = 2, num_inducing: int = 20, kernel="rbf",
+                 time_kernel="matern32", sequences=None, seed: int | None = 0):
+        Y = _check_Y(Y)
+        self.t, self.sequences = check_times(t, Y.shape[0], sequences)
+        self._time_kernel_arg = time_kernel
+        self._time_kernel = make_time_kernel(time_kernel)
+        super().__init__(Y, latent_dim=latent_dim, num_inducing=num_inducing, kernel=kernel, seed=seed)
+
+    def _make_prior(self, N: int, Q: int, init: dict) -> LatentPrior:
+        prior = DynamicalPrior(self.t, self.sequences, Q, self._time_kernel)
+        if not isinstance(self._time_kernel_arg, str):
+            return prior  # a kernel object keeps the parameters it was given
+        ell = initial_lengthscale(self.t, prior._index)
+        for part in prior.time_kernel.parts:
+            if part.name in ("rbf", "matern32", "matern52"):
+                part.set_params(lengthscale=ell)
+            elif part.name == "periodic":  # a few periods per sequence to start from
+                part.set_params(period=5.0 * ell)
+        return prior
+
+    @property
+    def time_kernel(self):
+        self.prior.sync(self._values())
+        return self.prior.time_kernel
+
+    # --- forecasting -------------------------------------------------------------------------
+    def _check_t_new(self, t_new) -> np.ndarray:
+        t_new = np.asarray(t_new, dtype=np.float64).reshape(-1)
+        if t_new.size == 0 or not np.all(np.isfinite(t_new)):
+            raise ValueError("t_new must be a non-empty array of finite time stamps")
+        return t_new
+
+    def latent_at(self, t_new, sequence=0) -> tuple[np.ndarray, np.ndarray]:
+        """q(X*) at times t_new of training sequence ``sequence`` (qxstar): means and
+        variances (n*, Q) from the GP conditional, no optimisation. ``sequence=None``: a
+        new sequence (the prior)."""
+        return self.prior.latent_at(self._values(), self._check_t_new(t_new), sequence)
+
+    def forecast(self, t_new, sequence=0, include_noise: bool = True):
+        """Predictive mean and variance (n*, D) of y at times t_new of ``sequence``: q(X*)
+        from ``latent_at``, then the uncertain-input moments (meanFstar / covFstar)."""
+        mu, S = self.latent_at(t_new, sequence)
+        return self.predict(mu, S, include_noise=include_noise)
+
+    def __repr__(self) -> str:
+        N, D = self.Y.shape
+        return (f"DynamicalGPLVM(N={N}, D={D}, sequences={len(self.prior.sequence_ids)}, "
+                f"latent_dim={self.latent_dim}, num_inducing={self.num_inducing}, "
+                f"kernel={self.kernel!r}, time_kernel={self.prior.time_kernel!r})")

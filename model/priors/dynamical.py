@@ -1,0 +1,237 @@
+"""The dynamical prior p(X | t) = prod_q N(x_q | 0, Kt) and its reparametrised q(X).
+
+Paper section "The Dynamical Variational GP-LVM for Sequence Data". For every latent
+dimension q, q(x_q) = N(mu_q, S_q) with (SFixedPointQ)
+
+    S_q = (Kt^{-1} + Lambda_q)^{-1},   mu_q = Kt mu_bar_q,   Lambda_q = diag(lambda_q) > 0,
+
+so the free parameters are mu_bar, lambda (N, Q). Everything goes through the stable
+matrix A_q = I + Lambda_q^{1/2} Kt Lambda_q^{1/2} >= I (no jitter, Kt never inverted):
+
+    B_q = Lambda^{1/2} A^{-1} Lambda^{1/2} = (Kt + Lambda^{-1})^{-1},
+    S_q = Kt - Kt B_q Kt,   Kt^{-1} S_q = I - B_q Kt =: P_q,
+    KL_q = 1/2 [tr A^{-1} + mu_bar^T Kt mu_bar + log|A| - n]          (KLasSummationOverQ)
+
+(tr(Kt^{-1} S) = tr((I + Lambda Kt)^{-1}) = tr A^{-1};  log|Kt| - log|S| = log|A|;
+mu^T Kt^{-1} mu = mu_bar^T Kt mu_bar). With g_mu = dF_hat/dmu_q, g = dF_hat/d diag(S_q)
+and F = F_hat - KL (derivatives appendix, in this notation):
+
+    dF/dmu_bar_q = Kt (g_mu - mu_bar_q)
+    dF/dlambda_q = -(S_q o S_q) g - 1/2 diag(S_q B_q Kt)
+    dF/dKt       = sum_q [P_q diag(g) P_q^T - 1/2 B_q Kt B_q + g_mu mu_bar_q^T - 1/2 mu_bar_q mu_bar_q^T]
+
+and dF/dKt is mapped onto the time kernel's parameters by the kernel. Independent
+sequences make Kt block-diagonal: each block is handled on its own, so the cost is
+sum_s n_s^3 Q, not N^3 Q. ``GaussianBlocks`` also serves test-time inference, where the
+prior of new frames is a fixed Gaussian N(m, C) (mean offset m, covariance C).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.linalg import solve_triangular
+from scipy.linalg.lapack import dpotri
+
+from ..params import Block
+from ..transforms import IDENTITY, POSITIVE, POSITIVE_FLOOR
+from ..time_kernels import TimeKernel, make_time_kernel
+from .base import QX, LatentPrior
+
+
+def _inverse_from_cholesky(L: np.ndarray) -> np.ndarray:
+    """A^{-1} (Q, n, n) from the lower Cholesky factors L (Q, n, n) of A (LAPACK potri:
+    triangular operations only, no general inverse)."""
+    out = np.empty_like(L)
+    for q in range(L.shape[0]):
+        inv, info = dpotri(L[q], lower=1)
+        if info != 0:
+            raise np.linalg.LinAlgError(f"potri failed (info={info})")
+        low = np.tril(inv)
+        out[q] = low + np.tril(inv, -1).T
+    return out
+
+
+def _block_forward(K: np.ndarray, mb: np.ndarray, lb: np.ndarray):
+    """One block: K (n, n), mu_bar and lambda (n, Q). Returns (K mu_bar (n, Q), S (Q, n, n),
+    kl, cache): S_q = K - K B_q K the full covariances of q(x_q)."""
+    n, Q = mb.shape
+    sl = np.sqrt(lb.T)  # (Q, n)
+    A = sl[:, :, None] * K[None] * sl[:, None, :]
+    A[:, np.arange(n), np.arange(n)] += 1.0  # A = I + Lambda^1/2 K Lambda^1/2 >= I
+    L = np.linalg.cholesky(A)
+    logdetA = 2.0 * np.log(np.diagonal(L, axis1=1, axis2=2)).sum(1)
+    Ainv = _inverse_from_cholesky(L)
+    B = sl[:, :, None] * Ainv * sl[:, None, :]  # (K + Lambda^{-1})^{-1}
+    E = B @ K  # B K  (Q, n, n)
+    S = K[None] - K[None] @ E  # K - K B K
+    Kmb = K @ mb
+    kl = 0.5 * float(np.trace(Ainv, axis1=1, axis2=2).sum() + np.sum(mb * Kmb) + logdetA.sum() - n * Q)
+    return Kmb, S, kl, (B, E)
+
+
+def _stack(X: np.ndarray) -> np.ndarray:
+    """(Q, n, m) -> (n, Q m): [X_1 X_2 ... X_Q] side by side, for sums over q as one GEMM."""
+    Q, n, m = X.shape
+    return X.transpose(1, 0, 2).reshape(n, Q * m)
+
+
+def _block_backward(K, mb, S, cache, gmu, gS):
+    """Gradients of F_hat - KL for one block given gmu, gS = dF_hat/dmu, dF_hat/d diag S
+    (n, Q). Returns (dmu_bar (n, Q), dlambda (n, Q), dK (n, n))."""
+    B, E = cache
+    Q, n, _ = S.shape
+    g = gS.T  # (Q, n)
+    dmb = K @ (gmu - mb)
+    dlam = -(S * S) @ g[:, :, None] - 0.5 * np.sum(S * E.transpose(0, 2, 1), axis=2)[:, :, None]
+    P = -E
+    P[:, np.arange(n), np.arange(n)] += 1.0  # I - B K
+    # sum_q P_q diag(g_q) P_q^T - 1/2 E_q B_q, each sum over q as one (n, Qn) x (Qn, n) GEMM
+    dK = _stack(P * g[:, None, :]) @ _stack(P).T - 0.5 * (_stack(E) @ B.reshape(Q * n, n))
+    dK += gmu @ mb.T - 0.5 * (mb @ mb.T)
+    return dmb, dlam[:, :, 0].T, dK
+
+
+class GaussianBlocks:
+    """q(X) under a block-diagonal Gaussian prior prod_q N(x_q | m_q, K) with the
+    (mu_bar, lambda) parametrisation: mu = m + K mu_bar, S = (K^{-1} + Lambda)^{-1}.
+
+    index : list of row-index arrays, one per block (together a partition of 0..N-1).
+    """
+
+    def __init__(self, index: list[np.ndarray]):
+        self.index = [np.asarray(ix, dtype=np.intp) for ix in index]
+        self.N = int(sum(len(ix) for ix in self.index))
+
+    def q(self, Ks: list[np.ndarray], mu_bar: np.ndarray, lam: np.ndarray,
+          m: np.ndarray | None = None, grad: bool = True):
+        """Marginals mu, S (N, Q), the KL and (with ``grad``) a chain function
+        (gmu, gS) -> (dmu_bar, dlambda, [dK per block])."""
+        mu = np.empty_like(mu_bar)
+        Sd = np.empty_like(mu_bar)
+        kl = 0.0
+        parts = []
+        for ix, K in zip(self.index, Ks):
+            Kmb, S, klb, cache = _block_forward(K, mu_bar[ix], lam[ix])
+            mu[ix] = Kmb
+            Sd[ix] = np.diagonal(S, axis1=1, axis2=2).T
+            kl += klb
+            if grad:
+                parts.append((S, cache))
+        if m is not None:
+            mu = mu + m
+
+        def chain(gmu, gS):
+            dmb = np.empty_like(mu_bar)
+            dlam = np.empty_like(lam)
+            dKs = []
+            for ix, K, (S, cache) in zip(self.index, Ks, parts):
+                dmb[ix], dlam[ix], dK = _block_backward(K, mu_bar[ix], S, cache, gmu[ix], gS[ix])
+                dKs.append(dK)
+            return dmb, dlam, dKs
+
+        return mu, np.maximum(Sd, 1e-300), kl, (chain if grad else None)
+
+
+def sequence_index(sequences: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Ids in order of first appearance and the rows of each id."""
+    ids, first = np.unique(sequences, return_index=True)
+    ids = ids[np.argsort(first)]
+    return ids, [np.flatnonzero(sequences == s) for s in ids]
+
+
+class DynamicalPrior(LatentPrior):
+    """p(X | t) = prod_q N(x_q | 0, Kt) with Kt block-diagonal over independent sequences.
+
+    t : (N,) time stamps; sequences : (N,) sequence ids (rows of one id in time order);
+    time_kernel : a ``TimeKernel`` or its name. Free parameters: "mu_bar", "lambda" (N, Q)
+    and the time kernel's "time_kernel.<name>" (learned with everything else).
+    """
+
+    kind = "dynamical"
+
+    def __init__(self, t: np.ndarray, sequences: np.ndarray, Q: int, time_kernel="matern32"):
+        self.t = np.asarray(t, dtype=np.float64)
+        self.sequences = np.asarray(sequences)
+        self.N, self.Q = self.t.shape[0], int(Q)
+        self.time_kernel: TimeKernel = make_time_kernel(time_kernel)
+        self.sequence_ids, self._index = sequence_index(self.sequences)
+        self.blocks_ = GaussianBlocks(self._index)
+
+    # --- interface -----------------------------------------------------------------------
+    def blocks(self):
+        N, Q = self.N, self.Q
+        return ([Block("mu_bar", (N, Q), IDENTITY), Block("lambda", (N, Q), POSITIVE_FLOOR)]
+                + [Block("time_kernel." + k, (), POSITIVE) for k in self.time_kernel.params])
+
+    def time_values(self) -> dict:
+        return {"time_kernel." + k: v for k, v in self.time_kernel.params.items()}
+
+    def sync(self, values: dict) -> None:
+        self.time_kernel.set_params(**{k[12:]: v for k, v in values.items() if k.startswith("time_kernel.")})
+
+    def Ks(self) -> list[np.ndarray]:
+        return [self.time_kernel.K(self.t[ix]) for ix in self._index]
+
+    def initial_values(self, mu0, S0):
+        """mu_bar from a ridge solve (K + 0.1 sf2 I)^{-1} mu0 (K mu_bar then follows mu0
+        smoothly in time); lambda = 1 / S0, so that S ~ S0 where the prior is broad."""
+        mu_bar = np.empty_like(mu0)
+        for ix, K in zip(self._index, self.Ks()):
+            ridge = 0.1 * float(np.mean(np.diag(K)))
+            mu_bar[ix] = np.linalg.solve(K + ridge * np.eye(len(ix)), mu0[ix])
+        return {"mu_bar": mu_bar, "lambda": 1.0 / np.asarray(S0, dtype=np.float64), **self.time_values()}
+
+    def q(self, values, grad=True):
+        self.sync(values)
+        mu, S, kl, chain = self.blocks_.q(self.Ks(), values["mu_bar"], values["lambda"], grad=grad)
+        if not grad:
+            return QX(mu=mu, S=S, kl=kl, chain=None)
+
+        def full_chain(gmu, gS):
+            dmb, dlam, dKs = chain(gmu, gS)
+            out = {"mu_bar": dmb, "lambda": dlam}
+            for k in self.time_kernel.params:
+                out["time_kernel." + k] = 0.0
+            for ix, dK in zip(self._index, dKs):
+                for k, v in self.time_kernel.grad(self.t[ix], dK).items():
+                    out["time_kernel." + k] = out["time_kernel." + k] + v
+            return out
+
+        return QX(mu=mu, S=S, kl=kl, chain=full_chain)
+
+    # --- forecasting (qxstar) ------------------------------------------------------------------
+    def rows_of(self, sequence) -> np.ndarray:
+        hit = np.flatnonzero(self.sequence_ids == sequence)
+        if hit.size == 0:
+            raise ValueError(f"unknown sequence {sequence!r}; the model's sequences are "
+                             f"{self.sequence_ids.tolist()[:20]}")
+        return self._index[int(hit[0])]
+
+    def latent_at(self, values, t_new: np.ndarray, sequence) -> tuple[np.ndarray, np.ndarray]:
+        """q(X*) at times t_new of a training sequence from the GP conditional (qxstar):
+        mu* = K_*n mu_bar,  var(x*_q) = k_** - K_*n (Kt + Lambda_q^{-1})^{-1} K_n*.
+        ``sequence`` None: a new sequence, q(X*) is the prior N(0, k_**)."""
+        self.sync(values)
+        tk = self.time_kernel
+        kss = tk.Kdiag(t_new)
+        if sequence is None:
+            n = t_new.shape[0]
+            return np.zeros((n, self.Q)), np.repeat(kss[:, None], self.Q, axis=1)
+        ix = self.rows_of(sequence)
+        Ksn = tk.K(t_new, self.t[ix])  # (n*, n)
+        K = tk.K(self.t[ix])
+        mu = Ksn @ values["mu_bar"][ix]
+        var = np.empty_like(mu)
+        for q in range(self.Q):
+            sl = np.sqrt(values["lambda"][ix, q])
+            L = np.linalg.cholesky(np.eye(len(ix)) + sl[:, None] * K * sl[None, :])
+            W = solve_triangular(L, sl[:, None] * Ksn.T, lower=True, check_finite=False)  # (n, n*)
+            var[:, q] = kss - np.sum(W * W, 0)
+        return mu, np.maximum(var, 1e-12)
+
+    # --- files -----------------------------------------------------------------------------
+    def spec(self):
+        return {"kind": self.kind, "time_kernel": self.time_kernel.spec}
+
+    def arrays(self):
+        return {"t": self.t, "sequences": self.sequences}
