@@ -121,6 +121,36 @@ class DynamicalGPLVM(BayesianGPLVM):
         mu, S = self.latent_at(t_new, sequence)
         return self.predict(mu, S, include_noise=include_noise)
 
+    # --- reconstruction of partially observed frames ----------------------------------------------
+    def infer_sequence(self, Y_star, t_star, sequence=None, max_iters: int = 500, callback=None,
+                       progress: bool | None = False):
+        """q(X*) for frames Y_star (n*, D; NaN = missing) at times t_star (n*,), optimised
+        jointly with the model fixed (``model.sequence_inference``). ``sequence``: None for a
+        new sequence, or the id of the training sequence the frames belong to (coupled to its
+        latent path through the time prior). Returns a ``SequenceFit`` (mu, S, bound, ...)."""
+        from .sequence_inference import infer_sequence
+        from .testbound import check_test_outputs
+
+        Ys, observed = check_test_outputs(Y_star, self.Y.shape[1])
+        t_star, _ = check_times(t_star, Ys.shape[0])
+        if sequence is not None:
+            clash = np.intersect1d(t_star, self.prior.t[self.prior.rows_of(sequence)])
+            if clash.size:
+                raise ValueError(f"times {clash[:5].tolist()} are training frames of sequence "
+                                 f"{sequence!r}; new frames of a sequence need new times")
+        return infer_sequence(self, Ys, observed, t_star, sequence, max_iters, callback, progress)
+
+    def reconstruct(self, Y_star, t_star, sequence=None, max_iters: int = 500, progress: bool | None = False):
+        """Fill the NaN entries of frames Y_star (n*, D) at times t_star: predictive mean and
+        variance (n*, D) from q(X*) (``infer_sequence``) through meanFstar / covFstar plus the
+        noise; observed entries are passed through with variance 0."""
+        from .testbound import check_test_outputs
+
+        fit = self.infer_sequence(Y_star, t_star, sequence, max_iters=max_iters, progress=progress)
+        Ys, observed = check_test_outputs(Y_star, self.Y.shape[1])
+        mean, var = self.predict(fit.mu, fit.S)
+        return np.where(observed, Ys, mean), np.where(observed, 0.0, var)
+
     def __repr__(self) -> str:
         N, D = self.Y.shape
         return (f"DynamicalGPLVM(N={N}, D={D}, sequences={len(self.prior.sequence_ids)}, "

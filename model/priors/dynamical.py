@@ -28,6 +28,9 @@ prior of new frames is a fixed Gaussian N(m, C) (mean offset m, covariance C).
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
+import numba
 import numpy as np
 from scipy.linalg import solve_triangular
 from scipy.linalg.lapack import dpotri
@@ -41,13 +44,15 @@ from .base import QX, LatentPrior
 def _inverse_from_cholesky(L: np.ndarray) -> np.ndarray:
     """A^{-1} (Q, n, n) from the lower Cholesky factors L (Q, n, n) of A (LAPACK potri:
     triangular operations only, no general inverse)."""
-    out = np.empty_like(L)
+    low = np.empty_like(L)
     for q in range(L.shape[0]):
-        inv, info = dpotri(L[q], lower=1)
+        # potri writes the lower triangle of A^{-1}; L's upper triangle (zeros) stays
+        low[q], info = dpotri(L[q], lower=1)
         if info != 0:
             raise np.linalg.LinAlgError(f"potri failed (info={info})")
-        low = np.tril(inv)
-        out[q] = low + np.tril(inv, -1).T
+    n = L.shape[1]
+    out = low + low.transpose(0, 2, 1)
+    out[:, np.arange(n), np.arange(n)] *= 0.5
     return out
 
 
@@ -108,28 +113,59 @@ class GaussianBlocks:
         (gmu, gS) -> (dmu_bar, dlambda, [dK per block])."""
         mu = np.empty_like(mu_bar)
         Sd = np.empty_like(mu_bar)
+        parallel = sum(K.shape[0] ** 3 for K in Ks) * mu_bar.shape[1] > _PARALLEL_WORK
+        fwd = _map(lambda b: _block_forward(Ks[b], mu_bar[self.index[b]], lam[self.index[b]]),
+                   self._order(Ks), parallel)
         kl = 0.0
-        parts = []
-        for ix, K in zip(self.index, Ks):
-            Kmb, S, klb, cache = _block_forward(K, mu_bar[ix], lam[ix])
+        for ix, (Kmb, S, klb, _) in zip(self.index, fwd):
             mu[ix] = Kmb
             Sd[ix] = np.diagonal(S, axis1=1, axis2=2).T
             kl += klb
-            if grad:
-                parts.append((S, cache))
         if m is not None:
             mu = mu + m
+        if not grad:
+            return mu, np.maximum(Sd, 1e-300), kl, None
 
         def chain(gmu, gS):
             dmb = np.empty_like(mu_bar)
             dlam = np.empty_like(lam)
-            dKs = []
-            for ix, K, (S, cache) in zip(self.index, Ks, parts):
-                dmb[ix], dlam[ix], dK = _block_backward(K, mu_bar[ix], S, cache, gmu[ix], gS[ix])
-                dKs.append(dK)
-            return dmb, dlam, dKs
 
-        return mu, np.maximum(Sd, 1e-300), kl, (chain if grad else None)
+            def back(b):
+                ix = self.index[b]
+                return _block_backward(Ks[b], mu_bar[ix], fwd[b][1], fwd[b][3], gmu[ix], gS[ix])
+
+            out = _map(back, self._order(Ks), parallel)
+            for ix, (db, dl, _) in zip(self.index, out):
+                dmb[ix], dlam[ix] = db, dl
+            return dmb, dlam, [o[2] for o in out]
+
+        return mu, np.maximum(Sd, 1e-300), kl, chain
+
+    def _order(self, Ks) -> list[int]:
+        """Block numbers, largest first (balances the thread pool)."""
+        return sorted(range(len(Ks)), key=lambda b: -Ks[b].shape[0])
+
+
+#: below this many multiply-adds (sum over blocks of n^3 Q) the blocks run in this thread
+_PARALLEL_WORK = 2e6
+_pool: ThreadPoolExecutor | None = None
+
+
+def _map(fn, order: list[int], parallel: bool) -> list:
+    """[fn(b) for b in range(len(order))], the blocks in ``order`` spread over a small thread
+    pool (one thread per Numba thread; NumPy's BLAS and LAPACK calls release the GIL)."""
+    global _pool
+    out = [None] * len(order)
+    workers = numba.get_num_threads()
+    if parallel and workers > 1 and len(order) > 1:
+        if _pool is None or _pool._max_workers != workers:
+            _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bgplvm-prior")
+        for b, r in zip(order, _pool.map(fn, order)):
+            out[b] = r
+        return out
+    for b in order:
+        out[b] = fn(b)
+    return out
 
 
 def sequence_index(sequences: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
