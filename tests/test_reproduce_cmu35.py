@@ -151,3 +151,15 @@ def test_report_of_the_baseline_rows(tmp_path):
     assert js["numbers"]["NN sc. (scaled space)"]["results"]["body"]["SC"] == pytest.approx(20.8556, abs=1e-3)
     png = tmp_path / "out" / "cmu35" / "cmu35_reconstruction.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_require_names_what_is_missing():
+    from bgplvm_reproduce.cmu35 import ApiMissing, require
+
+    assert require("BayesianGPLVM", "fit", issue=9).__name__ == "BayesianGPLVM"
+    with pytest.raises(ApiMissing, match=r"model.NoSuchModel is not on this branch yet \(issue 8\)"):
+        require("NoSuchModel", "fit", issue=8)
+    with pytest.raises(ApiMissing, match=r"model.BayesianGPLVM.no_such_method"):
+        require("BayesianGPLVM", "fit", "no_such_method", issue=9)
+    with pytest.raises(ApiMissing, match="model.no_such_module, which model.BayesianGPLVM.fit uses"):
+        require("BayesianGPLVM", "fit", issue=9, modules=("model.no_such_module",))
