@@ -72,3 +72,22 @@ def test_figures_are_pngs(tmp_path):
                        tmp_path / "s.png", title="t")
     for f in ("g.png", "s.png"):
         assert (tmp_path / f).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_estimate_period_finds_the_cycle():
+    t = np.arange(90)
+    Y = np.zeros((90, 59))
+    Y[:, :50] = np.sin(2 * np.pi * t / 31)[:, None] * np.linspace(0.2, 1, 50)
+    Y[:, 0] += 0.3 * np.sin(2 * np.pi * t / 15.5)  # a harmonic must not win
+    assert walk.estimate_period(Y) == 31
+
+
+def test_time_kernel_of_the_rows():
+    from model.time_kernels import PeriodicTime, TimeSum
+
+    assert walk.time_kernel("rbf", 33, 80) == "rbf"
+    k = walk.time_kernel("periodic", 33, 80)
+    assert isinstance(k, PeriodicTime) and float(k.params["period"]) == 33.0
+    k = walk.time_kernel("rbf+periodic", 33, 80)
+    assert isinstance(k, TimeSum) and [p.name for p in k.parts] == ["rbf", "periodic"]
+    assert float(k.params["rbf.lengthscale"]) == 40.0
