@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import cmu35_protocol as P
+from .models import ApiMissing, ard_kept, one_blas_thread, require
 from .report import Context, Result, Table
 
 LATENT_DIM = 9
@@ -40,10 +41,6 @@ TIME_KERNELS = {"Dyn. VGP-LVM (Matern 3/2)": "matern32", "Dyn. VGP-LVM (Exp. Qua
 PARTS = ("legs", "body")
 
 
-class ApiMissing(RuntimeError):
-    """A model API the row needs is not on this branch yet."""
-
-
 @dataclass
 class Row:
     """One row of the table: errors per part ({"SC", "RA"}), or ``skipped`` with the
@@ -60,38 +57,6 @@ class Row:
         if self.skipped:
             return (None,) * 4
         return P.as_columns(self.results)
-
-
-def require(cls_name: str, *methods: str, issue: int, modules: tuple[str, ...] = ()):
-    """The class ``model.<cls_name>`` if it has ``methods`` and the ``modules`` they use
-    import; else raise ApiMissing (checked before any fitting, so no fit is wasted)."""
-    import importlib
-
-    import model
-
-    cls = getattr(model, cls_name, None)
-    missing = [m for m in methods if cls is None or not hasattr(cls, m)]
-    if cls is None or missing:
-        what = f"model.{cls_name}" + (f".{', .'.join(missing)}" if cls is not None else "")
-        raise ApiMissing(f"{what} is not on this branch yet (issue {issue}): row not run")
-    for mod in modules:
-        try:
-            importlib.import_module(mod)
-        except ImportError:
-            raise ApiMissing(f"{mod}, which model.{cls_name}.{methods[-1]} uses, is not on this "
-                             f"branch yet (issue {issue}): row not run") from None
-    return cls
-
-
-def ard_kept(m) -> int | None:
-    """Latent dimensions whose ARD weight is above the model summary's threshold."""
-    from model.io import ACTIVE_FRACTION
-
-    w = getattr(m, "ard_weights", None)
-    if w is None:
-        return None
-    w = np.asarray(w, dtype=np.float64)
-    return int(np.sum(w / w.max() > ACTIVE_FRACTION))
 
 
 def fit_iters(ctx: Context) -> int:
@@ -266,6 +231,7 @@ def make_result(name: str, title: str, rows: list[Row], data: P.CMU35Data, ctx: 
                   figures=[fig], notes=notes)
 
 
+@one_blas_thread
 def run(ctx: Context) -> Result:
     data = P.load_data(mirror=ctx.mirror)
     rows = nn_rows(data)

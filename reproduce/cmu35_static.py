@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from . import cmu35_protocol as P
 from .cmu35 import make_result, nn_rows, static_row
+from .models import one_blas_thread
 from .report import Context, Result
 
 
+@one_blas_thread
 def run(ctx: Context) -> Result:
     data = P.load_data(mirror=ctx.mirror)
     rows = nn_rows(data)

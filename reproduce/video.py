@@ -27,7 +27,8 @@ import time
 import numpy as np
 
 from . import drawing
-from .cmu35 import RECONSTRUCT_MODULES, ApiMissing, ard_kept, require
+from .cmu35 import RECONSTRUCT_MODULES
+from .models import ApiMissing, ard_kept, one_blas_thread, require
 from .report import Context, Result, Table
 
 FIRST_FRAME = 0
@@ -144,6 +145,7 @@ def static_row(Y_train, Y_star, ctx: Context, iters: int):
 
 
 # ------------------------------------------------------------------ experiment
+@one_blas_thread
 def run(ctx: Context) -> Result:
     name = "video"
     Y_all, renderer = load_window(ctx.mirror)

@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 from . import drawing
-from .cmu35 import ApiMissing, ard_kept, require
+from .models import ApiMissing, ard_kept, one_blas_thread, require
 from .report import Context, Result, Table
 
 TRIAL = "35_08"
@@ -96,6 +96,7 @@ def forecast_row(Y_train, t_train, t_new, spec: str, period: int, ctx: Context, 
     return mean, var, info
 
 
+@one_blas_thread
 def run(ctx: Context) -> Result:
     name = "walk"
     Y, renderer = load_walk(ctx.mirror)

@@ -154,7 +154,7 @@ def test_report_of_the_baseline_rows(tmp_path):
 
 
 def test_require_names_what_is_missing():
-    from bgplvm_reproduce.cmu35 import ApiMissing, require
+    from bgplvm_reproduce.models import ApiMissing, require
 
     assert require("BayesianGPLVM", "fit", issue=9).__name__ == "BayesianGPLVM"
     with pytest.raises(ApiMissing, match=r"model.NoSuchModel is not on this branch yet \(issue 8\)"):
