@@ -55,13 +55,19 @@ def check_times(t, N: int, sequences=None) -> tuple[np.ndarray, np.ndarray]:
     return t, sequences
 
 
+#: initial inverse squared time lengthscale times the longest sequence's span squared, as
+#: the paper's CMU demo sets it (vargplvm's ``inverseWidth`` 30 / (max t - min t)^2)
+INVERSE_WIDTH = 30.0
+
+
 def initial_lengthscale(t: np.ndarray, index: list[np.ndarray]) -> float:
-    """A time lengthscale from the sampling: 1/20 of the median sequence span, at least 2
-    median spacings (latent trajectories then start smooth but can bend within a sequence)."""
+    """The time lengthscale to start from: span / sqrt(INVERSE_WIDTH), span = the longest
+    sequence's duration (about 5 zero crossings of a latent path per sequence), at least 2
+    median spacings."""
     spans = [t[ix[-1]] - t[ix[0]] for ix in index if len(ix) > 1]
     steps = np.concatenate([np.diff(t[ix]) for ix in index if len(ix) > 1] or [np.ones(1)])
-    span = float(np.median(spans)) if spans else 1.0
-    return max(span / 20.0, 2.0 * float(np.median(steps)), 1e-6)
+    span = float(np.max(spans)) if spans else 1.0
+    return max(span / np.sqrt(INVERSE_WIDTH), 2.0 * float(np.median(steps)), 1e-6)
 
 
 class DynamicalGPLVM(BayesianGPLVM):
@@ -73,17 +79,31 @@ class DynamicalGPLVM(BayesianGPLVM):
     sequences : (N,) ids of independent sequences (rows of one id in time order), or None
         for one sequence. Kt is block-diagonal over them; the mapping is shared.
     time_kernel : "matern32" (default), "rbf", "matern52", "periodic", "white", "bias" or
-        sums such as "rbf+white", or a ``model.time_kernels.TimeKernel``.
+        sums such as "rbf+white+bias" (the paper's code default), or a
+        ``model.time_kernels.TimeKernel``.
+    learn_time_variance : learn the variance of the smooth time-kernel parts (rbf, matern,
+        periodic). Off by default, as in the paper's code: it trades off against the scale
+        of X and the ARD weights, and the lengthscale compensates (white/bias variances are
+        always learned). ``unfreeze("time_kernel.<name>")`` also turns it on.
     Other arguments as ``BayesianGPLVM``.
     """
 
     def __init__(self, Y, t, latent_dim: int = 2, num_inducing: int = 20, kernel="rbf",
-                 time_kernel="matern32", sequences=None, seed: int | None = 0):
+                 time_kernel="matern32", sequences=None, seed: int | None = 0,
+                 learn_time_variance: bool = False):
         Y = _check_Y(Y)
         self.t, self.sequences = check_times(t, Y.shape[0], sequences)
         self._time_kernel_arg = time_kernel
         self._time_kernel = make_time_kernel(time_kernel)
         super().__init__(Y, latent_dim=latent_dim, num_inducing=num_inducing, kernel=kernel, seed=seed)
+        if not learn_time_variance:
+            self.freeze(*self.smooth_time_variances())
+
+    def smooth_time_variances(self) -> list[str]:
+        """Parameter names of the variances of the smooth time-kernel parts."""
+        tk = self.prior.time_kernel
+        return [f"time_kernel.{p.name}.variance" if len(tk.parts) > 1 else "time_kernel.variance"
+                for p in tk.parts if p.name in ("rbf", "matern32", "matern52", "periodic")]
 
     def _make_prior(self, N: int, Q: int, init: dict) -> LatentPrior:
         prior = DynamicalPrior(self.t, self.sequences, Q, self._time_kernel)

@@ -151,6 +151,7 @@ def load_model(source):
         raise ModelFileError(f"model file {source!r}: parameter vector does not match its "
                              "metadata (corrupt file)")
     m._set_x(x)
+    m.unfreeze(*m.param_names)  # exactly the saved set (constructors may freeze by default)
     for name in meta.get("frozen", []):
         m.freeze(name)
     m.metadata = dict(meta.get("metadata") or {})

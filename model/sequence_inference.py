@@ -69,41 +69,56 @@ def _conditional_prior(model, t_star: np.ndarray, sequence):
     return m, 0.5 * (C + C.T)
 
 
+class SequenceObjective:
+    """F_hat(q(X), q(X*)) - F_hat(q(X)) - KL(q(X*) || p(X*)) as a function of the packed
+    unconstrained (mu_bar*, lambda*) vector ``x`` (``layout``), with its gradient.
+
+    Ys, observed : (n*, D) frames (any value where not observed) and the observed mask;
+    t_star : (n*,) times; sequence : None (a new sequence) or a training sequence's id.
+    ``x0`` starts every frame at q(x_n) of the training frame nearest in its observed dims.
+    """
+
+    def __init__(self, model, Ys, observed, t_star, sequence=None):
+        stats = TrainingStats.from_model(model)
+        n, Q = Ys.shape[0], model.latent_dim
+        self.F_train = stats.F_hat
+        self.tb = TestBound(stats, Ys, observed, batch=np.zeros(n, dtype=np.int64))
+        self.m, self.C = _conditional_prior(model, t_star, sequence)
+        self.blocks = GaussianBlocks([np.arange(n)])
+        self.layout = ParamLayout([Block("mu_bar", (n, Q), IDENTITY),
+                                   Block("lambda", (n, Q), POSITIVE_FLOOR)])
+        nn = nearest_rows(stats, Ys, observed)[:, 0]
+        mu0, S0 = model.latent_mean[nn], model.latent_variance[nn]
+        ridge = 0.1 * max(float(np.mean(np.diag(self.C))), 1e-12)
+        mb0 = np.linalg.solve(self.C + ridge * np.eye(n), mu0 - self.m)
+        self.x0 = self.layout.pack({"mu_bar": mb0, "lambda": 1.0 / np.maximum(S0, 1e-8)})
+
+    def moments(self, x):
+        """(mu, S (n*, Q), KL) of q(X*) at x."""
+        v = self.layout.unpack(x)
+        mu, S, kl, _ = self.blocks.q([self.C], v["mu_bar"], v["lambda"], m=self.m, grad=False)
+        return mu, S, kl
+
+    def __call__(self, x, grad: bool = True):
+        v = self.layout.unpack(x)
+        mu, S, kl, chain = self.blocks.q([self.C], v["mu_bar"], v["lambda"], m=self.m, grad=grad)
+        gain, dmu, dS = self.tb.evaluate(mu, S, grad=grad)
+        F = float(gain[0]) - kl
+        if not grad:
+            return F, None
+        dmb, dlam, _ = chain(dmu, dS)
+        return F, self.layout.chain(x, {"mu_bar": dmb, "lambda": dlam})
+
+
 def infer_sequence(model, Ys, observed, t_star, sequence=None, max_iters: int = 500,
                    callback=None, progress: bool | None = False) -> SequenceFit:
     """Optimise q(X*) for frames Ys (n*, D) observed where ``observed`` (n*, D) is True, at
-    times t_star (n*,) (checked by the caller: ``DynamicalGPLVM.infer_sequence``).
-
-    ``sequence``: None for a new sequence, else the id of the training sequence the frames
-    continue (their times must then differ from its training times)."""
-    stats = TrainingStats.from_model(model)
-    n, Q = Ys.shape[0], model.latent_dim
-    tb = TestBound(stats, Ys, observed, batch=np.zeros(n, dtype=np.int64))
-    m, C = _conditional_prior(model, t_star, sequence)
-    blocks = GaussianBlocks([np.arange(n)])
-    layout = ParamLayout([Block("mu_bar", (n, Q), IDENTITY), Block("lambda", (n, Q), POSITIVE_FLOOR)])
-
-    nn = nearest_rows(stats, Ys, observed)[:, 0]
-    mu0, S0 = model.latent_mean[nn], model.latent_variance[nn]
-    ridge = 0.1 * max(float(np.mean(np.diag(C))), 1e-12)
-    mb0 = np.linalg.solve(C + ridge * np.eye(n), mu0 - m)
-    x0 = layout.pack({"mu_bar": mb0, "lambda": 1.0 / np.maximum(S0, 1e-8)})
-
-    def bound(x, grad=True):
-        v = layout.unpack(x)
-        mu, S, kl, chain = blocks.q([C], v["mu_bar"], v["lambda"], m=m, grad=grad)
-        gain, dmu, dS = tb.evaluate(mu, S, grad=grad)
-        F = float(gain[0]) - kl
-        if not grad:
-            return F, None, kl
-        dmb, dlam, _ = chain(dmu, dS)
-        return F, layout.chain(x, {"mu_bar": dmb, "lambda": dlam}), kl
-
+    times t_star (n*,) (checked by the caller: ``DynamicalGPLVM.infer_sequence``)."""
+    obj = SequenceObjective(model, Ys, observed, t_star, sequence)
     opt = Optimisation(max_iters, callback, progress)
     with opt.bar:
-        x = opt.run(lambda x: bound(x)[:2], x0, np.ones(layout.size, dtype=bool), max_iters, "q(X*)")
-    v = layout.unpack(x)
-    mu, S, kl, _ = blocks.q([C], v["mu_bar"], v["lambda"], m=m, grad=False)
-    F, _, _ = bound(x, grad=False)
-    return SequenceFit(mu=mu, S=S, bound=F + stats.F_hat, gain=F + kl, kl=kl,
+        x = opt.run(obj, obj.x0, np.ones(obj.layout.size, dtype=bool), max_iters, "q(X*)")
+    mu, S, kl = obj.moments(x)
+    F = obj(x, grad=False)[0]
+    return SequenceFit(mu=mu, S=S, bound=F + obj.F_train, gain=F + kl, kl=kl,
                        iterations=opt.iteration, evaluations=opt.n_evals)

@@ -181,7 +181,7 @@ class WhiteTime(TimeKernel):
 
     name = "white"
 
-    def __init__(self, variance=1e-2):
+    def __init__(self, variance=1e-3):  # vargplvm's default white variance on time
         super().__init__(variance=variance)
 
     def K(self, t, t2=None):

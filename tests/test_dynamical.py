@@ -256,3 +256,54 @@ def test_save_load_round_trip_is_exact(tmp_path):
     buf.seek(0)
     assert DynamicalGPLVM.load(buf).elbo() == m.elbo()
     assert "time kernel" in m2.summary()
+
+
+# --- reconstruction of partially observed frames ---------------------------------------------------
+@pytest.fixture(scope="module")
+def fitted():
+    t = np.arange(40.0)
+    Y = _data(t / 2.0, D=6, seed=2)
+    m = DynamicalGPLVM(Y[:30], t[:30], latent_dim=2, num_inducing=8, time_kernel="rbf", seed=0)
+    m.fit(max_iters=150, progress=False)
+    return m, Y, t
+
+
+@pytest.mark.parametrize("sequence", [None, 0])
+def test_sequence_objective_gradient(fitted, sequence):
+    from model.sequence_inference import SequenceObjective
+
+    m, Y, t = fitted
+    Ys = Y[30:36].copy()
+    observed = np.ones_like(Ys, dtype=bool)
+    observed[:, 3:] = False
+    observed[2, :] = [True, False, True, False, True, False]  # a pattern of its own
+    obj = SequenceObjective(m, np.where(observed, Ys, 0.0), observed, t[30:36], sequence)
+    x = obj.x0 + 0.1 * np.random.default_rng(6).standard_normal(obj.x0.size)
+    assert_gradient(lambda v: obj(v), x, rtol=1e-5, atol=1e-7)
+
+
+def test_reconstruct_passes_observed_entries_and_fills_missing(fitted):
+    m, Y, t = fitted
+    mean, var = m.reconstruct(Y[30:34], t[30:34], sequence=0, max_iters=30)
+    np.testing.assert_array_equal(mean, Y[30:34])
+    np.testing.assert_array_equal(var, 0.0)
+    Ys = Y[30:34].copy()
+    Ys[:, 4:] = np.nan
+    mean, var = m.reconstruct(Ys, t[30:34], sequence=0, max_iters=100)
+    np.testing.assert_array_equal(mean[:, :4], Y[30:34, :4])
+    assert np.all(np.isfinite(mean)) and np.all(var[:, 4:] > m.noise_variance * 0.99)
+    fit = m.infer_sequence(Ys, t[30:34], sequence=0, max_iters=100)
+    assert fit.mu.shape == fit.S.shape == (4, 2) and np.isfinite(fit.bound)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(Y_star=np.zeros((3, 5)), t_star=[40.0, 41.0, 42.0]), r"shape \(n\*, 6\)"),
+    (dict(Y_star=np.full((2, 6), np.nan), t_star=[40.0, 41.0]), "entirely NaN"),
+    (dict(Y_star=np.zeros((2, 6)), t_star=[41.0, 40.0]), "unsorted"),
+    (dict(Y_star=np.zeros((2, 6)), t_star=[40.0]), r"one time stamp per row"),
+    (dict(Y_star=np.zeros((2, 6)), t_star=[28.0, 29.0], sequence=0), "training frames of sequence 0"),
+])
+def test_reconstruct_bad_input(fitted, kwargs, match):
+    m = fitted[0]
+    with pytest.raises(ValueError, match=match):
+        m.reconstruct(**kwargs)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import _rbf_numba as _nb
-from ._util import as_array, as_gaussians, as_points, pick, positive_scalar, positive_vector, psi_gradient_inputs
+from ._util import (as_array, as_gaussians, as_points, pick, positive_scalar, positive_vector,
+                    psi_gradient_inputs, psi_gradient_n_inputs)
 from .base import Kernel
 
 
@@ -92,3 +93,11 @@ class RBF(Kernel):
             _nb.psi_gradients_serial, _nb.psi_gradients_parallel, N,
             dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z, self.sf2, self.alpha, do1, do2)
         return dmu, dS, dZ, self._theta_grads(dsf2, dalpha)
+
+    def psi_gradients_n(self, dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, Z):
+        """See :meth:`Kernel.psi_gradients_n` (psi0 = sf2 does not depend on mu, S)."""
+        dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, Z = psi_gradient_n_inputs(
+            self, dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, Z)
+        do1, do2 = bool(dL_dPsi1.any()), bool(dL_dPsi2n.any())
+        return pick(_nb.psi_gradients_n_serial, _nb.psi_gradients_n_parallel, mu.shape[0],
+                    dL_dPsi1, dL_dPsi2n, mu, S, Z, self.sf2, self.alpha, do1, do2)

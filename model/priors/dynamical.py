@@ -35,10 +35,15 @@ import numpy as np
 from scipy.linalg import solve_triangular
 from scipy.linalg.lapack import dpotri
 
+from ..linalg import chol_solve, jittered_cholesky
 from ..params import Block
 from ..transforms import IDENTITY, POSITIVE, POSITIVE_FLOOR
 from ..time_kernels import TimeKernel, make_time_kernel
 from .base import QX, LatentPrior
+
+
+#: median variance of q(X) to start from (vargplvm's initCovarMedian)
+INIT_S_MEDIAN = 0.18
 
 
 def _inverse_from_cholesky(L: np.ndarray) -> np.ndarray:
@@ -56,9 +61,10 @@ def _inverse_from_cholesky(L: np.ndarray) -> np.ndarray:
     return out
 
 
-def _block_forward(K: np.ndarray, mb: np.ndarray, lb: np.ndarray):
-    """One block: K (n, n), mu_bar and lambda (n, Q). Returns (K mu_bar (n, Q), S (Q, n, n),
-    kl, cache): S_q = K - K B_q K the full covariances of q(x_q)."""
+def _block_forward(K: np.ndarray, mb: np.ndarray, lb: np.ndarray, full: bool = True):
+    """One block: K (n, n), mu_bar and lambda (n, Q). Returns (K mu_bar (n, Q), S, kl, cache):
+    S (Q, n, n) the full covariances S_q = K - K B_q K of q(x_q) (``full``, needed by the
+    gradient) or only their diagonals (Q, n)."""
     n, Q = mb.shape
     sl = np.sqrt(lb.T)  # (Q, n)
     A = sl[:, :, None] * K[None] * sl[:, None, :]
@@ -68,7 +74,10 @@ def _block_forward(K: np.ndarray, mb: np.ndarray, lb: np.ndarray):
     Ainv = _inverse_from_cholesky(L)
     B = sl[:, :, None] * Ainv * sl[:, None, :]  # (K + Lambda^{-1})^{-1}
     E = B @ K  # B K  (Q, n, n)
-    S = K[None] - K[None] @ E  # K - K B K
+    if full:
+        S = K[None] - K[None] @ E  # K - K B K
+    else:
+        S = np.diag(K)[None] - np.sum(K[None] * E.transpose(0, 2, 1), axis=2)  # its diagonal
     Kmb = K @ mb
     kl = 0.5 * float(np.trace(Ainv, axis1=1, axis2=2).sum() + np.sum(mb * Kmb) + logdetA.sum() - n * Q)
     return Kmb, S, kl, (B, E)
@@ -114,12 +123,12 @@ class GaussianBlocks:
         mu = np.empty_like(mu_bar)
         Sd = np.empty_like(mu_bar)
         parallel = sum(K.shape[0] ** 3 for K in Ks) * mu_bar.shape[1] > _PARALLEL_WORK
-        fwd = _map(lambda b: _block_forward(Ks[b], mu_bar[self.index[b]], lam[self.index[b]]),
+        fwd = _map(lambda b: _block_forward(Ks[b], mu_bar[self.index[b]], lam[self.index[b]], grad),
                    self._order(Ks), parallel)
         kl = 0.0
         for ix, (Kmb, S, klb, _) in zip(self.index, fwd):
             mu[ix] = Kmb
-            Sd[ix] = np.diagonal(S, axis1=1, axis2=2).T
+            Sd[ix] = (np.diagonal(S, axis1=1, axis2=2) if grad else S).T
             kl += klb
         if m is not None:
             mu = mu + m
@@ -209,13 +218,32 @@ class DynamicalPrior(LatentPrior):
         return [self.time_kernel.K(self.t[ix]) for ix in self._index]
 
     def initial_values(self, mu0, S0):
-        """mu_bar from a ridge solve (K + 0.1 sf2 I)^{-1} mu0 (K mu_bar then follows mu0
-        smoothly in time); lambda = 1 / S0, so that S ~ S0 where the prior is broad."""
+        """Start as the paper's code does: mu = Kt mu_bar reproduces mu0 (the PCA means, up
+        to a ridge of 1e-3 of the prior variance: mu_bar = (Kt + r I)^{-1} mu0, by Cholesky),
+        and one constant lambda chosen so that the median of S is ``INIT_S_MEDIAN``
+        (vargplvm's calibration; S0 is not used: S is fixed by Kt and lambda)."""
         mu_bar = np.empty_like(mu0)
-        for ix, K in zip(self._index, self.Ks()):
-            ridge = 0.1 * float(np.mean(np.diag(K)))
-            mu_bar[ix] = np.linalg.solve(K + ridge * np.eye(len(ix)), mu0[ix])
-        return {"mu_bar": mu_bar, "lambda": 1.0 / np.asarray(S0, dtype=np.float64), **self.time_values()}
+        Ks = self.Ks()
+        for ix, K in zip(self._index, Ks):
+            r = 1e-3 * float(np.mean(np.diag(K)))
+            L = jittered_cholesky(K, r, what="Kt + ridge (initial mu_bar)")
+            mu_bar[ix] = chol_solve(L, mu0[ix])
+        return {"mu_bar": mu_bar, "lambda": np.full_like(mu0, self._calibrate_lambda(Ks, mu_bar)),
+                **self.time_values()}
+
+    def _calibrate_lambda(self, Ks, mu_bar) -> float:
+        """The constant lambda whose q(X) has median variance INIT_S_MEDIAN (bisection on
+        log lambda; the median decreases as lambda grows). Uses the longest blocks only."""
+        order = sorted(range(len(Ks)), key=lambda b: -Ks[b].shape[0])[:4]
+        sub = GaussianBlocks([np.arange(Ks[b].shape[0]) for b in order])
+        subK = [Ks[b] for b in order]
+        mb = np.concatenate([mu_bar[self._index[b]][:, :1] for b in order])
+        lo, hi = -9.0, 9.0  # log lambda
+        for _ in range(30):
+            mid = 0.5 * (lo + hi)
+            _, S, _, _ = sub.q(subK, mb, np.full_like(mb, np.exp(mid)), grad=False)
+            lo, hi = (mid, hi) if np.median(S) > INIT_S_MEDIAN else (lo, mid)
+        return float(np.exp(0.5 * (lo + hi)))
 
     def q(self, values, grad=True):
         self.sync(values)
