@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import cmu35_protocol as P
-from .models import ApiMissing, ard_kept, one_blas_thread, require
+from .models import ApiMissing, ard_kept, one_blas_thread, progress_logger, require
 from .report import Context, Result, Table
 
 LATENT_DIM = 9
@@ -69,7 +69,7 @@ def recon_iters(ctx: Context) -> int:
 
 def _fit(m, ctx: Context, label: str) -> dict:
     t0 = time.perf_counter()
-    m.fit(max_iters=fit_iters(ctx), progress=False)
+    m.fit(max_iters=fit_iters(ctx), progress=False, callback=progress_logger(ctx, label))
     fit_s = time.perf_counter() - t0
     fi = getattr(m, "fit_info", {}) or {}
     ctx.log(f"{label}: fit {fit_s:.0f} s, {fi.get('iterations')} iterations, bound {fi.get('bound')}")

@@ -58,3 +58,16 @@ def one_blas_thread(fn):
             return fn(*args, **kwargs)
 
     return wrapper
+
+
+def progress_logger(ctx, label: str, every: int = 250):
+    """A fit callback that logs the iteration, bound and elapsed time every ``every``
+    iterations through ``ctx.log`` (long runs in the background stay observable)."""
+
+    def callback(p) -> bool:
+        if p.iteration % every == 0:
+            ctx.log(f"{label}: iteration {p.iteration}/{p.max_iters} ({p.phase}), bound {p.bound:.6g}, "
+                    f"{p.elapsed:.0f} s")
+        return False
+
+    return callback

@@ -28,7 +28,7 @@ import numpy as np
 
 from . import drawing
 from .cmu35 import RECONSTRUCT_MODULES
-from .models import ApiMissing, ard_kept, one_blas_thread, require
+from .models import ApiMissing, ard_kept, one_blas_thread, progress_logger, require
 from .report import Context, Result, Table
 
 FIRST_FRAME = 0
@@ -109,7 +109,7 @@ def knn_rows(Y_train, Y_test, Y_star, observed) -> dict:
 
 def _fit(m, iters: int, ctx: Context, label: str) -> dict:
     t0 = time.perf_counter()
-    m.fit(max_iters=iters, progress=False)
+    m.fit(max_iters=iters, progress=False, callback=progress_logger(ctx, label))
     s = time.perf_counter() - t0
     fi = getattr(m, "fit_info", {}) or {}
     ctx.log(f"{label}: fit {s:.0f} s, {fi.get('iterations')} iterations")

@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 from . import drawing
-from .models import ApiMissing, ard_kept, one_blas_thread, require
+from .models import ApiMissing, ard_kept, one_blas_thread, progress_logger, require
 from .report import Context, Result, Table
 
 TRIAL = "35_08"
@@ -87,7 +87,7 @@ def forecast_row(Y_train, t_train, t_new, spec: str, period: int, ctx: Context, 
     m = cls(Y_train, t_train, latent_dim=LATENT_DIM, num_inducing=NUM_INDUCING, kernel="rbf",
             time_kernel=time_kernel(spec, period, len(Y_train)), seed=ctx.seed)
     t0 = time.perf_counter()
-    m.fit(max_iters=iters, progress=False)
+    m.fit(max_iters=iters, progress=False, callback=progress_logger(ctx, f"walk {spec}"))
     info = {"fit_s": time.perf_counter() - t0, "ard_kept": ard_kept(m),
             "iterations": (getattr(m, "fit_info", {}) or {}).get("iterations"),
             "time_kernel": repr(m.time_kernel)}
