@@ -110,7 +110,7 @@ def static_row(data: P.CMU35Data, ctx: Context) -> Row:
     s = P.FIRST_MISSING_FRAME
     for part in PARTS:
         Y_star = P.masked_test(data.Y_test, part)
-        mean, _ = m.reconstruct(Y_star[s:])
+        mean, _ = m.reconstruct(Y_star[s:], max_iters=recon_iters(ctx))
         Y_hat = np.vstack([data.Y_test[:s], mean])
         row.results[part] = P.errors(data.Y_test, Y_hat, part, data.scale)
         row.predictions[part] = Y_hat
