@@ -36,3 +36,5 @@ def run(name: str, ctx: Context) -> Result:
     result.write(ctx.out_dir / name)
     gather_report(ctx.out_dir)
     return result
+register("usps", "usps", "USPS digits: 10 class GP-LVMs (Q=10, M=50), label by class density (issue 9)")
+register("oil-test", "oil_test", "oil test set, half the readings missing: reconstruction RMSE, latent 1-NN (issue 9)")
