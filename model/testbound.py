@@ -766,6 +766,11 @@ def nearest_rows(stats: TrainingStats, Ys: np.ndarray, observed: np.ndarray, k: 
     return out
 
 
+#: rows optimised in one pass of ``infer_latent``: Psi2* and dF/dPsi2* take 16 M^2 bytes per
+#: row (100 MB at M = 50 for 3000 rows); rows are independent, so chunks change nothing
+CHUNK_BYTES = 100e6
+
+
 def infer_latent(stats: TrainingStats, Ys, observed=None, n_init: int = 1, max_iters: int = 200,
                  gtol: float = 1e-3, ftol: float = 1e-9, xtol: float = 1e-7,
                  precondition: bool = True) -> LatentFit:
@@ -774,13 +779,15 @@ def infer_latent(stats: TrainingStats, Ys, observed=None, n_init: int = 1, max_i
     (eq:predictive1; the missing entries of a row simply do not enter, app:partialtestBound).
 
     Ys (n*, D), observed (n*, D) bool (None: non-NaN entries; every row must observe
-    something). All rows are optimised together (``batch_lbfgs``), each from the q(x_n) of
-    the best of its ``n_init`` nearest training rows in the observed dims (the one with the
-    highest objective). Parameters: S through the model's softplus with a floor (log-like
-    for small S); mu = mu0 + sqrt(S0) z with (mu0, S0) the starting q(x_n), so that z is on
-    the scale of the posterior spread in every latent dimension (``precondition``): without
-    it, dimensions the ARD weights switch on and off differ in curvature by orders of
-    magnitude and L-BFGS needs several times more iterations.
+    something). All rows are optimised together (``batch_lbfgs``; in chunks of
+    ``CHUNK_BYTES`` of per-row statistics), each from the q(x_n) of the best of its
+    ``n_init`` nearest training rows in the observed dims (the one with the highest
+    objective). Parameters: S through the model's softplus with a floor (log-like for small
+    S); mu = mu0 + sqrt(S0) z with (mu0, S0) the starting q(x_n), so that z is on the scale
+    of the posterior spread in every latent dimension (``precondition``): without it,
+    dimensions the ARD weights switch on and off differ in curvature by orders of magnitude
+    and L-BFGS needs several times more iterations. Stopping tests (per row, in these
+    units): ``gtol`` on the gradient, ``ftol`` relative on the objective, ``xtol`` on the step.
     """
     Ys = np.array(Ys, dtype=np.float64, ndmin=2)
     observed = ~np.isnan(Ys) if observed is None else np.asarray(observed, dtype=bool)
@@ -788,6 +795,27 @@ def infer_latent(stats: TrainingStats, Ys, observed=None, n_init: int = 1, max_i
     empty = np.flatnonzero(~observed.any(axis=1))
     if empty.size:
         raise ValueError(f"test rows {empty[:10].tolist()} observe nothing")
+    n = Ys.shape[0]
+    chunk = max(64, int(CHUNK_BYTES / (16.0 * stats.M ** 2)))
+    fits = []
+    with single_threaded_blas():
+        for a in range(0, n, chunk):
+            fits.append(_infer(stats, Ys[a:a + chunk], observed[a:a + chunk], n_init, max_iters,
+                               gtol, ftol, xtol, precondition))
+    if len(fits) == 1:
+        return fits[0]
+    cat = lambda name: np.concatenate([getattr(f, name) for f in fits])  # noqa: E731
+    return LatentFit(mu=cat("mu"), S=cat("S"), gain=cat("gain"), kl=cat("kl"),
+                     log_density=cat("log_density"), init_rows=cat("init_rows"),
+                     iterations=cat("iterations"), status=cat("status"),
+                     n_evals=sum(f.n_evals for f in fits))
+
+
+def _infer(stats, Ys, observed, n_init, max_iters, gtol, ftol, xtol, precondition) -> LatentFit:
+    """``infer_latent`` for one chunk of rows (BLAS limited to one thread by the caller)."""
+    from .batch_lbfgs import minimize_batch
+    from .transforms import POSITIVE_FLOOR as tr
+
     n, Q = Ys.shape[0], stats.Q
     tb = TestBound(stats, Ys, observed)
 
@@ -798,17 +826,6 @@ def infer_latent(stats: TrainingStats, Ys, observed=None, n_init: int = 1, max_i
         if not grad:
             return kl - gain, None, None
         return kl - gain, dkl_mu - dmu, dkl_S - dS
-
-    with single_threaded_blas():
-        return _infer(stats, tb, Ys, observed, objective_natural, n, Q, n_init, max_iters,
-                      gtol, ftol, xtol, precondition)
-
-
-def _infer(stats, tb, Ys, observed, objective_natural, n, Q, n_init, max_iters, gtol, ftol, xtol,
-           precondition) -> LatentFit:
-    """The optimisation of ``infer_latent`` (BLAS limited to one thread by the caller)."""
-    from .batch_lbfgs import minimize_batch
-    from .transforms import POSITIVE_FLOOR as tr
 
     # start: the best of the n_init nearest training rows' q(x_n)
     cand = nearest_rows(stats, Ys, observed, k=n_init)
@@ -839,8 +856,7 @@ def _infer(stats, tb, Ys, observed, objective_natural, n, Q, n_init, max_iters, 
     res = minimize_batch(objective, x0, max_iters=max_iters, gtol=gtol, ftol=ftol, xtol=xtol)
     mu = mu0 + scale * res.x[:, :Q]
     S = tr.forward(res.x[:, Q:])
-    f, _, _ = objective_natural(mu, S, np.arange(n), grad=False)
     kl, _, _ = kl_rows(mu, S)
-    gain = kl - f
+    gain = kl - res.f  # res.f: the objective at res.x
     return LatentFit(mu=mu, S=S, gain=gain, kl=kl, log_density=gain - kl, init_rows=init_rows,
                      iterations=res.iterations, status=res.status, n_evals=n_evals + res.n_evals)

@@ -309,6 +309,18 @@ def test_batched_inference_equals_one_point_at_a_time(oil_like):
         np.testing.assert_allclose(S1[0], fit.S[i], rtol=1e-8, atol=1e-12)
 
 
+def test_chunks_of_rows_change_nothing(oil_like, monkeypatch):
+    m, Yt, _ = oil_like
+    st = stats_of(m)
+    Ys, obs = check_test_outputs(np.vstack([Yt] * 9), st.D)  # 90 rows
+    whole = infer_latent(st, Ys, obs)
+    monkeypatch.setattr(tbm, "CHUNK_BYTES", 64 * 16.0 * st.M ** 2)  # chunks of 64 rows
+    parts = infer_latent(st, Ys, obs)
+    np.testing.assert_allclose(parts.mu, whole.mu, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(parts.log_density, whole.log_density, rtol=1e-9)
+    assert parts.n_evals == whole.n_evals
+
+
 def test_inferred_q_is_a_stationary_point(oil_like):
     """At the returned q(x*) the gradient of gain - KL (w.r.t. mu and log S) is ~0, and
     the objective is above the starting one."""
