@@ -22,6 +22,7 @@ from .optimize import Optimisation
 from ._threads import blas_single_threaded
 from .params import Block, ParamLayout
 from .priors import LatentPrior, StaticPrior
+from .testbound import TrainingStats, check_test_outputs, infer_latent
 from .transforms import IDENTITY, POSITIVE
 
 #: iterations of the initial phase with the noise held fixed (vargplvm's initVardistIters)
@@ -83,7 +84,7 @@ class BayesianGPLVM:
         self.metadata: dict = {}
         self.fit_info: dict = {}
         self._Q = Q
-        init = init_params(self._Yc, Q, M, np.random.default_rng(seed))
+        init = self._initial_state(Q, M, np.random.default_rng(seed))
         self.prior: LatentPrior = self._make_prior(N, Q, init)
         self._init_kernel(init)
         self._layout = ParamLayout(self.prior.blocks() + self._model_blocks(M, Q))
@@ -92,6 +93,14 @@ class BayesianGPLVM:
                                      "noise_variance": np.asarray(init["noise_variance"]),
                                      **self._kernel_values()})
         self._cache: dict = {}
+
+    #: parameters held fixed in the initial phase of ``fit``
+    _init_held: tuple[str, ...] = ("noise_variance",)
+
+    def _initial_state(self, Q: int, M: int, rng: np.random.Generator) -> dict:
+        """Initial values (``init_params``'s keys) from the data (subclasses whose inputs
+        are observed start from those instead)."""
+        return init_params(self._Yc, Q, M, rng)
 
     def _make_prior(self, N: int, Q: int, init: dict) -> LatentPrior:
         """The latent prior owning q(X)'s parameters (subclasses replace it)."""
@@ -162,6 +171,14 @@ class BayesianGPLVM:
 
     def unfreeze(self, *names: str) -> None:
         self._layout.unfreeze(*names)
+
+    def freeze_entries(self, name: str, mask) -> None:
+        """Hold the entries of parameter ``name`` where the bool ``mask`` (the parameter's
+        shape) is True, e.g. observed features of q(X); ``unfreeze_entries`` releases them."""
+        self._layout.freeze_entries(name, mask)
+
+    def unfreeze_entries(self, *names: str) -> None:
+        self._layout.unfreeze_entries(*names)
 
     @property
     def latent_dim(self) -> int:
@@ -265,7 +282,8 @@ class BayesianGPLVM:
         """Maximise the bound with L-BFGS-B.
 
         First ``init_iters`` iterations (default min(300, max_iters // 4)) with the noise
-        variance held fixed so that q(X) fits first (as the paper's code does), then all
+        variance held fixed so that q(X) fits first (as the paper's code does; subclasses
+        name what they hold in ``_init_held``), then all
         free parameters, for ``max_iters`` iterations in all. ``callback(FitProgress)``
         is called after each iteration; returning True stops the fit. Ctrl-C stops it too.
         The model keeps the best accepted point; a non-finite step is never written.
@@ -282,17 +300,16 @@ class BayesianGPLVM:
         with opt.bar:
             try:
                 phases = [("init", init_iters, True), ("main", max_iters - init_iters, False)]
-                for phase, iters, hold_noise in phases:
+                for phase, iters, hold_first in phases:
                     if iters <= 0 or opt.stopped:
                         continue
-                    was_frozen = "noise_variance" in layout.frozen
-                    if hold_noise:
-                        layout.freeze("noise_variance")
+                    held = [n for n in self._init_held if n in layout.slices and n not in layout.frozen]
+                    held = held if hold_first else []
+                    layout.freeze(*held)
                     try:
                         x = opt.run(fun, x, layout.free_mask(), iters, phase)
                     finally:
-                        if hold_noise and not was_frozen:
-                            layout.unfreeze("noise_variance")
+                        layout.unfreeze(*held)
             except KeyboardInterrupt:
                 interrupted = True
                 x = opt.best_x if opt.best_x is not None else x
@@ -369,6 +386,39 @@ class BayesianGPLVM:
             tr = float(np.sum(post.Cw * Psi2n[i]))  # tr((Kuu^-1 - (Kuu + beta Psi2)^-1) Psi2*)
             var[i] = quad + psi0[i] - tr
         return mean, np.maximum(var, 0.0) + noise
+
+    # --- new outputs: q(x*), reconstruction, density (model/testbound.py) ----------------------
+    def _test_stats(self):
+        """Training statistics of the test-time bound, computed once per parameter setting."""
+        if "test_stats" not in self._cache:
+            self._sync_kernel()
+            self._cache["test_stats"] = TrainingStats.from_model(self)
+        return self._cache["test_stats"]
+
+    def infer_latent(self, Y_star, n_init: int = 1, max_iters: int = 200, return_fit: bool = False):
+        """q(x*) = N(mu_s, diag S_s) for new outputs Y_star (n*, D), NaN = missing (any
+        pattern per row). The model and q(X) are held fixed; every row is optimised, all
+        together, from the q(x_n) of the nearest of ``n_init`` training rows in its observed
+        dims (eq:predictive1, app:partialtestBound). Returns (mu_s, S_s), each (n*, Q), or
+        with ``return_fit`` the whole ``testbound.LatentFit`` (log densities, iterations)."""
+        Ys, observed = check_test_outputs(Y_star, self.Y.shape[1])
+        fit = infer_latent(self._test_stats(), Ys, observed, n_init=n_init, max_iters=max_iters)
+        return fit if return_fit else (fit.mu, fit.S)
+
+    def reconstruct(self, Y_star, **infer_kw):
+        """Mean and variance (n*, D) of y* given its observed entries: meanFstar / covFstar
+        at the inferred q(x*) plus the noise variance; observed entries are passed through
+        with variance 0. ``infer_kw`` go to ``infer_latent``."""
+        Ys, observed = check_test_outputs(Y_star, self.Y.shape[1])
+        fit = infer_latent(self._test_stats(), Ys, observed, **infer_kw)
+        mean, var = self.predict(fit.mu, fit.S)
+        return np.where(observed, Ys, mean), np.where(observed, 0.0, var)
+
+    def log_density(self, Y_star, **infer_kw) -> np.ndarray:
+        """(n*,) log p(y*_O | Y) ~ F(q(X), q(x*)) - F(q(X)) over the observed dims O of each row
+        (eq:predictive1), at the q(x*) of ``infer_latent``."""
+        Ys, observed = check_test_outputs(Y_star, self.Y.shape[1])
+        return infer_latent(self._test_stats(), Ys, observed, **infer_kw).log_density
 
     # --- persistence ---------------------------------------------------------------------------
     def save(self, path) -> None:

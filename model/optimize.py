@@ -59,7 +59,8 @@ class Optimisation:
         """Maximise fun_and_grad over the ``free`` entries of x for ``iters`` iterations.
 
         fun_and_grad(x_full) -> (bound, gradient (size of x_full)); may raise CholeskyError /
-        FloatingPointError. Returns the best full vector seen (also in ``best_x``).
+        ArithmeticError (FloatingPointError; ZeroDivisionError when a trial step underflows the
+        noise variance to 0). Returns the best full vector seen (also in ``best_x``).
         """
         x_full = x0.copy()
         last = {"x": None, "f": None}
@@ -70,7 +71,7 @@ class Optimisation:
             try:
                 with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
                     f, g = fun_and_grad(x_full)
-            except (CholeskyError, FloatingPointError, np.linalg.LinAlgError, ValueError):
+            except (CholeskyError, ArithmeticError, np.linalg.LinAlgError, ValueError):
                 f, g = np.nan, None
             if not np.isfinite(f) or g is None or not np.all(np.isfinite(g)):
                 self.n_rejected += 1

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
-def plain_server():
+def plain_server(numba_compiled):
     port = _free_port()
     env = dict(os.environ, NUMBA_NUM_THREADS="1")
     log = open(ARTIFACTS / "browser-plain-server.log", "w")
@@ -34,7 +34,7 @@ def plain_server():
                 break
         except OSError:
             pass
-        if proc.poll() is not None or time.time() - t0 > 90:
+        if proc.poll() is not None or time.time() - t0 > 180:
             os.killpg(proc.pid, signal.SIGKILL)
             raise RuntimeError("plain panel serve did not start")
         time.sleep(0.2)
