@@ -215,13 +215,15 @@ def test_player_image_frames(walk):
 
     from explorer.player import PlayerView
 
+    # a smooth little video: two pixel patterns mixed by slow sines, plus noise
     rng = np.random.default_rng(1)
-    tt = np.arange(30.0)[:, None]  # a smooth little video: 12 pixels varying in time
-    Y = 0.5 + 0.4 * np.sin(tt / 4.0 + rng.uniform(0, 6, 12)) + 0.01 * rng.standard_normal((30, 12))
+    t = np.arange(30.0)
+    A, B = rng.uniform(size=(2, 12))
+    Y = 0.5 + 0.3 * np.outer(np.sin(t / 4), A) + 0.3 * np.outer(np.cos(t / 5), B) + 0.01 * rng.normal(size=(30, 12))
     ds = Dataset(name="vid", Y=Y, renderer=ImageRenderer(height=4, width=3, vmin=0, vmax=1),
-                 sequence=np.zeros(30, int), times=np.arange(30.0), meta={"time_unit": "frame", "fps": 10})
+                 sequence=np.zeros(30, int), times=t, meta={"time_unit": "frame", "fps": 10})
     m = DynamicalGPLVM(Y, ds.times, latent_dim=2, num_inducing=6, seed=0)
-    m.fit(max_iters=60, progress=False)
+    m.fit(max_iters=40, progress=False)
     s = ExplorerState()
     s.set_model(m, ds)
     pv = PlayerView(state=s)
