@@ -4,6 +4,7 @@ Damianou, Titsias & Lawrence (JMLR), with psi statistics computed in Numba."""
 __version__ = "0.1.0"
 
 from .gplvm import BayesianGPLVM  # noqa: E402
+from .classifier import GPLVMClassifier  # noqa: E402
 from .dynamical import DynamicalGPLVM  # noqa: E402
 from .uncertain import UncertainInputGPR  # noqa: E402
 from .autoregressive import AutoregressiveGP  # noqa: E402
@@ -29,6 +30,7 @@ def warmup() -> None:
     m.predict(m.latent_mean[:2], m.latent_variance[:2])
 
 
-__all__ = ["BayesianGPLVM", "DynamicalGPLVM", "UncertainInputGPR", "AutoregressiveGP",
-           "SemiSupervisedGPR", "CholeskyError", "FitProgress", "ModelFileError", "make_kernel",
+__all__ = ["BayesianGPLVM", "DynamicalGPLVM", "GPLVMClassifier", "UncertainInputGPR",
+           "AutoregressiveGP", "SemiSupervisedGPR", "CholeskyError", "FitProgress",
+           "ModelFileError", "make_kernel",
            "warmup", "__version__"]

@@ -171,6 +171,14 @@ class DynamicalGPLVM(BayesianGPLVM):
         mean, var = self.predict(fit.mu, fit.S)
         return np.where(observed, Ys, mean), np.where(observed, 0.0, var)
 
+    def infer_latent(self, *args, **kwargs):
+        """Not for sequences: frames are coupled through time; see ``infer_sequence``."""
+        raise TypeError("DynamicalGPLVM couples frames through time: use "
+                        "infer_sequence(Y_star, t_star, sequence=...) for q(X*) and "
+                        "reconstruct(Y_star, t_star, sequence=...) for the outputs")
+
+    log_density = infer_latent
+
     def __repr__(self) -> str:
         N, D = self.Y.shape
         return (f"DynamicalGPLVM(N={N}, D={D}, sequences={len(self.prior.sequence_ids)}, "

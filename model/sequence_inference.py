@@ -32,7 +32,8 @@ from .optimize import Optimisation
 from .params import Block, ParamLayout
 from .priors import GaussianBlocks
 from .testbound import TestBound, TrainingStats, nearest_rows
-from .transforms import IDENTITY, POSITIVE_FLOOR
+from .priors.dynamical import LAMBDA_POSITIVE
+from .transforms import IDENTITY
 
 
 @dataclass
@@ -86,7 +87,7 @@ class SequenceObjective:
         self.m, self.C = _conditional_prior(model, t_star, sequence)
         self.blocks = GaussianBlocks([np.arange(n)])
         self.layout = ParamLayout([Block("mu_bar", (n, Q), IDENTITY),
-                                   Block("lambda", (n, Q), POSITIVE_FLOOR)])
+                                   Block("lambda", (n, Q), LAMBDA_POSITIVE)])
         nn = nearest_rows(stats, Ys, observed)[:, 0]
         mu0, S0 = model.latent_mean[nn], model.latent_variance[nn]
         ridge = 0.1 * max(float(np.mean(np.diag(self.C))), 1e-12)

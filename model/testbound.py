@@ -53,7 +53,7 @@ from numba import njit, prange
 
 from . import _numba_config as cfg
 from ._numba_config import CACHE, FASTMATH
-from ._threads import blas_single_threaded
+from ._threads import blas_single_threaded, single_threaded_blas
 from .bound import LOG_2PI, _factors
 from .kernels import Kernel
 from .linalg import solve_lower
@@ -358,7 +358,7 @@ def _group_rows(i0, i1, sel, g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_flat
                    - 0.5 * beta * d * psi0s + 0.5 * beta * d * trKP)
         if not grad:
             continue
-        # G = H^T H, H = Lc^-1 R0
+        # G = H^T H, H = Lc^-1 R0 (lower triangular; one GEMM beats a triangular loop here)
         H[:, :] = R0
         _solve_lower_tri_inplace(L, H)
         for a in range(M):
@@ -373,7 +373,7 @@ def _group_rows(i0, i1, sel, g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_flat
                 s = 0.0
                 for c in range(w):
                     s += GU[a, c] * GU[b, c]
-                v = c1 * (Kinv[a, b] - 0.5 * (G[a, b] + G[b, a])) - c3 * s
+                v = c1 * (Kinv[a, b] - G[a, b]) - c3 * s
                 dPi[a, b] = v
                 dPi[b, a] = v
         c2 = beta * beta
@@ -558,8 +558,12 @@ class TestBound:
         order = np.argsort(self.g_batch, kind="stable")
         self.b_groups = order
         self.b_gptr = np.searchsorted(self.g_batch[order], np.arange(len(self.batch_ids) + 1))
-        self.n_obs = obs.sum(axis=1)
         self.n_groups = G
+        self._single_row = self.independent
+        self._row_group = np.full(self.n, -1, dtype=np.int64)
+        if self.independent:
+            self._row_group[self.g_rows] = np.arange(G)
+        self._batch_index = batch_index
 
     # --- evaluation ----------------------------------------------------------------------------
     @blas_single_threaded
@@ -573,24 +577,43 @@ class TestBound:
         zero gradients (``grad=False``: None, None).
         """
         st = self.stats
-        nb_all = len(self.batch_ids)
-        bsel = np.arange(nb_all) if batches is None else np.asarray(batches, dtype=np.int64)
         mu_s = np.asarray(mu_s, dtype=np.float64)
         S_s = np.asarray(S_s, dtype=np.float64)
         if mu_s.shape != (self.n, st.Q) or S_s.shape != (self.n, st.Q):
             raise ValueError(f"mu_s and S_s must have shape ({self.n}, {st.Q}), got "
                              f"{mu_s.shape} and {S_s.shape}")
-        # the selected groups and their rows
-        gsel = np.concatenate([self.b_groups[self.b_gptr[b]:self.b_gptr[b + 1]] for b in bsel]) \
-            if not self.independent else self._independent_groups(bsel)
-        gsel = np.asarray(gsel, dtype=np.int64)
-        starts, ends = self.g_ptr[gsel], self.g_ptr[gsel + 1]
-        entries = np.concatenate([np.arange(s, e) for s, e in zip(starts, ends)]) if gsel.size \
-            else np.zeros(0, np.int64)
-        rows = np.unique(self.g_rows[entries])
+        nb = len(self.batch_ids)
+        bsel = np.arange(nb) if batches is None else np.asarray(batches, dtype=np.int64)
+        gain, rows, gmu, gS = self._evaluate(mu_s, S_s, grad, bsel)
+        if not grad:
+            return gain, None, None
+        dmu = np.zeros((self.n, st.Q))
+        dS = np.zeros((self.n, st.Q))
+        dmu[rows] = gmu
+        dS[rows] = gS
+        return gain, dmu, dS
+
+    def _evaluate(self, mu_s, S_s, grad: bool, bsel: np.ndarray):
+        """(gain (len(bsel),), rows, dmu (len(rows), Q), dS) for the batches bsel; the caller
+        limits BLAS to one thread (this runs once per optimiser step)."""
+        st = self.stats
+        k = st.kernel
+        if self._single_row:  # independent points: group g holds row g_rows[g] only
+            gsel = self._row_group[self.batch_rows(bsel)]
+            gsel = gsel[gsel >= 0]
+            entries = gsel
+            lens = np.ones(gsel.size, dtype=np.int64)
+        else:
+            gsel = np.concatenate([self.b_groups[self.b_gptr[b]:self.b_gptr[b + 1]] for b in bsel]
+                                  + [np.zeros(0, np.int64)])
+            starts, ends = self.g_ptr[gsel], self.g_ptr[gsel + 1]
+            lens = ends - starts
+            entries = np.concatenate([np.arange(a, e) for a, e in zip(starts, ends)]
+                                     + [np.zeros(0, np.int64)])
+        erows = self.g_rows[entries]
+        rows = erows if self._single_row else np.unique(erows)
         pos = np.full(self.n, -1, dtype=np.int64)
         pos[rows] = np.arange(rows.size)
-        k = st.kernel
         mu_r = np.ascontiguousarray(mu_s[rows])
         S_r = np.ascontiguousarray(S_s[rows])
         if rows.size:
@@ -599,53 +622,40 @@ class TestBound:
             Psi2n = k.psi2n(mu_r, S_r, st.Z)
         else:
             psi0, Psi1, Psi2n = np.zeros(0), np.zeros((0, st.M)), np.zeros((0, st.M, st.M))
-        # local CSR of the selected groups (entries renumbered 0..)
-        lens = ends - starts
-        l_ptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
-        args = (np.arange(gsel.size, dtype=np.int64), l_ptr, self.g_rows[entries],
-                self.g_d[gsel], self.g_pat[gsel], self.g_yoff[gsel], self.g_width[gsel],
-                self.Yc_flat, self.g_ysq[gsel], self.pat_foff, self.pat_k, self.F_flat,
-                pos, psi0, Psi1, Psi2n, st.R0, st.R0T, st.Kinv, st.beta, bool(grad),
-                int(entries.size))
-        gain_g, dP, dPsi1_e = cfg_pick(gsel.size, *args)
-        # batch sums: position of every group's batch within bsel
-        bpos = np.full(nb_all, -1, dtype=np.int64)
+        l_ptr = np.zeros(gsel.size + 1, dtype=np.int64)
+        np.cumsum(lens, out=l_ptr[1:])
+        gain_g, dP, dPsi1_e = cfg_pick(
+            gsel.size, np.arange(gsel.size, dtype=np.int64), l_ptr, erows, self.g_d[gsel],
+            self.g_pat[gsel], self.g_yoff[gsel], self.g_width[gsel], self.Yc_flat,
+            self.g_ysq[gsel], self.pat_foff, self.pat_k, self.F_flat, pos, psi0, Psi1, Psi2n,
+            st.R0, st.R0T, st.Kinv, st.beta, bool(grad), int(entries.size))
+        # sums per selected batch
+        bpos = np.full(len(self.batch_ids), -1, dtype=np.int64)
         bpos[bsel] = np.arange(bsel.size)
-        gain = np.bincount(bpos[self.g_batch[gsel]], weights=gain_g, minlength=bsel.size) \
-            if gsel.size else np.zeros(bsel.size)
-        if not grad:
-            return gain, None, None
-        dmu = np.zeros((self.n, st.Q))
-        dS = np.zeros((self.n, st.Q))
-        if rows.size == 0:
-            return gain, dmu, dS
-        nr = rows.size
-        local = pos[self.g_rows[entries]]  # local row of every entry
+        gain = np.bincount(bpos[self.g_batch[gsel]], weights=gain_g, minlength=bsel.size)
+        if not grad or rows.size == 0:
+            z = np.zeros((rows.size, st.Q))
+            return gain, rows, z, z.copy()
+        local = pos[erows]  # local row of every entry
         entry_group = np.repeat(np.arange(gsel.size), lens)
-        if np.array_equal(local, np.arange(nr)):  # one group per row, in row order
-            dPsi2n = dP
-            dPsi1 = dPsi1_e
+        if self._single_row:  # one group per row, in row order
+            dPsi2n, dPsi1 = dP, dPsi1_e
         else:
-            dPsi2n = np.zeros((nr, st.M, st.M))
-            dPsi1 = np.zeros((nr, st.M))
+            dPsi2n = np.zeros((rows.size, st.M, st.M))
+            dPsi1 = np.zeros((rows.size, st.M))
             np.add.at(dPsi1, local, dPsi1_e)
             for e in range(local.size):
                 dPsi2n[local[e]] += dP[entry_group[e]]
         dpsi0 = -0.5 * st.beta * np.bincount(local, weights=self.g_d[gsel][entry_group],
-                                             minlength=nr)
+                                             minlength=rows.size)
         gmu, gS = k.psi_gradients_n(dpsi0, dPsi1, dPsi2n, mu_r, S_r, st.Z)
-        dmu[rows] = gmu
-        dS[rows] = gS
-        return gain, dmu, dS
+        return gain, rows, gmu, gS
 
-    def _independent_groups(self, bsel: np.ndarray) -> np.ndarray:
-        """Groups of the selected rows (independent points: at most one group per row)."""
-        if not hasattr(self, "_row_group"):
-            rg = np.full(self.n, -1, dtype=np.int64)
-            rg[self.g_rows[self.g_ptr[:-1]]] = np.arange(self.n_groups)
-            self._row_group = rg
-        g = self._row_group[bsel]
-        return g[g >= 0]
+    def batch_rows(self, bsel: np.ndarray) -> np.ndarray:
+        """The rows of batches bsel (independent points: the rows themselves)."""
+        if self.independent:
+            return np.asarray(bsel, dtype=np.int64)
+        return np.concatenate([np.flatnonzero(self._batch_index == b) for b in bsel])
 
 
 def cfg_pick(n_groups: int, *args):
@@ -745,9 +755,6 @@ def infer_latent(stats: TrainingStats, Ys, observed=None, n_init: int = 1, max_i
     it, dimensions the ARD weights switch on and off differ in curvature by orders of
     magnitude and L-BFGS needs several times more iterations.
     """
-    from .batch_lbfgs import minimize_batch
-    from .transforms import POSITIVE_FLOOR as tr
-
     Ys = np.array(Ys, dtype=np.float64, ndmin=2)
     observed = ~np.isnan(Ys) if observed is None else np.asarray(observed, dtype=bool)
     Ys = np.where(observed, Ys, 0.0)
@@ -764,11 +771,22 @@ def infer_latent(stats: TrainingStats, Ys, observed=None, n_init: int = 1, max_i
         mu_full[idx] = mu
         S_full[idx] = S
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            gain, dmu, dS = tb.evaluate(mu_full, S_full, grad=grad, batches=idx)
+            gain, rows, dmu, dS = tb._evaluate(mu_full, S_full, grad, idx)  # rows == idx
             kl, dkl_mu, dkl_S = kl_rows(mu, S)
         if not grad:
             return -(gain - kl), None, None
-        return -(gain - kl), -(dmu[idx] - dkl_mu), -(dS[idx] - dkl_S)
+        return -(gain - kl), -(dmu - dkl_mu), -(dS - dkl_S)
+
+    with single_threaded_blas():
+        return _infer(stats, tb, Ys, observed, objective_natural, n, Q, n_init, max_iters,
+                      gtol, ftol, xtol, precondition)
+
+
+def _infer(stats, tb, Ys, observed, objective_natural, n, Q, n_init, max_iters, gtol, ftol, xtol,
+           precondition) -> LatentFit:
+    """The optimisation of ``infer_latent`` (BLAS limited to one thread by the caller)."""
+    from .batch_lbfgs import minimize_batch
+    from .transforms import POSITIVE_FLOOR as tr
 
     # start: the best of the n_init nearest training rows' q(x_n)
     cand = nearest_rows(stats, Ys, observed, k=n_init)
@@ -796,7 +814,8 @@ def infer_latent(stats: TrainingStats, Ys, observed=None, n_init: int = 1, max_i
     res = minimize_batch(objective, x0, max_iters=max_iters, gtol=gtol, ftol=ftol, xtol=xtol)
     mu = mu0 + scale * res.x[:, :Q]
     S = tr.forward(res.x[:, Q:])
-    gain, _, _ = tb.evaluate(mu, S, grad=False)
+    f, _, _ = objective_natural(mu, S, np.arange(n), grad=False)
     kl, _, _ = kl_rows(mu, S)
+    gain = kl - f
     return LatentFit(mu=mu, S=S, gain=gain, kl=kl, log_density=gain - kl, init_rows=init_rows,
                      iterations=res.iterations, status=res.status, n_evals=n_evals + res.n_evals)

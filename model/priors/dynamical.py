@@ -6,20 +6,27 @@ dimension q, q(x_q) = N(mu_q, S_q) with (SFixedPointQ)
     S_q = (Kt^{-1} + Lambda_q)^{-1},   mu_q = Kt mu_bar_q,   Lambda_q = diag(lambda_q) > 0,
 
 so the free parameters are mu_bar, lambda (N, Q). Everything goes through the stable
-matrix A_q = I + Lambda_q^{1/2} Kt Lambda_q^{1/2} >= I (no jitter, Kt never inverted):
+matrix A_q = I + D Kt D >= I, D = Lambda_q^{1/2} (no jitter, Kt never inverted), and its
+inverse Abar_q = A_q^{-1} from the Cholesky factor:
 
-    B_q = Lambda^{1/2} A^{-1} Lambda^{1/2} = (Kt + Lambda^{-1})^{-1},
-    S_q = Kt - Kt B_q Kt,   Kt^{-1} S_q = I - B_q Kt =: P_q,
-    KL_q = 1/2 [tr A^{-1} + mu_bar^T Kt mu_bar + log|A| - n]          (KLasSummationOverQ)
+    B_q = D Abar D = (Kt + Lambda^{-1})^{-1},   S_q = Kt - Kt B_q Kt = D^{-1} (I - Abar) D^{-1},
+    Kt^{-1} S_q = I - B_q Kt = D Abar D^{-1} =: P_q,
+    KL_q = 1/2 [tr Abar + mu_bar^T Kt mu_bar + log|A| - n]           (KLasSummationOverQ)
 
-(tr(Kt^{-1} S) = tr((I + Lambda Kt)^{-1}) = tr A^{-1};  log|Kt| - log|S| = log|A|;
+(tr(Kt^{-1} S) = tr((I + Lambda Kt)^{-1}) = tr Abar;  log|Kt| - log|S| = log|A|;
 mu^T Kt^{-1} mu = mu_bar^T Kt mu_bar). With g_mu = dF_hat/dmu_q, g = dF_hat/d diag(S_q)
 and F = F_hat - KL (derivatives appendix, in this notation):
 
     dF/dmu_bar_q = Kt (g_mu - mu_bar_q)
-    dF/dlambda_q = -(S_q o S_q) g - 1/2 diag(S_q B_q Kt)
+    dF/dlambda_q = -diag(S_q diag(g) S_q) - 1/2 diag(S_q B_q Kt)
+                 = -(1/lambda_i) sum_j (I - Abar)_ij^2 (g_j / lambda_j + 1/2)
     dF/dKt       = sum_q [P_q diag(g) P_q^T - 1/2 B_q Kt B_q + g_mu mu_bar_q^T - 1/2 mu_bar_q mu_bar_q^T]
+                 = sum_q [D Abar diag(g/lambda + 1/2) Abar D - 1/2 D Abar D] + (mean terms)
 
+so one block costs a Cholesky, its inverse and one n x n product per q (the diagonal of S,
+the KL and dF/dlambda are O(n^2)). For tiny lambda_i (data that says nothing about frame i)
+S_ii = (1 - Abar_ii) / lambda_i loses relative precision ~1e-16 / (lambda_i Kt_ii); lambda
+is kept above LAMBDA_FLOOR.
 and dF/dKt is mapped onto the time kernel's parameters by the kernel. Independent
 sequences make Kt block-diagonal: each block is handled on its own, so the cost is
 sum_s n_s^3 Q, not N^3 Q. ``GaussianBlocks`` also serves test-time inference, where the
@@ -37,10 +44,14 @@ from scipy.linalg.lapack import dpotri
 
 from ..linalg import chol_solve, jittered_cholesky
 from ..params import Block
-from ..transforms import IDENTITY, POSITIVE, POSITIVE_FLOOR
+from ..transforms import IDENTITY, POSITIVE, Softplus
 from ..time_kernels import TimeKernel, make_time_kernel
 from .base import QX, LatentPrior
 
+
+#: lambda's lower bound (softplus offset): keeps S = (1 - Abar_ii) / lambda_i accurate
+LAMBDA_FLOOR = 1e-8
+LAMBDA_POSITIVE = Softplus(lower=LAMBDA_FLOOR)
 
 #: median variance of q(X) to start from (vargplvm's initCovarMedian)
 INIT_S_MEDIAN = 0.18
@@ -61,48 +72,50 @@ def _inverse_from_cholesky(L: np.ndarray) -> np.ndarray:
     return out
 
 
-def _block_forward(K: np.ndarray, mb: np.ndarray, lb: np.ndarray, full: bool = True):
-    """One block: K (n, n), mu_bar and lambda (n, Q). Returns (K mu_bar (n, Q), S, kl, cache):
-    S (Q, n, n) the full covariances S_q = K - K B_q K of q(x_q) (``full``, needed by the
-    gradient) or only their diagonals (Q, n)."""
+def _block_forward(K: np.ndarray, mb: np.ndarray, lb: np.ndarray):
+    """One block: K (n, n), mu_bar and lambda (n, Q). Returns (K mu_bar (n, Q), diag S (Q, n),
+    kl, cache).
+
+    With D = Lambda^{1/2} and Abar = A^{-1} (from the Cholesky factor, LAPACK potri),
+    S = (K^{-1} + Lambda)^{-1} = D^{-1} (I - Abar) D^{-1}, so diag S needs no product with K:
+    S_ii = (1 - Abar_ii) / lambda_i."""
     n, Q = mb.shape
-    sl = np.sqrt(lb.T)  # (Q, n)
-    A = sl[:, :, None] * K[None] * sl[:, None, :]
-    A[:, np.arange(n), np.arange(n)] += 1.0  # A = I + Lambda^1/2 K Lambda^1/2 >= I
+    d = np.sqrt(lb.T)  # (Q, n)
+    A = d[:, :, None] * K[None] * d[:, None, :]
+    A[:, np.arange(n), np.arange(n)] += 1.0  # A = I + D K D >= I
     L = np.linalg.cholesky(A)
     logdetA = 2.0 * np.log(np.diagonal(L, axis1=1, axis2=2)).sum(1)
-    Ainv = _inverse_from_cholesky(L)
-    B = sl[:, :, None] * Ainv * sl[:, None, :]  # (K + Lambda^{-1})^{-1}
-    E = B @ K  # B K  (Q, n, n)
-    if full:
-        S = K[None] - K[None] @ E  # K - K B K
-    else:
-        S = np.diag(K)[None] - np.sum(K[None] * E.transpose(0, 2, 1), axis=2)  # its diagonal
+    Abar = _inverse_from_cholesky(L)
+    diagAbar = np.diagonal(Abar, axis1=1, axis2=2)
+    Sd = (1.0 - diagAbar) / lb.T
     Kmb = K @ mb
-    kl = 0.5 * float(np.trace(Ainv, axis1=1, axis2=2).sum() + np.sum(mb * Kmb) + logdetA.sum() - n * Q)
-    return Kmb, S, kl, (B, E)
+    kl = 0.5 * float(diagAbar.sum() + np.sum(mb * Kmb) + logdetA.sum() - n * Q)
+    return Kmb, Sd, kl, (d, Abar)
 
 
-def _stack(X: np.ndarray) -> np.ndarray:
-    """(Q, n, m) -> (n, Q m): [X_1 X_2 ... X_Q] side by side, for sums over q as one GEMM."""
-    Q, n, m = X.shape
-    return X.transpose(1, 0, 2).reshape(n, Q * m)
-
-
-def _block_backward(K, mb, S, cache, gmu, gS):
+def _block_backward(K, mb, lb, cache, gmu, gS):
     """Gradients of F_hat - KL for one block given gmu, gS = dF_hat/dmu, dF_hat/d diag S
-    (n, Q). Returns (dmu_bar (n, Q), dlambda (n, Q), dK (n, n))."""
-    B, E = cache
-    Q, n, _ = S.shape
-    g = gS.T  # (Q, n)
-    dmb = K @ (gmu - mb)
-    dlam = -(S * S) @ g[:, :, None] - 0.5 * np.sum(S * E.transpose(0, 2, 1), axis=2)[:, :, None]
-    P = -E
-    P[:, np.arange(n), np.arange(n)] += 1.0  # I - B K
-    # sum_q P_q diag(g_q) P_q^T - 1/2 E_q B_q, each sum over q as one (n, Qn) x (Qn, n) GEMM
-    dK = _stack(P * g[:, None, :]) @ _stack(P).T - 0.5 * (_stack(E) @ B.reshape(Q * n, n))
+    (n, Q). Returns (dmu_bar (n, Q), dlambda (n, Q), dK (n, n)).
+
+    In terms of Abar (module docstring: P = I - B K = D Abar D^{-1}, S G S and S B K have
+    diagonals (1/lambda_i) sum_j (I - Abar)_ij^2 (g_j/lambda_j) and (1/lambda_i) sum_j
+    (I - Abar)_ij^2, B K B = D (Abar - Abar^2) D), with h = g / lambda + 1/2:
+
+        dF/dlambda_i = -(1/lambda_i) sum_j (I - Abar)_ij^2 h_j
+        dF/dK        = sum_q D Abar diag(h) Abar D - 1/2 D Abar D + g_mu mu_bar^T - 1/2 mu_bar mu_bar^T
+
+    one n x n product per q; the rest is O(n^2 Q)."""
+    d, Abar = cache
+    Q, n, _ = Abar.shape
+    lam = lb.T  # (Q, n)
+    h = gS.T / lam + 0.5
+    IA = -Abar
+    IA[:, np.arange(n), np.arange(n)] += 1.0  # I - Abar
+    dlam = -((IA * IA) @ h[:, :, None])[:, :, 0] / lam
+    X = d[:, :, None] * Abar  # D Abar
+    dK = np.matmul(X * h[:, None, :], X.transpose(0, 2, 1)).sum(0) - 0.5 * np.sum(X * d[:, None, :], axis=0)
     dK += gmu @ mb.T - 0.5 * (mb @ mb.T)
-    return dmb, dlam[:, :, 0].T, dK
+    return K @ (gmu - mb), dlam.T, dK
 
 
 class GaussianBlocks:
@@ -123,12 +136,12 @@ class GaussianBlocks:
         mu = np.empty_like(mu_bar)
         Sd = np.empty_like(mu_bar)
         parallel = sum(K.shape[0] ** 3 for K in Ks) * mu_bar.shape[1] > _PARALLEL_WORK
-        fwd = _map(lambda b: _block_forward(Ks[b], mu_bar[self.index[b]], lam[self.index[b]], grad),
+        fwd = _map(lambda b: _block_forward(Ks[b], mu_bar[self.index[b]], lam[self.index[b]]),
                    self._order(Ks), parallel)
         kl = 0.0
         for ix, (Kmb, S, klb, _) in zip(self.index, fwd):
             mu[ix] = Kmb
-            Sd[ix] = (np.diagonal(S, axis1=1, axis2=2) if grad else S).T
+            Sd[ix] = S.T
             kl += klb
         if m is not None:
             mu = mu + m
@@ -141,7 +154,7 @@ class GaussianBlocks:
 
             def back(b):
                 ix = self.index[b]
-                return _block_backward(Ks[b], mu_bar[ix], fwd[b][1], fwd[b][3], gmu[ix], gS[ix])
+                return _block_backward(Ks[b], mu_bar[ix], lam[ix], fwd[b][3], gmu[ix], gS[ix])
 
             out = _map(back, self._order(Ks), parallel)
             for ix, (db, dl, _) in zip(self.index, out):
@@ -205,7 +218,7 @@ class DynamicalPrior(LatentPrior):
     # --- interface -----------------------------------------------------------------------
     def blocks(self):
         N, Q = self.N, self.Q
-        return ([Block("mu_bar", (N, Q), IDENTITY), Block("lambda", (N, Q), POSITIVE_FLOOR)]
+        return ([Block("mu_bar", (N, Q), IDENTITY), Block("lambda", (N, Q), LAMBDA_POSITIVE)]
                 + [Block("time_kernel." + k, (), POSITIVE) for k in self.time_kernel.params])
 
     def time_values(self) -> dict:
