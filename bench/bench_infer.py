@@ -119,13 +119,15 @@ def worker_ours(spec: dict) -> dict:
     m.infer_latent(_test_rows(c, 100, miss, offset=800))
     out = {"warmup_s": time.perf_counter() - t0, "loadavg_start": loadavg()}
     Ys = _test_rows(c, n, miss)
-    times, fit = [], None
+    times, cpu, fit = [], [], None
     reps = int(spec["repeats"])
     for _ in range(reps):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         fit = m.infer_latent(Ys, return_fit=True)
         times.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
     out.update(times=times, median_s=float(np.median(times)), min_s=float(np.min(times)),
+               cpu_s=float(np.median(cpu)),
                iterations_mean=float(fit.iterations.mean()), iterations_max=int(fit.iterations.max()),
                evals_per_point=fit.n_evals / n, converged=int(fit.converged.sum()),
                mu=fit.mu.tolist(), S=fit.S.tolist(), loadavg_end=loadavg())
@@ -161,7 +163,7 @@ def worker_gpy(spec: dict) -> dict:
     infer_newX(g, _test_rows(c, 1, miss, offset=900) - c["Y_mean"])  # warm-up
     out = {"loadavg_start": loadavg(), "bound": float(np.ravel(g.log_likelihood())[0])}
     budget = float(spec.get("max_seconds", 1e9))
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     if mode == "joint":
         X, im = infer_newX(g, Ys)
         mu, S = np.asarray(X.mean), np.asarray(X.variance)
@@ -177,7 +179,8 @@ def worker_gpy(spec: dict) -> dict:
         done = len(mu)
         mu, S = np.array(mu), np.array(S)
     dt = time.perf_counter() - t
-    out.update(total_s=dt, points_done=done, per_point_s=dt / done, mu=mu.tolist(), S=S.tolist(),
+    out.update(total_s=dt, points_done=done, per_point_s=dt / done,
+               cpu_per_point_s=(time.process_time() - c) / done, mu=mu.tolist(), S=S.tolist(),
                loadavg_end=loadavg())
     return out
 
@@ -230,7 +233,19 @@ def main(argv=None) -> int:
                     help="stop GPy's one-row loop after this long (per point time from the rows done)")
     ap.add_argument("--no-gpy", action="store_true")
     ap.add_argument("--json", help="write all results here")
+    ap.add_argument("--table", help="print the table of an earlier run's --json file and exit")
     args = ap.parse_args(argv)
+    if args.table:
+        rows = json.loads(Path(args.table).read_text())["rows"]
+        for r in rows:
+            o = r["ours"]
+            if "median_s" in o:
+                o["per_point_s"] = o["median_s"] / r["n"]
+                for key in ("gpy_joint", "gpy_loop"):
+                    if "per_point_s" in r.get(key, {}):
+                        r[key]["ratio"] = r[key]["per_point_s"] / o["per_point_s"]
+        print(table(rows))
+        return 0
     if args.worker:
         spec = json.loads(Path(args.worker).read_text())
         res = worker_ours(spec) if spec["impl"] == "ours" else worker_gpy(spec)
@@ -281,9 +296,19 @@ def main(argv=None) -> int:
             log(msg + f" | load {o['loadavg_start']:.1f}")
             rows.append(r)
 
+    log("")
+    log(table(rows))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"info": info, "rows": rows}, indent=1))
+    return 0
+
+
+def table(rows: list[dict]) -> str:
+    """The markdown table of bench/README.md from the rows of a run (also ``--table JSON``)."""
     lines = ["| test rows | n | ours total | ours per point | ours iterations (mean/max) | "
-             "GPy joint per point | GPy one row per call, per point | GPy/ours per point | "
-             "mu agreement (median/max, in posterior sd) | load avg |", "|" + "---|" * 10]
+             "GPy joint per point | GPy one row per call, per point | GPy/ours per point (wall) | "
+             "CPU time per point, ours / GPy one row per call (ratio) | "
+             "mu agreement (median/max, in posterior sd) | load avg |", "|" + "---|" * 11]
     for r in rows:
         o = r["ours"]
         if "error" in o:
@@ -296,12 +321,17 @@ def main(argv=None) -> int:
             f"{fmt_ms(gj.get('per_point_s')) if 'per_point_s' in gj else ('n/a (GPy: one row at a time with NaN)' if r['missing'] else '-')} | "
             f"{fmt_ms(gl.get('per_point_s')) if 'per_point_s' in gl else '-'}"
             f"{' (' + str(gl['points_done']) + ' rows)' if 'points_done' in gl and gl['points_done'] < r['n'] else ''} | "
-            f"{ratios} | {agreement(o, gl or gj)} | {o['loadavg_start']:.1f} |")
-    log("")
-    log("\n".join(lines))
-    if args.json:
-        Path(args.json).write_text(json.dumps({"info": info, "rows": rows}, indent=1))
-    return 0
+            f"{ratios} | {cpu_ratio(o, gl, r['n'])} | {agreement(o, gl or gj)} | {o['loadavg_start']:.1f} |")
+    return "\n".join(lines)
+
+
+def cpu_ratio(o: dict, g: dict, n: int) -> str:
+    """Process CPU time per point (all threads): less sensitive to the machine's load than
+    wall time, since a busy machine mostly adds waiting."""
+    if "cpu_s" not in o or "cpu_per_point_s" not in g:
+        return "-"
+    ours = o["cpu_s"] / n
+    return f"{fmt_ms(ours)} / {fmt_ms(g['cpu_per_point_s'])} ({g['cpu_per_point_s'] / ours:.0f}x)"
 
 
 if __name__ == "__main__":

@@ -7,7 +7,11 @@ pattern per row, seed of the run). From the 6 observed readings q(x*) is inferre
 Reported: the RMSE of the missing entries beside nearest-neighbour imputation (the training
 row nearest in the observed readings) and mean imputation, and the 1-NN class error of the
 inferred latent means against the training means (with the complete test rows as a
-reference). The paper has no table for this experiment (issue 9 defines it).
+reference). Latent distances are the kernel's own, sum_q alpha_q (x_q - x'_q)^2 with the
+ARD weights alpha: dimensions the ARD switched off carry no information about the outputs
+but keep a spread of about 1 in q(X), so unweighted distances mostly measure noise (the
+unweighted figure is in result.json). The paper has no table for this experiment (issue 9
+defines it).
 """
 
 from __future__ import annotations
@@ -79,6 +83,9 @@ def run(ctx: Context) -> Result:
         missing[i, rng.permutation(Yt.shape[1])[:N_MISSING]] = True
     Ystar = np.where(missing, np.nan, Yt)
 
+    import model
+
+    model.warmup()  # compile (or load) every Numba kernel before anything is timed
     ctx.log(f"oil-test: fitting Q={Q}, M={M} on {Y.shape[0]} rows ({iters} iterations)")
     t = time.perf_counter()
     m = BayesianGPLVM(Y, latent_dim=Q, num_inducing=M, kernel="rbf", seed=ctx.seed).fit(max_iters=iters, progress=False)
@@ -105,9 +112,11 @@ def run(ctx: Context) -> Result:
     z = (Yt[missing] - mean[missing]) / np.sqrt(var[missing])
     cover = float(np.mean(np.abs(z) < 1.96))
 
-    # 1-NN class errors
-    err_lat = int(np.sum(nn_labels(m.latent_mean, lab, fit.mu) != lab_t))
-    err_lat_full = int(np.sum(nn_labels(m.latent_mean, lab, fit_full.mu) != lab_t))
+    # 1-NN class errors (latent: the kernel's ARD metric)
+    alpha = m.ard_weights
+    err_lat = int(np.sum(nn_labels(m.latent_mean, lab, fit.mu, alpha) != lab_t))
+    err_lat_full = int(np.sum(nn_labels(m.latent_mean, lab, fit_full.mu, alpha) != lab_t))
+    err_lat_plain = int(np.sum(nn_labels(m.latent_mean, lab, fit.mu) != lab_t))
     err_data_half = int(np.sum(lab[nn_rows] != lab_t))
     err_data_full = int(np.sum(nn_labels(Y, lab, Yt) != lab_t))
     n = Yt.shape[0]
@@ -128,8 +137,8 @@ def run(ctx: Context) -> Result:
     t2 = Table(
         title="1-NN class error of the test rows (1000 rows, 3 flow regimes)",
         columns=["test rows, matched by", "errors", "error (%)"],
-        rows=[["inferred latent means of the half-observed rows vs training means", err_lat, 100 * err_lat / n],
-              ["inferred latent means of the complete rows vs training means", err_lat_full, 100 * err_lat_full / n],
+        rows=[["inferred latent means of the half-observed rows vs training means (ARD metric)", err_lat, 100 * err_lat / n],
+              ["inferred latent means of the complete rows vs training means (ARD metric)", err_lat_full, 100 * err_lat_full / n],
               ["nearest training row in the 6 observed readings", err_data_half, 100 * err_data_half / n],
               ["nearest training row in all 12 readings", err_data_full, 100 * err_data_full / n]],
         note=(f"Inference of q(x*) for the 1000 half-observed rows: {t_inf:.1f} s "
@@ -142,6 +151,7 @@ def run(ctx: Context) -> Result:
         tables=[t1, t2],
         numbers=dict(rmse_model=e_model, rmse_nn=e_nn, rmse_mean=e_mean, coverage_95=cover,
                      errors_latent_half=err_lat, errors_latent_complete=err_lat_full,
+                     errors_latent_half_unweighted=err_lat_plain, ard_weights=alpha.tolist(),
                      errors_data_half=err_data_half, errors_data_complete=err_data_full,
                      bound=float(m.elbo()), fit_s=t_fit, infer_half_s=t_inf,
                      infer_complete_s=t_inf_full, iterations_mean=float(fit.iterations.mean()),

@@ -90,7 +90,10 @@ def softmax_baseline(Ytr, ltr, Yte, seed: int = 0):
 def run(ctx: Context) -> Result:
     from model import GPLVMClassifier
 
+    import model
+
     t_all = time.perf_counter()
+    model.warmup()  # compile (or load) every Numba kernel before anything is timed
     Ytr, ltr, Yte, lte = _load(ctx)
     settings = dict(latent_dim=Q, num_inducing=M, kernel="rbf", fit_iters=FIT_ITERS, seed=ctx.seed,
                     n_train=int(Ytr.shape[0]), n_test=int(Yte.shape[0]),
