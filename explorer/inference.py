@@ -93,13 +93,17 @@ def masked(Y: np.ndarray, cols) -> np.ndarray:
     return Ym
 
 
-def nearest_neighbour_fill(Y_train: np.ndarray, Ym: np.ndarray) -> np.ndarray:
-    """Each row's hidden entries from the training row nearest in its observed entries."""
+def nearest_neighbour_fill(Y_train: np.ndarray, Ym: np.ndarray, exclude=None) -> np.ndarray:
+    """Each row's hidden entries from the training row nearest in its observed entries;
+    ``exclude[i]`` (a training row index, or -1) is left out for row i (a training frame
+    must not be its own neighbour)."""
     obs = ~np.isnan(Ym)
     out = Ym.copy()
     for i in range(Ym.shape[0]):
         o = obs[i]
         d = ((Y_train[:, o] - Ym[i, o]) ** 2).sum(1)
+        if exclude is not None and exclude[i] >= 0:
+            d[exclude[i]] = np.inf
         out[i, ~o] = Y_train[int(np.argmin(d)), ~o]
     return out
 
@@ -141,7 +145,8 @@ def infer(model, ds, src: Source, start: int, n: int, cols, max_iters: int = INF
     mean = np.where(observed, truth, mean_f)
     var = np.where(observed, 0.0, var_f)
     err = M.reconstruction_error(ds, mean, truth, cols)
-    nn = M.reconstruction_error(ds, nearest_neighbour_fill(ds.Y, Ym), truth, cols)
+    own = src.rows[start:start + n] if src.rows is not None else None
+    nn = M.reconstruction_error(ds, nearest_neighbour_fill(ds.Y, Ym, own), truth, cols)
     return Inference(source=src.name, start=start, cols=cols, truth=truth, observed=observed, t=t,
                      mu=np.asarray(mu), S=np.asarray(S), mean=mean, var=np.maximum(var, 0.0), error=err,
                      nn_error=nn, iterations=int(iters), seconds=time.perf_counter() - t0, method=method)

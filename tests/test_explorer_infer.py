@@ -126,6 +126,8 @@ def test_nearest_neighbour_fill_uses_only_observed_entries():
     Ytr = np.array([[0.0, 0.0, 5.0], [1.0, 1.0, 9.0]])
     Ym = np.array([[0.9, 1.2, np.nan]])
     np.testing.assert_array_equal(inf.nearest_neighbour_fill(Ytr, Ym), [[0.9, 1.2, 9.0]])
+    # a training frame is not its own neighbour
+    np.testing.assert_array_equal(inf.nearest_neighbour_fill(Ytr, Ym, exclude=[1]), [[0.9, 1.2, 5.0]])
 
 
 def test_cmu_test_trial_is_offered_and_legs_infer_better_than_nearest_neighbour():
@@ -145,3 +147,17 @@ def test_cmu_test_trial_is_offered_and_legs_infer_better_than_nearest_neighbour(
     r = s.inference
     assert r.error["unit"] == "deg" and r.error["n"] == 14
     assert r.error["value"] < r.nn_error["value"]
+
+
+def test_static_model_infers_frames_with_infer_latent(walk):
+    from model import BayesianGPLVM
+
+    m = BayesianGPLVM(walk.Y, latent_dim=3, num_inducing=10, seed=0)
+    m.fit(max_iters=30, progress=False)
+    s = ExplorerState()
+    s.set_model(m, walk)
+    s.mask_part, s.infer_frame, s.infer_length = "arms", 10, 3
+    _run(s)
+    r = s.inference
+    assert r.n == 3 and r.method.startswith("static") and r.mu.shape == (3, 3)
+    assert np.isfinite(r.error["value"]) and r.error["n"] == 3 * 18

@@ -37,9 +37,9 @@ def walk():
 
 @pytest.fixture(scope="module")
 def dyn_model(walk):
-    # an initialised (unfitted) model is a valid model for everything the explorer does
+    # fitted enough that q(X) at the training frames is much tighter than the time prior
     m = DynamicalGPLVM(walk.Y, walk.times, latent_dim=3, num_inducing=10, sequences=walk.sequence, seed=0)
-    m.fit(max_iters=60, progress=False)  # enough for the data to pin q(X) at the frames
+    m.fit(max_iters=60, progress=False)
     m.metadata = {"dataset": "synth_walk"}
     return m
 
@@ -74,9 +74,8 @@ def test_playback_covers_the_sequence_then_forecasts_with_growing_uncertainty(wa
     np.testing.assert_allclose(pb.S[:pb.n_train], dyn_model.latent_variance[rows], rtol=1e-4, atol=1e-9)
     # past the end the latent variance grows towards the prior's, and so does the output's
     S_end, S_last = pb.S[-1].sum(), pb.S[pb.n_train - 1].sum()
-    prior_var = dyn_model.latent_dim * float(dyn_model.time_kernel.Kdiag(pb.t[-1:])[0])
-    assert S_end == pytest.approx(prior_var, rel=0.02)  # 40 frames on: (nearly) the prior
-    assert S_end > 2 * S_last  # the last frame is pinned by the data (median S starts at 0.18)
+    prior = dyn_model.time_kernel.Kdiag(pb.t[-1:])[0] * dyn_model.latent_dim
+    assert S_end > 2 * S_last and S_end == pytest.approx(prior, rel=0.01)
     assert np.all(np.diff(pb.S[pb.n_train - 1:].sum(1)) > -1e-9)
     assert pb.var[-1].mean() > 2 * pb.var[pb.n_train - 1].mean()
     # covFstar: an uncertain latent point gives different variances per output dimension

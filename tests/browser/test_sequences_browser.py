@@ -257,3 +257,31 @@ def test_empty_mask_gets_a_clear_message(page, server):
     msg.wait_for(timeout=15000)
     assert msg.first.is_visible() and not page.get_by_text("Traceback").count()
     page.screenshot(path=str(ARTIFACTS / "explorer2-07-empty-mask.png"), full_page=True)
+
+
+JS_INFER_JOINTS = """() => {
+  for (const v of Bokeh.index.all_views()) {
+    const m = v.model;
+    if (!(m.title && m.title.text && m.title.text.startsWith('Observed & inferred'))) continue;
+    for (const r of m.renderers) {
+      const d = r.data_source && r.data_source.data;
+      if (d && d.hidden) return {x: Array.from(d.x), y: Array.from(d.y), hidden: Array.from(d.hidden)};
+    }
+  }
+  return null;
+}"""
+
+
+def test_click_joints_on_the_figure_to_hide_them(page, server):
+    open_app(page, server)
+    _infer_tab(page)
+    page.locator(".infer-mask select").first.select_option("joints I click")
+    wait_for(lambda: sum((page.evaluate(JS_INFER_JOINTS) or {"hidden": [1]})["hidden"]) == 0, what="no joint hidden")
+    j = page.evaluate(JS_INFER_JOINTS)
+    head = max(range(len(j["y"])), key=lambda k: j["y"][k])  # the highest joint: the head
+    px, py = plot_info(page, "Observed & inferred", [j["x"][head]], [j["y"][head]])["pts"][0]
+    page.mouse.click(px, py)
+    wait_for(lambda: page.evaluate(JS_INFER_JOINTS)["hidden"][head] == 1, what="the clicked joint hidden")
+    assert sum(page.evaluate(JS_INFER_JOINTS)["hidden"]) == 1
+    page.locator(".infer-button button").first.click()
+    page.get_by_text(re.compile(r"^RA error")).first.wait_for(timeout=120000)
