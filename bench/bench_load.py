@@ -220,7 +220,7 @@ def browser_phase(srv, args, rng, results):
             iters.press("Enter")
             b.wait_for_timeout(300)
             b.get_by_role("button", name="Train", exact=True).click()
-            status = b.locator(".train-status").first
+            status = b.get_by_text(re.compile(r"^(Starting|Queued|Iteration|Finished|Stopped|Training failed)")).first
             t0 = time.perf_counter()
             while "Iteration" not in status.inner_text() and time.perf_counter() - t0 < 120:
                 b.wait_for_timeout(200)
@@ -315,6 +315,10 @@ class Client:
             if h["msgtype"] == "PULL-DOC-REPLY":
                 break
         self.model_id, self.xr, self.yr = latent_figure(content)
+        # what BokehJS sends once the page is drawn: Panel then treats the session as loaded
+        await self.send("PATCH-DOC", {"events": [{"kind": "MessageSent", "msg_type": "bokeh_event",
+                                                  "msg_data": {"type": "event", "name": "document_ready",
+                                                               "values": {"type": "map"}}}]})
 
     async def send(self, msgtype, content):
         for f in _frames(msgtype, content):
@@ -324,7 +328,7 @@ class Client:
         header = json.loads(await self.ws.read_message())
         await self.ws.read_message()  # metadata
         content = await self.ws.read_message()
-        for _ in range(int(header.get("num_buffers", 0))):
+        for _ in range(2 * int(header.get("num_buffers", 0))):  # each buffer: a header frame + the bytes
             await self.ws.read_message()
         return header, (json.loads(content) if isinstance(content, str) else {})
 
@@ -339,7 +343,7 @@ class Client:
                 continue
             await self.ws.read_message()
             content = await self.ws.read_message()
-            for _ in range(int(header.get("num_buffers", 0))):
+            for _ in range(2 * int(header.get("num_buffers", 0))):
                 await self.ws.read_message()
             if header.get("msgtype") != "PATCH-DOC" or not isinstance(content, str):
                 continue

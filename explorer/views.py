@@ -365,9 +365,11 @@ class OutputView(_Rebuilding):
         self._readout_div = Div(text="", width=RIGHT_W, height=22, css_classes=["readout"],
                                 styles={"font-family": "monospace", "font-size": "13px"})
         self._readout = pn.pane.Bokeh(self._readout_div, sizing_mode="fixed", margin=(0, 5))
+        # the output first, the readout last: the readout's text (with the coordinates) then
+        # closes the update a mouse move causes (the load test's probe times that message)
+        s.param.watch(self._push, ["cursor", "azimuth", "elevation", "selected_index", "fixed"])
         s.param.watch(self._update_readout, ["cursor", "selected_index", "pinned", "follow",
                                              "x_dim", "y_dim", "model_version"])
-        s.param.watch(self._push, ["cursor", "azimuth", "elevation", "selected_index", "fixed"])
         self._update_readout()
 
     @property
