@@ -276,11 +276,13 @@ class LatentView(_Rebuilding):
 
     @guarded
     def _on_move(self, x=None, y=None, **kw):
-        self.state.hover(x, y)
+        with unlocked():  # everything a move changes (marker, output, readout) leaves as one message
+            self.state.hover(x, y)
 
     @guarded
     def _on_tap(self, x=None, y=None, **kw):
-        self.state.click(x, y)
+        with unlocked():
+            self.state.click(x, y)
 
     # ---- sliders for the other dims
     def _build_sliders(self, *events):
@@ -438,6 +440,15 @@ class OutputView(_Rebuilding):
             self._push(only=name)
         return hook
 
+    def _add_discs(self, plot, element):
+        from bokeh.models import ColumnDataSource
+
+        src = ColumnDataSource(dict(x=[], y=[], r=[]))
+        plot.state.circle(x="x", y="y", radius="r", source=src, fill_color=plots.CURSOR_COLOR, fill_alpha=0.2,
+                          line_color=plots.CURSOR_COLOR, line_alpha=0.6, line_width=1.2)
+        self._sources["discs"] = src
+        self._push(only="discs")
+
     def _title(self):
         x, y = self.state.cursor
         what = {"pose": "Generated at", "image": "Generated"}.get(self.kind, f"{plots.OUTPUT_TITLE} at")
@@ -451,10 +462,12 @@ class OutputView(_Rebuilding):
         if self.kind == "pose":
             from .state import pose_spread
 
-            d = plots.pose_data(self._centre(r.positions(mean)), r.connections, s.azimuth, s.elevation,
-                                pose_spread(r, mean, var))
-            return {"circles": plots.segments_columns(d["circles"]), "bones": plots.segments_columns(d["bones"]),
-                    "joints": {"u": d["joints"][:, 0], "v": d["joints"][:, 1]}}
+            d = plots.pose_data(self._centre(r.positions(mean)), r.connections, s.azimuth, s.elevation)
+            f32 = lambda a: np.asarray(a, dtype=np.float32)  # noqa: E731 - half the bytes per move
+            uv = d["joints"]
+            return {"discs": {"x": f32(uv[:, 0]), "y": f32(uv[:, 1]), "r": f32(2 * pose_spread(r, mean, var))},
+                    "bones": {k: f32(v) for k, v in plots.segments_columns(d["bones"]).items()},
+                    "joints": {"u": f32(uv[:, 0]), "v": f32(uv[:, 1])}}
         std = np.sqrt(np.maximum(var, 0))
         if self.kind == "image":
             return {"mean": {"image": [r.image(mean)[::-1]]}, "sd": {"image": [r.image(std)[::-1]]}}
@@ -486,9 +499,12 @@ class OutputView(_Rebuilding):
         mean, var = s.generate(*s.cursor)
         r = s.dataset.renderer
         if self.kind == "pose":
-            el = plots.pose_plot(np.zeros((0, 3)), (), s.azimuth, s.elevation, spread=np.zeros(0),
+            el = plots.pose_plot(np.zeros((0, 3)), (), s.azimuth, s.elevation, spread=None,
                                  limits=self._limits, title=self._title())
-            for layer, name in zip(el, ("circles", "bones", "joints")):
+            # the 2-sd spread of each joint as one disc per joint (J x 3 numbers per move,
+            # where 20 circle segments per joint were J x 80), drawn under the bones
+            list(el)[0].opts(hooks=[self._add_discs])
+            for layer, name in zip(list(el)[1:], ("bones", "joints")):
                 layer.opts(hooks=[self._grab(name)])
             return el
         if self.kind == "image":
@@ -540,7 +556,7 @@ class OutputView(_Rebuilding):
             self._readout_div.text = html.escape(text)
 
     def _caption(self):
-        return {"pose": "Left: the pose generated at the cursor; red circles: 2 sd of each joint's position. "
+        return {"pose": "Left: the pose generated at the cursor; red discs: 2 sd of each joint's position. "
                         "Right: the played sequence; discs: 2 sd per joint from the uncertain-input moments "
                         "(covFstar), purple = forecast. Drag the angle sliders to turn both figures.",
                 "image": "Generated at the cursor: mean frame and per-pixel sd (at a fixed latent point the "
