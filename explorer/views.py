@@ -238,7 +238,11 @@ class LatentView(_Rebuilding):
         s = self.state
         if not show_variance or s.model is None:
             return plots.empty_image(self._bounds, s.dims)
-        var = variance_grid(s.model, np.asarray(fixed), s.dims, self._bounds, grid_res)
+        from .shared import shared
+
+        fixed = np.asarray(fixed, dtype=np.float64)
+        key = ("variance", fixed.tobytes(), s.dims, tuple(self._bounds), int(grid_res))
+        var = shared(s.model, key, lambda: variance_grid(s.model, fixed, s.dims, self._bounds, grid_res))
         return plots.variance_image(var, self._bounds, s.dims)
 
     # The two markers are drawn on Bokeh's overlay layer: moving them repaints only that
@@ -386,14 +390,10 @@ class OutputView(_Rebuilding):
         self._ylim = None
         self._limits = None
         if self.kind == "pose":
-            r = ds.renderer
-            sub = Y[:: max(1, len(Y) // 300)]
-            Ps = np.stack([r.positions(y) for y in sub])
-            self._zc = 0.5 * (Ps[..., 2].min() + Ps[..., 2].max())
-            C = Ps.copy()
-            C[..., :2] -= Ps[..., :2].mean(axis=1, keepdims=True)
-            C[..., 2] -= self._zc
-            R = float(np.sqrt((C ** 2).sum(-1)).max()) * 1.08 + 1e-9
+            from .sequences import pose_extent
+            from .shared import shared
+
+            self._zc, R = shared(ds, "pose_extent", lambda: pose_extent(ds.renderer, Y))
             self._limits = (-R, -R, R, R)
         elif self.kind == "vector":
             lo, hi = float(Y.min()), float(Y.max())
