@@ -3,14 +3,17 @@
     python bench/bench_load.py [--moves 40] [--sessions 8 32] [--rate 10] [--duration 20]
                                [--skip browser,train,clients] [--json out.json]
 
-One explorer server (``bgplvm serve``, the default page: CMU 35 with its dynamical model)
-with the latency probe on (``BGPLVM_LATENCY_PROBE``, explorer/probe.py). Then:
+0. **Start**: ``bash scripts/run.sh`` (warm caches) to the first page's plots drawn in a
+   browser.
+
+Then one explorer server (``bgplvm serve``, the default page: CMU 35 with its dynamical
+model) with the latency probe on (``BGPLVM_LATENCY_PROBE``, explorer/probe.py), and:
 
 1. **Real browsers** (Playwright + Debian chromium, as the browser tests): a page moves
    the mouse over the latent view in follow mode; the page times each pointermove to the
    second animation frame after BokehJS applied the update that carries the new output
    (the generated plot's title changes): the generated pose is on screen.
-   - 1 session alone; 2 sessions moving in turn;
+   - 1 session alone (and its playback frame rate); 2 sessions moving in turn;
    - **training**: a second page starts training (the default model, 5000 iterations, in
      its worker process) while the first page is measured again; ratio to alone.
 2. **Python clients of the Bokeh server protocol** (no rendering): 8 and 32 sessions, each
@@ -155,6 +158,41 @@ class Server:
             os.killpg(self.proc.pid, signal.SIGKILL)
 
 
+# --------------------------------------------------------------------------- start-up
+def run_sh_to_first_page(browser) -> dict:
+    """`bash scripts/run.sh` (warm caches) to the first page's plots drawn in a browser."""
+    port = free_port()
+    t0 = time.perf_counter()
+    log = tempfile.TemporaryFile()
+    proc = subprocess.Popen(["bash", str(ROOT / "scripts" / "run.sh"), "--no-show", "--port", str(port)], env=env(),
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT)
+    try:
+        while True:
+            try:
+                if urllib.request.urlopen(f"http://127.0.0.1:{port}/liveness", timeout=1).status == 200:
+                    break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.perf_counter() - t0 > 300:
+                log.seek(0)
+                raise RuntimeError("run.sh did not start:\n" + log.read().decode()[-3000:])
+            time.sleep(0.05)
+        listening = time.perf_counter() - t0
+        page = browser.new_page(viewport={"width": 1366, "height": 900})
+        page.goto(f"http://127.0.0.1:{port}/app")
+        wait_plot(page, "Latent space")
+        wait_plot(page, "Playing")
+        total = time.perf_counter() - t0
+        page.close()
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return {"listening_s": listening, "plots_s": total}
+
+
 # --------------------------------------------------------------------------- browsers
 def wait_plot(page, prefix, timeout=90):
     t0 = time.perf_counter()
@@ -187,6 +225,19 @@ def move_once(page, frame, rng, i):
         page.wait_for_timeout(5)
 
 
+def playback_fps(page) -> int:
+    """Press Play; the most frames the page drew in any one second of three."""
+    page.evaluate("() => { window.__bgplvm_frames = []; }")
+    page.locator(".play-toggle button").first.click()
+    page.wait_for_timeout(3000)
+    fr = page.evaluate("() => window.__bgplvm_frames || []")
+    page.locator(".play-toggle button").first.click()
+    best = 0
+    for k, (t0, _) in enumerate(fr):
+        best = max(best, len({i for t, i in fr[k:] if t - t0 < 1000}))
+    return best
+
+
 def measure_moves(pages, n, rng, gap_ms=120):
     """n moves per page, pages taking turns; returns the latencies of each page."""
     for page, _ in pages:
@@ -208,6 +259,8 @@ def browser_phase(srv, args, rng, results):
         print(f"page open to plots drawn: {ready:.2f} s (first session)")
         (lat1,) = measure_moves([(a, fa)], args.moves, rng)
         results["browser_1"] = lat1
+        results["playback_fps"] = playback_fps(a)
+        print(f"playback: {results['playback_fps']} frames drawn in the best second of three (1x = 30 frames/s)")
         print(f"1 session:            {summary(lat1)}")
         b, fb, _ = open_page(browser, srv.url)
         lat2 = measure_moves([(a, fa), (b, fb)], args.moves, rng)
@@ -220,7 +273,7 @@ def browser_phase(srv, args, rng, results):
             iters.press("Enter")
             b.wait_for_timeout(300)
             b.get_by_role("button", name="Train", exact=True).click()
-            status = b.locator(".train-status").first
+            status = b.get_by_text(re.compile(r"^(Starting|Queued|Iteration|Finished|Stopped|Training failed)")).first
             t0 = time.perf_counter()
             while "Iteration" not in status.inner_text() and time.perf_counter() - t0 < 120:
                 b.wait_for_timeout(200)
@@ -315,6 +368,10 @@ class Client:
             if h["msgtype"] == "PULL-DOC-REPLY":
                 break
         self.model_id, self.xr, self.yr = latent_figure(content)
+        # what BokehJS sends once the page is drawn: Panel then treats the session as loaded
+        await self.send("PATCH-DOC", {"events": [{"kind": "MessageSent", "msg_type": "bokeh_event",
+                                                  "msg_data": {"type": "event", "name": "document_ready",
+                                                               "values": {"type": "map"}}}]})
 
     async def send(self, msgtype, content):
         for f in _frames(msgtype, content):
@@ -324,7 +381,7 @@ class Client:
         header = json.loads(await self.ws.read_message())
         await self.ws.read_message()  # metadata
         content = await self.ws.read_message()
-        for _ in range(int(header.get("num_buffers", 0))):
+        for _ in range(2 * int(header.get("num_buffers", 0))):  # each buffer: a header frame + the bytes
             await self.ws.read_message()
         return header, (json.loads(content) if isinstance(content, str) else {})
 
@@ -339,7 +396,7 @@ class Client:
                 continue
             await self.ws.read_message()
             content = await self.ws.read_message()
-            for _ in range(int(header.get("num_buffers", 0))):
+            for _ in range(2 * int(header.get("num_buffers", 0))):
                 await self.ws.read_message()
             if header.get("msgtype") != "PATCH-DOC" or not isinstance(content, str):
                 continue
@@ -433,7 +490,7 @@ def main(argv=None) -> int:
     ap.add_argument("--sessions", type=int, nargs="+", default=[8, 32])
     ap.add_argument("--rate", type=float, default=10.0, help="events per second per client session")
     ap.add_argument("--duration", type=float, default=20.0, help="seconds of moves per client phase")
-    ap.add_argument("--skip", default="", help="comma list of: browser, train, clients")
+    ap.add_argument("--skip", default="", help="comma list of: start, browser, train, clients")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     args.skip = set(filter(None, args.skip.split(",")))
@@ -441,8 +498,19 @@ def main(argv=None) -> int:
     (ROOT / "test-artifacts").mkdir(exist_ok=True)
     probe = Path(tempfile.mkdtemp(prefix="bgplvm-probe-")) / "probe.jsonl"
     print(f"load average at start: {os.getloadavg()}")
+    results = {}
+    if "start" not in args.skip and Path(CHROMIUM).exists():
+        from playwright.sync_api import sync_playwright
+
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            results["run_sh"] = run_sh_to_first_page(browser)
+            browser.close()
+        r = results["run_sh"]
+        print(f"bash scripts/run.sh -> server listening {r['listening_s']:.1f} s -> first page's plots drawn "
+              f"{r['plots_s']:.1f} s (load {os.getloadavg()[0]:.1f})")
     srv = Server(probe)
-    results = {"server_start_s": srv.start_s, "rss_idle_mb": rss_kb(srv.pid) / 1024}
+    results.update(server_start_s=srv.start_s, rss_idle_mb=rss_kb(srv.pid) / 1024)
     print(f"server start to /liveness: {srv.start_s:.1f} s; RSS {results['rss_idle_mb']:.0f} MB")
     try:
         if "browser" not in args.skip and Path(CHROMIUM).exists():
@@ -454,6 +522,12 @@ def main(argv=None) -> int:
         srv.close()
     results["loadavg_end"] = os.getloadavg()
     print("\n| measurement | median | p95 | notes |\n|---|---|---|---|")
+    if "playback_fps" in results:
+        print(f"| playback in the browser | {results['playback_fps']} frames/s | | best 1-s window of 3 s at 1x |")
+    if "run_sh" in results:
+        r = results["run_sh"]
+        print(f"| `bash scripts/run.sh` to the first page's plots (warm caches) | {r['plots_s']:.1f} s | | "
+              f"server listening after {r['listening_s']:.1f} s |")
     for key, label in (("browser_1", "browser, 1 session"), ("browser_2", "browser, 2 sessions"),
                        ("browser_alone_before_training", "browser, alone (before training)"),
                        ("browser_while_training", "browser, another session training")):

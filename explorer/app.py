@@ -165,7 +165,8 @@ def create_app(state: ExplorerState | None = None) -> pn.viewable.Viewable:
                    ("Observe & infer", infer),
                    ("Training point", output.training_panel()),
                    ("Relevance (ARD)", ard),
-                   width=RIGHT_W, dynamic=False)
+                   # hidden tabs are rendered when first opened: a new session costs less
+                   width=RIGHT_W, dynamic=True)
     right = pn.Column(output.readout_pane, pn.Row(output.generated_panel(), player.output_panel()),
                       output.caption_panel(), tabs, width=RIGHT_W + 10)
     centre = pn.Column(latent, latent.sliders_card())

@@ -20,6 +20,7 @@ from bokeh.plotting import figure
 from panel.io.document import unlocked
 
 from . import sequences as seqs
+from .shared import shared
 from .state import ExplorerState
 from .views import RIGHT_W, guarded
 
@@ -197,7 +198,8 @@ class InferView(pn.viewable.Viewer):
 
     def _radius(self) -> float:
         if self._extent is None:
-            self._extent = seqs.pose_extent(self.state.dataset.renderer, self.state.dataset.Y)
+            ds = self.state.dataset
+            self._extent = shared(ds, "pose_extent", lambda: seqs.pose_extent(ds.renderer, ds.Y))
         return self._extent[1]
 
     @guarded
@@ -209,7 +211,9 @@ class InferView(pn.viewable.Viewer):
             self._fig_pane.object = None
             return
         if kind != self._kind or self._fig_pane.object is None:
-            self._extent = seqs.pose_extent(s.dataset.renderer, s.dataset.Y) if kind == "pose" else None
+            ds = s.dataset
+            self._extent = shared(ds, "pose_extent", lambda: seqs.pose_extent(ds.renderer, ds.Y)) \
+                if kind == "pose" else None
             self._fig_pane.object = self._build(kind)
             self._kind = kind
         src, a, n = got

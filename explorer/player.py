@@ -337,8 +337,11 @@ class PlayerView(pn.viewable.Viewer):
         r = s.dataset.renderer
         kind = self.kind
         if kind == "pose":
+            from .shared import shared
+
             zc, _ = self._pose_extent()
-            d = seqs.pose_frames(r, pb.mean, pb.var, s.azimuth, s.elevation, zc)
+            key = ("pose_frames", id(pb), id(s.dataset), float(s.azimuth), float(s.elevation))
+            d = shared(s.model, key, lambda: seqs.pose_frames(r, pb.mean, pb.var, s.azimuth, s.elevation, zc))
             uv, sp = d["uv"], d["spread"]
             cols = dict(u=uv[..., 0].ravel().astype(np.float32), v=uv[..., 1].ravel().astype(np.float32),
                         r=sp.ravel().astype(np.float32))
@@ -352,7 +355,10 @@ class PlayerView(pn.viewable.Viewer):
         s = self.state
         key = (s.model_version, id(s.dataset))
         if getattr(self, "_extent_key", None) != key:
-            self._extent = seqs.pose_extent(s.dataset.renderer, s.dataset.Y)
+            from .shared import shared
+
+            ds = s.dataset
+            self._extent = shared(ds, "pose_extent", lambda: seqs.pose_extent(ds.renderer, ds.Y))
             self._extent_key = key
         return self._extent
 

@@ -29,42 +29,30 @@ def _write(rec) -> None:
         _file.flush()
 
 
-def _scan(obj, out: list) -> None:
-    if isinstance(obj, str):
-        m = _READOUT.search(obj)
-        if m:
-            out.append((float(m.group(1)), float(m.group(2))))
-    elif isinstance(obj, dict):
-        for v in obj.values():
-            _scan(v, out)
-    elif isinstance(obj, (list, tuple)):
-        for v in obj:
-            _scan(v, out)
-
-
 def install(path: str) -> None:
-    """Wrap the Bokeh server's outgoing-message path (once per process)."""
+    """Wrap the server's outgoing websocket frames (once per process)."""
     global _file
     if _file is not None:
         return
-    from bokeh.server.views.ws import WSHandler
+    from tornado.websocket import WebSocketHandler
 
     _file = open(path, "a", buffering=1)
-    original = WSHandler.send_message
+    original = WebSocketHandler.write_message
 
-    async def send_message(self, message):
-        if message.msgtype == "PATCH-DOC":
-            found: list = []
-            _scan(message.content, found)
-            if found:
-                sid = getattr(getattr(self, "connection", None), "session", None)
-                sid = getattr(sid, "id", "?")
-                now = time.monotonic()
-                for x, y in found:
-                    _write(["sent", now, sid, x, y])
-        return await original(self, message)
+    # the lowest common path: Bokeh's sends (WSHandler.write_message -> super()) and Panel's
+    # direct writes of held events (WebSocketHandler.write_message(socket, ...)) both come
+    # here, one call per frame (header, metadata, content); the frame is handed to the
+    # socket when the call returns
+    def write_message(self, message, binary=False):
+        result = original(self, message, binary)
+        if isinstance(message, str) and "latent point:" in message:
+            now = time.monotonic()
+            sid = getattr(getattr(getattr(self, "connection", None), "session", None), "id", "?")
+            for m in _READOUT.finditer(message):
+                _write(["sent", now, sid, float(m.group(1)), float(m.group(2))])
+        return result
 
-    WSHandler.send_message = send_message
+    WebSocketHandler.write_message = write_message
 
     def sample():
         pid = os.getpid()

@@ -632,8 +632,11 @@ class ExplorerState(param.Parameterized):
         key = (self.model_version, repr(self.play_sequence), H)
         hit = self._play_cache.get(key)
         if hit is None:
-            try:
-                hit = seqs.playback(self.model, self.dataset, self.play_sequence, H)
+            from .shared import shared
+
+            model, ds, seq = self.model, self.dataset, self.play_sequence
+            try:  # the same for every session showing this model: computed once per process
+                hit = shared(model, ("playback", id(ds), repr(seq), H), lambda: seqs.playback(model, ds, seq, H))
             except ValueError as e:
                 raise UserError(f"cannot play sequence {self.play_sequence!r}: {e}") from None
             if len(self._play_cache) > 8:

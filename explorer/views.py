@@ -238,7 +238,11 @@ class LatentView(_Rebuilding):
         s = self.state
         if not show_variance or s.model is None:
             return plots.empty_image(self._bounds, s.dims)
-        var = variance_grid(s.model, np.asarray(fixed), s.dims, self._bounds, grid_res)
+        from .shared import shared
+
+        fixed = np.asarray(fixed, dtype=np.float64)
+        key = ("variance", fixed.tobytes(), s.dims, tuple(self._bounds), int(grid_res))
+        var = shared(s.model, key, lambda: variance_grid(s.model, fixed, s.dims, self._bounds, grid_res))
         return plots.variance_image(var, self._bounds, s.dims)
 
     # The two markers are drawn on Bokeh's overlay layer: moving them repaints only that
@@ -276,11 +280,13 @@ class LatentView(_Rebuilding):
 
     @guarded
     def _on_move(self, x=None, y=None, **kw):
-        self.state.hover(x, y)
+        with unlocked():  # everything a move changes (marker, output, readout) leaves as one message
+            self.state.hover(x, y)
 
     @guarded
     def _on_tap(self, x=None, y=None, **kw):
-        self.state.click(x, y)
+        with unlocked():
+            self.state.click(x, y)
 
     # ---- sliders for the other dims
     def _build_sliders(self, *events):
@@ -365,9 +371,11 @@ class OutputView(_Rebuilding):
         self._readout_div = Div(text="", width=RIGHT_W, height=22, css_classes=["readout"],
                                 styles={"font-family": "monospace", "font-size": "13px"})
         self._readout = pn.pane.Bokeh(self._readout_div, sizing_mode="fixed", margin=(0, 5))
+        # the output first, the readout last: the readout's text (with the coordinates) then
+        # closes the update a mouse move causes (the load test's probe times that message)
+        s.param.watch(self._push, ["cursor", "azimuth", "elevation", "selected_index", "fixed"])
         s.param.watch(self._update_readout, ["cursor", "selected_index", "pinned", "follow",
                                              "x_dim", "y_dim", "model_version"])
-        s.param.watch(self._push, ["cursor", "azimuth", "elevation", "selected_index", "fixed"])
         self._update_readout()
 
     @property
@@ -382,14 +390,10 @@ class OutputView(_Rebuilding):
         self._ylim = None
         self._limits = None
         if self.kind == "pose":
-            r = ds.renderer
-            sub = Y[:: max(1, len(Y) // 300)]
-            Ps = np.stack([r.positions(y) for y in sub])
-            self._zc = 0.5 * (Ps[..., 2].min() + Ps[..., 2].max())
-            C = Ps.copy()
-            C[..., :2] -= Ps[..., :2].mean(axis=1, keepdims=True)
-            C[..., 2] -= self._zc
-            R = float(np.sqrt((C ** 2).sum(-1)).max()) * 1.08 + 1e-9
+            from .sequences import pose_extent
+            from .shared import shared
+
+            self._zc, R = shared(ds, "pose_extent", lambda: pose_extent(ds.renderer, Y))
             self._limits = (-R, -R, R, R)
         elif self.kind == "vector":
             lo, hi = float(Y.min()), float(Y.max())
@@ -436,6 +440,15 @@ class OutputView(_Rebuilding):
             self._push(only=name)
         return hook
 
+    def _add_discs(self, plot, element):
+        from bokeh.models import ColumnDataSource
+
+        src = ColumnDataSource(dict(x=[], y=[], r=[]))
+        plot.state.circle(x="x", y="y", radius="r", source=src, fill_color=plots.CURSOR_COLOR, fill_alpha=0.2,
+                          line_color=plots.CURSOR_COLOR, line_alpha=0.6, line_width=1.2)
+        self._sources["discs"] = src
+        self._push(only="discs")
+
     def _title(self):
         x, y = self.state.cursor
         what = {"pose": "Generated at", "image": "Generated"}.get(self.kind, f"{plots.OUTPUT_TITLE} at")
@@ -449,10 +462,12 @@ class OutputView(_Rebuilding):
         if self.kind == "pose":
             from .state import pose_spread
 
-            d = plots.pose_data(self._centre(r.positions(mean)), r.connections, s.azimuth, s.elevation,
-                                pose_spread(r, mean, var))
-            return {"circles": plots.segments_columns(d["circles"]), "bones": plots.segments_columns(d["bones"]),
-                    "joints": {"u": d["joints"][:, 0], "v": d["joints"][:, 1]}}
+            d = plots.pose_data(self._centre(r.positions(mean)), r.connections, s.azimuth, s.elevation)
+            f32 = lambda a: np.asarray(a, dtype=np.float32)  # noqa: E731 - half the bytes per move
+            uv = d["joints"]
+            return {"discs": {"x": f32(uv[:, 0]), "y": f32(uv[:, 1]), "r": f32(2 * pose_spread(r, mean, var))},
+                    "bones": {k: f32(v) for k, v in plots.segments_columns(d["bones"]).items()},
+                    "joints": {"u": f32(uv[:, 0]), "v": f32(uv[:, 1])}}
         std = np.sqrt(np.maximum(var, 0))
         if self.kind == "image":
             return {"mean": {"image": [r.image(mean)[::-1]]}, "sd": {"image": [r.image(std)[::-1]]}}
@@ -484,9 +499,12 @@ class OutputView(_Rebuilding):
         mean, var = s.generate(*s.cursor)
         r = s.dataset.renderer
         if self.kind == "pose":
-            el = plots.pose_plot(np.zeros((0, 3)), (), s.azimuth, s.elevation, spread=np.zeros(0),
+            el = plots.pose_plot(np.zeros((0, 3)), (), s.azimuth, s.elevation, spread=None,
                                  limits=self._limits, title=self._title())
-            for layer, name in zip(el, ("circles", "bones", "joints")):
+            # the 2-sd spread of each joint as one disc per joint (J x 3 numbers per move,
+            # where 20 circle segments per joint were J x 80), drawn under the bones
+            list(el)[0].opts(hooks=[self._add_discs])
+            for layer, name in zip(list(el)[1:], ("bones", "joints")):
                 layer.opts(hooks=[self._grab(name)])
             return el
         if self.kind == "image":
@@ -538,7 +556,7 @@ class OutputView(_Rebuilding):
             self._readout_div.text = html.escape(text)
 
     def _caption(self):
-        return {"pose": "Left: the pose generated at the cursor; red circles: 2 sd of each joint's position. "
+        return {"pose": "Left: the pose generated at the cursor; red discs: 2 sd of each joint's position. "
                         "Right: the played sequence; discs: 2 sd per joint from the uncertain-input moments "
                         "(covFstar), purple = forecast. Drag the angle sliders to turn both figures.",
                 "image": "Generated at the cursor: mean frame and per-pixel sd (at a fixed latent point the "
