@@ -51,7 +51,9 @@ def kernel_spec(kernel) -> str:
     return "+".join(p.name for p in parts)
 
 
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename:
+    an interrupted write never leaves a partial file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -107,7 +109,7 @@ def save_model(m, target) -> None:
     if hasattr(target, "write"):
         target.write(buf.getvalue())
     else:
-        _atomic_write_bytes(Path(target), buf.getvalue())
+        atomic_write_bytes(Path(target), buf.getvalue())
 
 
 def _read(source) -> tuple[dict, dict]:

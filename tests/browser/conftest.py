@@ -44,8 +44,28 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+#: seconds allowed to compile the Numba kernels with an empty cache (about a minute on an
+#: idle 2-core machine; several times that on a busy one)
+COMPILE_TIMEOUT = 1200
+
+
 @pytest.fixture(scope="session")
-def server():
+def numba_compiled():
+    """Compile (or load) the model's Numba kernels in a subprocess before any server starts,
+    so that a fresh clone's first run does not race the server's start-up against an empty
+    compile cache (the cache on disk is then shared by the servers)."""
+    import sys
+
+    t0 = time.time()
+    # the explorer's set: the model's kernels and those of test-time inference (observe and infer)
+    subprocess.run([sys.executable, "-c", "from explorer.warm import compile_kernels; compile_kernels()"], cwd=ROOT,
+                   check=True,
+                   timeout=COMPILE_TIMEOUT, env=dict(os.environ, NUMBA_NUM_THREADS="1"))
+    print(f"[browser tests] Numba kernels ready in {time.time() - t0:.1f} s")
+
+
+@pytest.fixture(scope="session")
+def server(numba_compiled):
     """Base URL of a fresh explorer server; killed (whole process group) at the end."""
     from explorer.cli import build_command
 
@@ -63,7 +83,7 @@ def server():
                 break
         except OSError:
             pass
-        if proc.poll() is not None or time.time() - t0 > 90:
+        if proc.poll() is not None or time.time() - t0 > 180:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
             raise RuntimeError(f"explorer server did not start; see {ARTIFACTS / 'browser-server.log'}")

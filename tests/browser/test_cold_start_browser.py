@@ -19,9 +19,10 @@ pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
-def plain_server():
+def plain_server(numba_compiled):
     port = _free_port()
     env = dict(os.environ, NUMBA_NUM_THREADS="1")
+    ARTIFACTS.mkdir(exist_ok=True)  # this module may run first on a fresh clone
     log = open(ARTIFACTS / "browser-plain-server.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "panel", "serve", "explorer/app.py", "--address", "127.0.0.1",
                              "--port", str(port), f"--allow-websocket-origin=127.0.0.1:{port}", "--liveness"],
@@ -34,7 +35,7 @@ def plain_server():
                 break
         except OSError:
             pass
-        if proc.poll() is not None or time.time() - t0 > 90:
+        if proc.poll() is not None or time.time() - t0 > 180:
             os.killpg(proc.pid, signal.SIGKILL)
             raise RuntimeError("plain panel serve did not start")
         time.sleep(0.2)

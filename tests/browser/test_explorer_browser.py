@@ -63,7 +63,7 @@ def open_app(page, server):
 
 
 def show_tab(page, name):
-    page.get_by_text(name, exact=True).first.click()
+    page.locator(".bk-tab").filter(has_text=name).first.click()
     page.wait_for_timeout(300)
 
 

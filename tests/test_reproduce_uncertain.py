@@ -1,0 +1,69 @@
+"""The uncertain-input reproductions: the Mackey-Glass simulator solves its delay equation,
+the semi-supervised protocol's helpers, and smoke runs (--quick) that write their files."""
+
+import json
+
+import numpy as np
+import pytest
+
+from bgplvm_reproduce import EXPERIMENTS, Context, run
+from bgplvm_reproduce import mackey_glass as mg
+from bgplvm_reproduce import semi_supervised as ss
+from mirror import find_mirror
+
+
+def test_mackey_glass_series_solves_the_delay_equation():
+    h = 0.1
+    x = mg.simulate(600, every=h, transient=200.0)  # sampled at the integration step
+    lag = int(round(mg.DELAY / h))
+    dx = (x[lag + 2:] - x[lag:-2]) / (2 * h)  # central differences at t = lag + 1 ...
+    xt, xd = x[lag + 1:-1], x[1:-lag - 1]
+    rhs = mg.ALPHA * xd / (1 + xd**mg.EXPONENT) - mg.BETA * xt
+    assert np.max(np.abs(dx - rhs)) < 1e-3
+    y = mg.simulate(300)
+    assert np.all(np.isfinite(y)) and 0.2 < y.min() < y.max() < 1.5  # the chaotic attractor's range
+    np.testing.assert_array_equal(y, mg.simulate(300))  # deterministic
+
+
+def test_log_density_is_the_gaussian_one():
+    assert mg.log_density(1.0, 0.0, 4.0) == pytest.approx(-0.5 * np.log(8 * np.pi) - 1 / 8)
+
+
+def test_missing_mask_has_the_stated_count_per_row():
+    rng = np.random.default_rng(0)
+    for p, k in [(0.1, 2), (0.5, 8), (0.9, 14), (1.0, 15)]:
+        mask = ss.missing_mask(30, 15, p, rng)
+        assert np.all(mask.sum(1) == k)
+
+
+def test_baselines():
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((30, 3))
+    Y = X @ np.array([[1.0], [-2.0], [0.5]]) + 3.0
+    Xm = X.copy()
+    Xm[::4, 1] = np.nan
+    np.testing.assert_allclose(ss.mlr_mean_imputed(X, Y, X[:5]), Y[:5], atol=1e-10)
+    assert np.all(np.isfinite(ss.mlr_mean_imputed(Xm, Y, X[:5])))
+    np.testing.assert_array_equal(ss.nearest_neighbour(X, Y, X[3:5] + 1e-9), Y[3:5])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["mackey-glass", "semi-supervised"])
+def test_quick_runs_write_their_files(tmp_path, name):
+    assert name in EXPERIMENTS
+    res = run(name, Context(out_dir=tmp_path, quick=True, verbose=False))
+    folder = tmp_path / name
+    data = json.loads((folder / "result.json").read_text())
+    assert data["quick"] and data["tables"] and res.figures
+    assert all((folder / f).stat().st_size > 1000 for f in res.figures)
+    assert "Quick smoke run" in (folder / "table.md").read_text()
+    assert (tmp_path / "REPORT.md").is_file()
+
+
+@pytest.mark.slow
+def test_quick_mocap_run(tmp_path):
+    mirror = find_mirror("cmu_mocap_35/cmu35WalkJog.mat")
+    if mirror is None:
+        pytest.skip("CMU 35 data not in the offline mirror")
+    res = run("semi-supervised-mocap", Context(out_dir=tmp_path, quick=True, verbose=False, mirror=str(mirror)))
+    assert res.settings["n_frames"] > 330 and res.tables[0].rows
