@@ -128,7 +128,7 @@ def dynamical_row(data: P.CMU35Data, ctx: Context, name: str) -> Row:
         return Row(name, skipped=str(e))
     m = cls(data.Y, data.t, latent_dim=LATENT_DIM, num_inducing=NUM_INDUCING, kernel="rbf",
             time_kernel=TIME_KERNELS[name], sequences=data.sequence, seed=ctx.seed)
-    row = Row(name, info={**_fit(m, ctx, name), "time_kernel": TIME_KERNELS[name]})
+    row = Row(name, info={**_fit(m, ctx, name), "time_kernel": repr(m.time_kernel)})
     t0 = time.perf_counter()
     for part in PARTS:
         mean, _ = m.reconstruct(P.masked_test(data.Y_test, part), data.t_test, sequence=None,

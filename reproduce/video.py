@@ -113,7 +113,9 @@ def _fit(m, iters: int, ctx: Context, label: str) -> dict:
     s = time.perf_counter() - t0
     fi = getattr(m, "fit_info", {}) or {}
     ctx.log(f"{label}: fit {s:.0f} s, {fi.get('iterations')} iterations")
-    return {"fit_s": s, "iterations": fi.get("iterations"), "bound": fi.get("bound"), "ard_kept": ard_kept(m)}
+    return {"fit_s": s, "iterations": fi.get("iterations"), "bound": fi.get("bound"), "ard_kept": ard_kept(m),
+            "noise_variance": float(m.noise_variance),
+            "time_kernel": repr(m.time_kernel) if hasattr(m, "time_kernel") else None}
 
 
 def dynamical_model(Y_train, t_train, ctx: Context, iters: int):
