@@ -22,6 +22,7 @@ import holoviews as hv
 import panel as pn
 
 from explorer.export import ExportPanel
+from explorer.infer_view import InferView
 from explorer.player import PlayerView
 from explorer.state import ExplorerState, load_asset_cached
 from explorer.views import RIGHT_W, ArdView, LatentView, ModelPanel, OutputView
@@ -123,9 +124,10 @@ def create_app(state: ExplorerState | None = None) -> pn.viewable.Viewable:
     state = state if state is not None else initial_state()
 
     player = PlayerView(state=state)
+    infer = InferView(state=state)
     model_panel = ModelPanel(state=state, dataset_options=dataset_options())
     ard = ArdView(state=state)
-    latent = LatentView(state=state, decorators=[player.attach_latent])
+    latent = LatentView(state=state, decorators=[player.attach_latent, infer.attach_latent])
     output = OutputView(state=state)
     export = ExportPanel(state=state)
 
@@ -160,6 +162,7 @@ def create_app(state: ExplorerState | None = None) -> pn.viewable.Viewable:
     help_card = pn.Card(pn.pane.Markdown(HELP, styles={"font-size": "13px"}), title="Help",
                         collapsed=True, sizing_mode="stretch_width")
     tabs = pn.Tabs(("Play & forecast", pn.Column(player.timeline_panel())),
+                   ("Observe & infer", infer),
                    ("Training point", output.training_panel()),
                    ("Relevance (ARD)", ard),
                    width=RIGHT_W, dynamic=False)

@@ -285,7 +285,7 @@ def _gif_pose_frame(uv, spread, conns, lim, forecast: bool, text: str, size: int
     for u, v in uv:
         X, Y = px(u, v)
         d.ellipse([X - 3 * s, Y - 3 * s, X + 3 * s, Y + 3 * s], fill=col)
-    img = img.resize((size, size), Image.BILINEAR)
+    img = img.reduce(s)  # box filter: smooth edges, ~10x faster than resize
     ImageDraw.Draw(img).text((6, 4), text, fill=(142, 68, 173) if forecast else (40, 40, 40))
     return img
 
@@ -349,6 +349,9 @@ def sequence_gif(state: ExplorerState, fps: float | None = None, size: int = 260
             text, _ = caption(i)
             ax.frame(title=text, xticks=False)
             frames.append(Image.open(io.BytesIO(c.to_bytes())).convert("RGB"))
+    # palette per frame with the fast octree quantiser: Pillow's default (median cut on
+    # every frame) took ~25 ms a frame, and the export runs on the server's event loop
+    frames = [f.quantize(colors=64, method=Image.Quantize.FASTOCTREE) for f in frames]
     buf = io.BytesIO()
     frames[0].save(buf, format="GIF", save_all=True, append_images=frames[1:], loop=0,
                    duration=max(20, int(round(1000.0 / fps))), optimize=False)

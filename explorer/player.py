@@ -55,6 +55,16 @@ if (kind === 'pose') {
     x0.push(u[o + a[k]]); y0.push(v[o + a[k]]); x1.push(u[o + b[k]]); y1.push(v[o + b[k]]);
   }
   pose_bones.data = {x0: x0, y0: y0, x1: x1, y1: y1};
+  const gu = ghost.data.gu, gv = ghost.data.gv;
+  if (gu && gu.length) {
+    const g0 = [], h0 = [], g1 = [], h1 = [];
+    for (let k = 0; k < a.length; k++) {
+      g0.push(gu[o + a[k]]); h0.push(gv[o + a[k]]); g1.push(gu[o + b[k]]); h1.push(gv[o + b[k]]);
+    }
+    ghost_bones.data = {x0: g0, y0: h0, x1: g1, y1: h1};
+  } else if (ghost_bones.data.x0.length) {
+    ghost_bones.data = {x0: [], y0: [], x1: [], y1: []};
+  }
   const x = [], y = [], rr = [];
   for (let j = 0; j < J; j++) { x.push(u[o + j]); y.push(v[o + j]); rr.push(2 * r[o + j]); }
   pose_joints.data = {x: x, y: y, r: rr};
@@ -134,6 +144,7 @@ class PlayerView(pn.viewable.Viewer):
         self.meta = _cds(kind=["none"], J=[0], W=[1], H=[1], fps=[30.0], n_train=[0], unit=["s"])
         self.traj = _cds(t=[], lx=[], ly=[], xlo=[], xhi=[], ylo=[], yhi=[], fc=[])
         self.frames = _cds(u=[], v=[], r=[])
+        self.ghost = _cds(gu=[], gv=[])  # joints of the truth beside an inferred stretch (T * J rows)
         self.images = _cds(img=[], sd=[])
         self.bones = _cds(a=[], b=[])
         # latent-view layers (attached to the latent figure by ``attach_latent``)
@@ -142,6 +153,7 @@ class PlayerView(pn.viewable.Viewer):
         # ---- drawn, changed by the browser on every frame
         self.marker = _local(_cds(lx=[], ly=[], color=[]))
         self.pose_bones = _local(_cds(x0=[], y0=[], x1=[], y1=[]))
+        self.ghost_bones = _local(_cds(x0=[], y0=[], x1=[], y1=[]))  # the truth of an inferred stretch
         self.pose_joints = _local(_cds(x=[], y=[], r=[]))
         self.img_src = _local(_cds(image=[np.zeros((1, 1))], x=[0], y=[0], dw=[1], dh=[1]))
         self.sd_src = _local(_cds(image=[np.zeros((1, 1))], x=[0], y=[0], dw=[1], dh=[1]))
@@ -168,7 +180,7 @@ class PlayerView(pn.viewable.Viewer):
         self._horizon.param.watch(self._on_horizon, "value_throttled")
         self._note = pn.pane.Markdown("", styles={"font-size": "12px"}, width=540, margin=(0, 10))
         s.param.watch(self._sync_widgets, ["model_version", "play_sequence"])
-        s.param.watch(self._refresh, ["model_version", "play_sequence", "forecast_steps"])
+        s.param.watch(self._refresh, ["model_version", "play_sequence", "forecast_steps", "play_mode", "inference"])
         s.param.watch(self._reproject, ["azimuth", "elevation"])
         s.param.watch(self._relatent, ["x_dim", "y_dim"])
         self._sync_widgets()
@@ -219,6 +231,8 @@ class PlayerView(pn.viewable.Viewer):
             p = figure(width=270, height=270, title=PLAY_TITLE, match_aspect=True, **common)
             p.axis.visible = False
             p.grid.visible = False
+            p.segment(x0="x0", y0="y0", x1="x1", y1="y1", source=self.ghost_bones, line_width=6,
+                      line_color="#b8b8b8", line_alpha=0.7)
             p.circle(x="x", y="y", radius="r", source=self.pose_joints, fill_color="#e6194b", fill_alpha=0.22,
                      line_color="#e6194b", line_alpha=0.55)
             self.pose_glyph = p.segment(x0="x0", y0="y0", x1="x1", y1="y1", source=self.pose_bones,
@@ -256,6 +270,7 @@ class PlayerView(pn.viewable.Viewer):
         self._kind = kind
         args = dict(slider=self.slider, traj=self.traj, meta=self.meta, frames=self.frames, images=self.images,
                     bones=self.bones, marker=self.marker, span=self.span, pose_bones=self.pose_bones,
+                    ghost_bones=self.ghost_bones, ghost=self.ghost,
                     pose_joints=self.pose_joints, img_src=self.img_src, sd_src=self.sd_src, vec_src=self.vec_src,
                     info=self.info, pose_glyph=self.pose_glyph or self.span)
         self.slider.js_property_callbacks = {}
@@ -301,7 +316,12 @@ class PlayerView(pn.viewable.Viewer):
             self._out_pane.object, self._time_pane.object = self._build_figures(kind)
         self._out_pane.visible = self._time_pane.visible = True
         self._push(pb)
-        if pb.dynamical:
+        if pb.truth is not None:
+            self._note.object = (
+                f"**{pb.label}**: the reconstruction of the hidden part, frame by frame, over the truth (grey). "
+                "Lines and bands: q(x*) of the stretch with 2 sd. Untick *Play the stretch* in *Observe & infer* "
+                "to go back to the training sequences.")
+        elif pb.dynamical:
             self._note.object = (
                 f"**{pb.label}**: {pb.n_train} training frames, then {pb.T - pb.n_train} forecast from the "
                 "time prior (purple). Lines and bands: the latent coordinates on the view's axes with 2 sd "
@@ -320,8 +340,9 @@ class PlayerView(pn.viewable.Viewer):
             zc, _ = self._pose_extent()
             d = seqs.pose_frames(r, pb.mean, pb.var, s.azimuth, s.elevation, zc)
             uv, sp = d["uv"], d["spread"]
-            return dict(u=uv[..., 0].ravel().astype(np.float32), v=uv[..., 1].ravel().astype(np.float32),
-                        r=sp.ravel().astype(np.float32)), uv.shape[1]
+            cols = dict(u=uv[..., 0].ravel().astype(np.float32), v=uv[..., 1].ravel().astype(np.float32),
+                        r=sp.ravel().astype(np.float32))
+            return cols, uv.shape[1]
         if kind == "vector":
             return dict(u=pb.mean.ravel().astype(np.float32), v=np.zeros(pb.mean.size, np.float32),
                         r=np.sqrt(pb.var).ravel().astype(np.float32)), pb.mean.shape[1]
@@ -334,6 +355,14 @@ class PlayerView(pn.viewable.Viewer):
             self._extent = seqs.pose_extent(s.dataset.renderer, s.dataset.Y)
             self._extent_key = key
         return self._extent
+
+    def _ghost_columns(self, pb) -> dict:
+        s = self.state
+        if self.kind != "pose" or pb.truth is None:
+            return dict(gu=[], gv=[])
+        zc, _ = self._pose_extent()
+        g = seqs.pose_frames(s.dataset.renderer, pb.truth, np.zeros_like(pb.truth), s.azimuth, s.elevation, zc)["uv"]
+        return dict(gu=g[..., 0].ravel().astype(np.float32), gv=g[..., 1].ravel().astype(np.float32))
 
     def _traj_columns(self, pb) -> dict:
         xd, yd = self.state.dims
@@ -374,8 +403,9 @@ class PlayerView(pn.viewable.Viewer):
         if kind == "image":
             fr = seqs.image_frames(s.dataset.renderer, pb.mean, pb.var)
             H, W = fr["img"].shape[1:]
+            second = fr["sd"] if pb.truth is None else np.stack([s.dataset.renderer.image(y) for y in pb.truth])
             images = dict(img=[np.ascontiguousarray(im[::-1], dtype=np.float32) for im in fr["img"]],
-                          sd=[np.ascontiguousarray(im[::-1], dtype=np.float32) for im in fr["sd"]])
+                          sd=[np.ascontiguousarray(im[::-1], dtype=np.float32) for im in second])
         else:
             H = W = 1
             images = dict(img=[], sd=[])
@@ -388,6 +418,7 @@ class PlayerView(pn.viewable.Viewer):
                 conns = np.asarray(s.dataset.renderer.connections, dtype=np.int32).reshape(-1, 2)
                 self.bones.data = dict(a=conns[:, 0], b=conns[:, 1])
             self.frames.data = cols if cols is not None else dict(u=[], v=[], r=[])
+            self.ghost.data = self._ghost_columns(pb)
             self.images.data = images
             self.traj.data = traj
             self.path_src.data = path
@@ -426,6 +457,12 @@ class PlayerView(pn.viewable.Viewer):
             r = np.asarray(self.frames.data["r"])[i * J:(i + 1) * J]
             a, b = np.asarray(self.bones.data["a"]), np.asarray(self.bones.data["b"])
             self.pose_bones.data = dict(x0=u[a], y0=v[a], x1=u[b], y1=v[b])
+            gu = np.asarray(self.ghost.data["gu"])
+            if gu.size:
+                gu, gv = gu[i * J:(i + 1) * J], np.asarray(self.ghost.data["gv"])[i * J:(i + 1) * J]
+                self.ghost_bones.data = dict(x0=gu[a], y0=gv[a], x1=gu[b], y1=gv[b])
+            else:
+                self.ghost_bones.data = dict(x0=[], y0=[], x1=[], y1=[])
             self.pose_joints.data = dict(x=u, y=v, r=2 * r)
             if self.pose_glyph is not None:
                 self.pose_glyph.line_color = FORECAST_COLOR if fc else "#1f3b73"
@@ -470,6 +507,7 @@ class PlayerView(pn.viewable.Viewer):
         cols, _ = self._frames_columns(pb)
         with unlocked():
             self.frames.data = cols
+            self.ghost.data = self._ghost_columns(pb)
             self._show_frame(self.slider.value)
 
     @guarded

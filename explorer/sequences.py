@@ -28,7 +28,8 @@ class Playback:
     t (T,) time stamps; the first ``n_train`` are the sequence's training times, the rest
     forecasts. mu, S (T, Q): q(x*) per frame. mean, var (T, D): predictive mean and variance
     of f (noise excluded; ``noise_variance`` is the model's). rows (n_train,): the data rows
-    of the training frames (-1: none).
+    of the training frames (-1: none). For an inferred stretch (observe and infer),
+    ``truth`` (T, D) is drawn beside it as a ghost and ``hidden`` are the inferred columns.
     """
 
     sequence: object
@@ -42,6 +43,8 @@ class Playback:
     rows: np.ndarray
     noise_variance: float
     dynamical: bool
+    truth: np.ndarray | None = None
+    hidden: np.ndarray | None = None
 
     @property
     def T(self) -> int:

@@ -59,6 +59,11 @@ def load_cached(name: str) -> Dataset:
     return load(name)
 
 
+@functools.lru_cache(maxsize=8)
+def load_cached_split(name: str, split: str) -> Dataset:
+    return load(name, split=split)
+
+
 @functools.lru_cache(maxsize=4)
 def load_asset_cached(name: str):
     """(model, dataset) of a shipped pre-trained model (``bgplvm_assets``), read once per
@@ -206,6 +211,19 @@ class ExplorerState(param.Parameterized):
     azimuth = param.Number(default=-60.0, bounds=(-180, 180), doc="Pose view angle around z (deg)")
     elevation = param.Number(default=10.0, bounds=(-90, 90), doc="Pose view elevation (deg)")
 
+    # observe and infer
+    infer_source = param.String(default="", doc="Where the test frames come from (a key of infer_sources())")
+    infer_frame = param.Integer(default=70, bounds=(0, None), doc="First frame of the stretch to infer")
+    infer_length = param.Integer(default=1, bounds=(1, 200), doc="Frames in the stretch (1: one frame)")
+    mask_part = param.String(default="legs", doc="What to hide: a body part, a region, or 'joints I click'")
+    mask_joints = param.List(default=[], doc="Joints hidden by clicking them")
+    mask_fraction = param.Number(default=0.5, bounds=(0.05, 0.95), doc="Share of pixels for 'random pixels'")
+    inference = param.Parameter(default=None, doc="The last explorer.inference.Inference (or None)")
+    infer_status = param.String(default="")
+    infer_running = param.Boolean(default=False)
+    play_mode = param.Selector(default="sequence", objects=["sequence", "inferred"],
+                               doc="What the player plays: a training sequence or the inferred stretch")
+
     # uploads: what an uploaded array is
     upload_kind = param.Selector(default="vectors", objects=["vectors", "image sequence"])
     image_height = param.Integer(default=0, bounds=(0, 4096), doc="Frame height H (0: from the width / square)")
@@ -225,6 +243,8 @@ class ExplorerState(param.Parameterized):
         self._job: WorkerTrainingJob | None = None
         self._pred_cache: dict = {}
         self._play_cache: dict = {}
+        self._sources_cache: tuple = (None, {})
+        self._infer_job: dict | None = None
 
     # ------------------------------------------------------------------ data / model
     @property
@@ -352,7 +372,11 @@ class ExplorerState(param.Parameterized):
             if seqs.is_dynamical(model):
                 self.prior = "dynamical"
             self._reset_sequence()
+            self.inference = None
+            self.play_mode = "sequence"
+            self.infer_status = ""
             self.model_version += 1
+            self._reset_inference_choice()
 
     def save_model_bytes(self) -> io.BytesIO:
         if self.model is None:
@@ -588,8 +612,20 @@ class ExplorerState(param.Parameterized):
         self.play_sequence = s
 
     def playback(self) -> seqs.Playback | None:
-        """The frames of the chosen sequence (with ``forecast_steps`` forecast frames for a
-        dynamical model), computed once per (model, sequence, horizon)."""
+        """What the player plays: the chosen sequence (with ``forecast_steps`` forecast
+        frames for a dynamical model), computed once per (model, sequence, horizon), or the
+        inferred stretch against its truth (``play_mode`` "inferred")."""
+        if self.play_mode == "inferred" and self.inference is not None:
+            from .inference import as_playback
+
+            inf = self.inference
+            key = ("inferred", id(inf))
+            hit = self._play_cache.get(key)
+            if hit is None:
+                hit = self._play_cache[key] = as_playback(
+                    inf, f"inferred, {inf.source} frames {inf.start}-{inf.start + inf.n - 1}",
+                    float(self.model.noise_variance))
+            return hit
         if self.model is None or self.play_sequence is None:
             return None
         H = int(self.forecast_steps) if self.is_dynamical else 0
@@ -604,6 +640,178 @@ class ExplorerState(param.Parameterized):
                 self._play_cache.clear()
             self._play_cache[key] = hit
         return hit
+
+    # ------------------------------------------------------------------ observe and infer
+    def infer_sources(self) -> dict:
+        """{name: inference.Source} of the frames observe-and-infer can use (cached per model)."""
+        from . import inference as inf
+
+        if self.model is None or self.dataset is None:
+            return {}
+        key, cached = self._sources_cache
+        if key == self.model_version:
+            return cached
+        ds = self.dataset
+        test = None
+        try:
+            from bgplvm_datasets import info as ds_info
+
+            if "test" in ds_info(ds.name).splits and not (ds.meta or {}).get("rows"):
+                test = load_cached_split(ds.name, "test")
+        except Exception:  # no test split here (or its files are unavailable): other sources
+            test = None
+        heldout = None
+        rows = (ds.meta or {}).get("rows")
+        if rows and self.is_dynamical:
+            try:
+                full = load_cached(ds.name)
+                a, b = rows
+                c = min(full.N, b + 100)
+                if c > b:
+                    seq = seqs.sequence_ids(ds, self.model)[0]
+                    heldout = (full.Y[b:c], full.times[b:c] - full.times[a], seq,
+                               f"held-out frames {b}-{c - 1} (after the training window; continue its sequence)")
+            except Exception:
+                heldout = None
+        out = inf.sources_for(self.model, ds, test, heldout)
+        self._sources_cache = (self.model_version, out)
+        return out
+
+    def _reset_inference_choice(self) -> None:
+        srcs = self.infer_sources()
+        if srcs and self.infer_source not in srcs:
+            self.infer_source = next(iter(srcs))
+        opts = self.mask_options()
+        if opts and self.mask_part not in opts:
+            self.mask_part = opts[0]
+        self.mask_joints = []
+        src = srcs.get(self.infer_source)
+        if src is not None:
+            self.infer_frame = min(self.infer_frame, src.Y.shape[0] - 1)
+
+    def mask_options(self) -> list[str]:
+        from . import masks as M
+
+        ds = self.dataset
+        kind = getattr(getattr(ds, "renderer", None), "kind", "vector") if ds is not None else "vector"
+        if kind == "pose":
+            opts = list(M.PARTS)
+            if ds.D == 59 and not hasattr(ds.renderer, "kept") and hasattr(ds.renderer, "skeleton"):
+                opts += list(M.CMU_PROTOCOLS)
+            return opts + ["joints I click"]
+        if kind == "image":
+            return list(M.REGIONS)
+        return ["first half of the columns", "second half of the columns", "random columns"]
+
+    def hidden_columns(self) -> np.ndarray:
+        """The output columns the current mask hides (may be empty)."""
+        from . import masks as M
+
+        ds = self.dataset
+        if ds is None:
+            return np.zeros(0, dtype=int)
+        part = self.mask_part
+        kind = getattr(ds.renderer, "kind", "vector")
+        if part == "joints I click":
+            return M.columns_of_joints(ds, self.mask_joints)
+        if kind == "image":
+            return M.region_columns(ds.renderer, part, self.mask_fraction)
+        if kind == "pose":
+            return M.part_columns(ds, part)
+        D = ds.D
+        if part == "first half of the columns":
+            return np.arange(D // 2)
+        if part == "second half of the columns":
+            return np.arange(D // 2, D)
+        return np.sort(np.random.default_rng(0).choice(D, max(1, int(round(self.mask_fraction * D))), replace=False))
+
+    def toggle_joint(self, j: int) -> None:
+        """A click on joint j of the observed figure hides it (or shows it again)."""
+        joints = [int(v) for v in self.mask_joints]
+        j = int(j)
+        joints = [v for v in joints if v != j] if j in joints else joints + [j]
+        with param.parameterized.batch_call_watchers(self):
+            self.mask_joints = sorted(joints)
+            self.mask_part = "joints I click"
+
+    def infer_frames(self):
+        src = self.infer_sources().get(self.infer_source)
+        if src is None:
+            return None
+        a = int(min(self.infer_frame, src.Y.shape[0] - 1))
+        n = int(min(self.infer_length, src.Y.shape[0] - a))
+        return src, a, n
+
+    def start_inference(self) -> None:
+        """Infer the hidden part of the chosen frame(s) in a background thread (the page
+        polls ``poll_inference``)."""
+        import threading
+
+        from . import inference as inf
+
+        if self.model is None:
+            raise UserError("no model yet: train or open one first")
+        if self._infer_job is not None and not self._infer_job["done"].is_set():
+            raise UserError("an inference is already running")
+        got = self.infer_frames()
+        if got is None:
+            raise UserError("no test frames for this data set")
+        src, a, n = got
+        cols = self.hidden_columns()
+        if cols.size == 0:
+            raise UserError("Nothing is hidden: choose a body part (or region), or click joints on the figure "
+                            "to hide them, then press Infer.")
+        if cols.size >= self.dataset.D:
+            raise UserError("Everything is hidden: leave part of the frame observed to infer from.")
+        model, ds = self.model, self.dataset
+        job = {"done": threading.Event(), "result": None, "error": None, "iter": 0, "n": n, "t0": time.perf_counter()}
+
+        def progress(p):
+            job["iter"] = int(p.iteration)
+            return job.get("cancel", False)
+
+        def run():
+            try:
+                job["result"] = inf.infer(model, ds, src, a, n, cols, callback=progress)
+            except (ValueError, np.linalg.LinAlgError) as e:
+                job["error"] = str(e)
+            except Exception as e:  # noqa: BLE001 - reported in the page
+                job["error"] = f"{type(e).__name__}: {e}"
+            finally:
+                job["done"].set()
+
+        self._infer_job = job
+        threading.Thread(target=run, daemon=True, name="bgplvm-infer").start()
+        with param.parameterized.batch_call_watchers(self):
+            self.infer_running = True
+            self.error = ""
+            self.infer_status = f"Inferring q(x*) for {n} frame(s) from what is left..."
+
+    def poll_inference(self) -> bool:
+        """Copy an inference's progress / result into parameters; True while it runs."""
+        job = self._infer_job
+        if job is None:
+            return False
+        if not job["done"].is_set():
+            self.infer_status = (f"Inferring q(x*) for {job['n']} frame(s): iteration {job['iter']}, "
+                                 f"{time.perf_counter() - job['t0']:.1f} s...")
+            return True
+        self._infer_job = None
+        with param.parameterized.batch_call_watchers(self):
+            self.infer_running = False
+            if job["error"]:
+                self.infer_status = "Inference failed."
+                self.error = f"Inference failed: {job['error']}"
+                return False
+            r = job["result"]
+            self.inference = r
+            e, nn = r.error, r.nn_error
+            unit = "\u00b0" if e["unit"] == "deg" else ""
+            self.infer_status = (f"{e['name']}: {e['value']:.2f}{unit} (nearest neighbour: {nn['value']:.2f}{unit}) "
+                                 f"over {e['n']} hidden values; {r.n} frame(s), {r.seconds:.1f} s.")
+            if r.n > 1:
+                self.play_mode = "inferred"
+        return False
 
     def readout(self) -> str:
         if self.model is None:

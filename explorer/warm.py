@@ -47,6 +47,28 @@ def limit_server_blas() -> None:
         log.exception("could not limit BLAS threads")
 
 
+def compile_kernels() -> None:
+    """Every Numba kernel the explorer runs: the model's (``model.warmup``: bound, gradient,
+    predictions) and those of test-time inference (observe and infer: the test bound and
+    its gradients, for a static and a dynamical model), on tiny problems."""
+    import numpy as np
+
+    from model import BayesianGPLVM, DynamicalGPLVM, warmup
+
+    warmup()
+    rng = np.random.default_rng(0)
+    Y = rng.standard_normal((8, 3))
+    Ys = Y[:3].copy()
+    Ys[:, 0] = np.nan
+    m = BayesianGPLVM(Y, latent_dim=2, num_inducing=3, seed=0)
+    if hasattr(m, "infer_latent"):
+        m.infer_latent(Ys, max_iters=2)
+    d = DynamicalGPLVM(Y, np.arange(8.0), latent_dim=2, num_inducing=3, seed=0)
+    d.infer_sequence(Ys, np.arange(3.0), max_iters=2)
+    Ys[1, 1] = np.nan  # two missing patterns: the grouped path too
+    d.infer_sequence(Ys, np.arange(3.0), max_iters=2)
+
+
 def is_warm() -> bool:
     return _done
 
@@ -66,11 +88,9 @@ def _warm(say) -> None:
     limit_server_blas()
     try:
         cold = not numba_cache_is_warm()
-        say("compiling the Numba kernels (empty compile cache: about a minute on 2 cores, once; "
-            "later starts load them in under a second)..." if cold else "loading the compiled Numba kernels...")
-        from model import warmup
-
-        warmup()
+        say("compiling the Numba kernels (empty compile cache: a few minutes on 2 cores, once; "
+            "later starts load them in about a second)..." if cold else "loading the compiled Numba kernels...")
+        compile_kernels()
         say(f"kernels ready ({time.perf_counter() - t0:.1f} s)")
     except Exception:  # warm-up is an optimisation: never fatal
         log.exception("numba warm-up failed")

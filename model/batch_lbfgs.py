@@ -14,17 +14,28 @@ t shrunk to [0.1 t, 0.5 t]; a non-finite value shrinks t by 10). A pair (s, y) e
 memory only if s.y > 1e-10 |s| |y| (curvature), as in robust L-BFGS codes without a Wolfe
 search. A problem stops when max |g| <= gtol, when an iteration lowers f by no more than
 ftol * max(|f|, 1) (scipy's L-BFGS-B test), when a step (accepted or tried) moves no
-coordinate by more than xtol (below that the objective's rounding noise wins), when a line search along steepest descent
-fails (one along an L-BFGS direction clears the memory and retries), or at max_iters.
+coordinate by more than xtol (below that the objective's rounding noise wins), when a line
+search along steepest descent fails (one along an L-BFGS direction clears the memory and
+retries), or at max_iters. The bookkeeping per problem (two-loop recursion, memory, tests)
+is compiled (Numba): with few points, Python overhead would otherwise dominate.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
+
+from ._numba_config import CACHE
 
 C1 = 1e-4
+#: status codes (``BatchResult.status`` holds the names)
+ACTIVE, GTOL, FTOL, XTOL, LINE_SEARCH, MAX_ITERS = 0, 1, 2, 3, 4, 5
+STATUS_NAMES = np.array(["active", "gtol", "ftol", "xtol", "line search", "max_iters"])
+
+_JIT = dict(cache=CACHE, nogil=True)
 
 
 @dataclass
@@ -45,24 +56,111 @@ class BatchResult:
         return np.isin(self.status, ("gtol", "ftol", "xtol"))
 
 
-def _two_loop(g, S, Y, rho):
-    """-H g for every problem: g (k, p); S, Y (k, m, p) oldest..newest (zero rows where the
-    memory is not filled, which contribute nothing); rho (k, m) = 1 / s.y (0 if empty)."""
-    k, m, p = S.shape
-    q = g.copy()
-    alpha = np.zeros((k, m))
-    for j in range(m - 1, -1, -1):
-        a = rho[:, j] * np.einsum("kp,kp->k", S[:, j], q)
-        q -= a[:, None] * Y[:, j]
-        alpha[:, j] = a
-    yy = np.einsum("kp,kp->k", Y[:, -1], Y[:, -1])
-    sy = np.where(rho[:, -1] > 0, 1.0 / np.where(rho[:, -1] > 0, rho[:, -1], 1.0), 0.0)
-    gamma = np.where((rho[:, -1] > 0) & (yy > 0), sy / np.where(yy > 0, yy, 1.0), 1.0)
-    r = gamma[:, None] * q
-    for j in range(m):
-        b = rho[:, j] * np.einsum("kp,kp->k", Y[:, j], r)
-        r += (alpha[:, j] - b)[:, None] * S[:, j]
-    return -r
+@njit(**_JIT)
+def _directions(idx, g, S, Y, rho, count, head, d, gd):
+    """d[j] = -H g for problem idx[j] (two-loop recursion over its count[i] newest pairs,
+    stored circularly in S[i], Y[i], rho[i] with the newest at head[i]); gd[j] = g.d.
+    Problems without memory, or whose d is not a descent direction, get d = -g / |g| and
+    their memory cleared. Returns nothing; fills d (k, p) and gd (k,)."""
+    m = S.shape[1]
+    p = g.shape[1]
+    alpha = np.empty(m)
+    q = np.empty(p)
+    for j in range(idx.shape[0]):
+        i = idx[j]
+        gi = g[i]
+        c = count[i]
+        ok = c > 0
+        if ok:
+            for a in range(p):
+                q[a] = gi[a]
+            for t in range(c):  # newest to oldest
+                s = (head[i] - t) % m
+                v = 0.0
+                for a in range(p):
+                    v += S[i, s, a] * q[a]
+                v *= rho[i, s]
+                alpha[t] = v
+                for a in range(p):
+                    q[a] -= v * Y[i, s, a]
+            h = head[i]
+            yy = 0.0
+            for a in range(p):
+                yy += Y[i, h, a] * Y[i, h, a]
+            gamma = 1.0 / (rho[i, h] * yy) if yy > 0.0 else 1.0
+            for a in range(p):
+                q[a] *= gamma
+            for t in range(c - 1, -1, -1):  # oldest to newest
+                s = (head[i] - t) % m
+                b = 0.0
+                for a in range(p):
+                    b += Y[i, s, a] * q[a]
+                b = alpha[t] - rho[i, s] * b
+                for a in range(p):
+                    q[a] += b * S[i, s, a]
+            v = 0.0
+            for a in range(p):
+                d[j, a] = -q[a]
+                v -= gi[a] * q[a]
+            ok = v < 0.0 and math.isfinite(v)
+            gd[j] = v
+        if not ok:  # steepest descent, unit length
+            count[i] = 0
+            nrm = 0.0
+            for a in range(p):
+                nrm += gi[a] * gi[a]
+            nrm = math.sqrt(nrm)
+            inv = 1.0 / nrm if nrm > 0.0 else 0.0
+            for a in range(p):
+                d[j, a] = -gi[a] * inv
+            gd[j] = -nrm
+
+
+@njit(**_JIT)
+def _accept(idx, x, f, g, t, d, f_new, g_new, S, Y, rho, count, head, status, gtol, ftol, xtol):
+    """Take the accepted steps x += t d of problems idx, push (s, y) into their memories
+    (curvature test), and apply the stopping tests. Returns the number still active."""
+    m = S.shape[1]
+    p = x.shape[1]
+    active = 0
+    for j in range(idx.shape[0]):
+        i = idx[j]
+        sy = 0.0
+        ss = 0.0
+        yy = 0.0
+        smax = 0.0
+        gmax = 0.0
+        for a in range(p):
+            s = t[j] * d[j, a]
+            y = g_new[j, a] - g[i, a]
+            sy += s * y
+            ss += s * s
+            yy += y * y
+            smax = max(smax, abs(s))
+            gmax = max(gmax, abs(g_new[j, a]))
+        if sy > 1e-10 * math.sqrt(ss * yy):  # curvature: the pair enters the memory
+            h = (head[i] + 1) % m
+            for a in range(p):
+                S[i, h, a] = t[j] * d[j, a]
+                Y[i, h, a] = g_new[j, a] - g[i, a]
+            rho[i, h] = 1.0 / sy
+            head[i] = h
+            count[i] = min(count[i] + 1, m)
+        for a in range(p):
+            x[i, a] += t[j] * d[j, a]
+            g[i, a] = g_new[j, a]
+        f_old = f[i]
+        f[i] = f_new[j]
+        scale = max(max(abs(f_old), abs(f_new[j])), 1.0)
+        if gmax <= gtol:
+            status[i] = GTOL
+        elif smax <= xtol:
+            status[i] = XTOL
+        elif f_old - f_new[j] <= ftol * scale:
+            status[i] = FTOL
+        else:
+            active += 1
+    return active
 
 
 def minimize_batch(fun, x0, max_iters: int = 200, memory: int = 10, gtol: float = 1e-5,
@@ -73,8 +171,8 @@ def minimize_batch(fun, x0, max_iters: int = 200, memory: int = 10, gtol: float 
     n, p = x.shape
     m = int(memory)
     f, g = fun(x, np.arange(n))
-    f = np.asarray(f, dtype=np.float64).copy()
-    g = np.asarray(g, dtype=np.float64).copy()
+    f = np.array(f, dtype=np.float64)
+    g = np.array(g, dtype=np.float64)
     n_calls, n_evals = 1, n
     if not np.all(np.isfinite(f)):
         bad = np.flatnonzero(~np.isfinite(f))
@@ -83,98 +181,66 @@ def minimize_batch(fun, x0, max_iters: int = 200, memory: int = 10, gtol: float 
     S = np.zeros((n, m, p))
     Y = np.zeros((n, m, p))
     rho = np.zeros((n, m))
+    count = np.zeros(n, dtype=np.int64)
+    head = np.zeros(n, dtype=np.int64)
     iters = np.zeros(n, dtype=np.int64)
-    status = np.full(n, "max_iters", dtype=object)
-    active = np.max(np.abs(g), axis=1) > gtol
-    status[~active] = "gtol"
+    status = np.where(np.max(np.abs(g), axis=1) <= gtol, GTOL, ACTIVE).astype(np.int64)
     for _ in range(int(max_iters)):
-        idx = np.flatnonzero(active)
+        idx = np.flatnonzero(status == ACTIVE)
         if idx.size == 0:
             break
-        gi = g[idx]
-        d = _two_loop(gi, S[idx], Y[idx], rho[idx])
-        gd = np.einsum("kp,kp->k", gi, d)
-        fresh = (rho[idx, -1] == 0) | ~(gd < 0) | ~np.all(np.isfinite(d), axis=1)
-        if fresh.any():  # steepest descent with a unit-length first step
-            gn = np.linalg.norm(gi[fresh], axis=1)
-            d[fresh] = -gi[fresh] / np.maximum(gn, 1e-300)[:, None]
-            rho[idx[fresh]] = 0.0
-            S[idx[fresh]] = 0.0
-            Y[idx[fresh]] = 0.0
-            gd[fresh] = -gn
+        k = idx.size
+        d = np.empty((k, p))
+        gd = np.empty(k)
+        fresh = count[idx] == 0  # before _directions: problems that had no memory
+        _directions(idx, g, S, Y, rho, count, head, d, gd)
+        fresh |= count[idx] == 0
         # backtracking line search, all pending problems evaluated together
-        t = np.ones(idx.size)
-        xdone = np.zeros(idx.size, dtype=bool)
-        f_new = np.full(idx.size, np.nan)
-        g_new = np.zeros_like(gi)
-        pending = np.arange(idx.size)
+        t = np.ones(k)
+        f_new = np.empty(k)
+        g_new = np.empty((k, p))
+        done = np.zeros(k, dtype=bool)  # accepted
+        tiny = np.zeros(k, dtype=bool)  # step below xtol: converged
+        dmax = np.max(np.abs(d), axis=1)
+        pending = np.arange(k)
         for _ls in range(max_ls):
-            xt = x[idx[pending]] + t[pending, None] * d[pending]
-            ft, gt = fun(xt, idx[pending])
+            ii = idx[pending]
+            ft, gt = fun(x[ii] + t[pending, None] * d[pending], ii)
             n_calls += 1
             n_evals += pending.size
             ft = np.asarray(ft, dtype=np.float64)
-            ok = np.isfinite(ft) & np.all(np.isfinite(gt), axis=1)
-            armijo = ok & (ft <= f[idx[pending]] + C1 * t[pending] * gd[pending])
+            f0 = f[ii]
+            armijo = np.isfinite(ft) & (ft <= f0 + C1 * t[pending] * gd[pending])
+            armijo &= np.all(np.isfinite(gt), axis=1)
             acc = pending[armijo]
             f_new[acc] = ft[armijo]
             g_new[acc] = gt[armijo]
-            rej = ~armijo
-            # steps below xtol (max |t d|) count as converged: the objective's rounding
-            # noise is then larger than any decrease left
-            tiny = rej & (t[pending] * np.max(np.abs(d[pending]), axis=1) <= xtol)
-            if tiny.any():
-                xdone[pending[tiny]] = True
-                rej &= ~tiny
-            if not rej.any():
-                pending = pending[:0]
+            done[acc] = True
+            rej = pending[~armijo]
+            if rej.size == 0:
                 break
-            pr = pending[rej]
-            tr = t[pr]
-            fr = ft[rej]
-            fin = np.isfinite(fr)
-            # minimiser of the quadratic through f(0), f'(0) = gd and f(t)
-            den = 2.0 * (fr - f[idx[pr]] - gd[pr] * tr)
-            tq = np.where(fin & (den > 0), -gd[pr] * tr * tr / np.where(den > 0, den, 1.0), 0.1 * tr)
-            t[pr] = np.where(fin, np.clip(tq, 0.1 * tr, 0.5 * tr), 0.1 * tr)
-            pending = pr
-        failed = np.zeros(idx.size, dtype=bool)
-        failed[pending] = True
-        status[idx[xdone]] = "xtol"
-        active[idx[xdone]] = False
-        okk = ~failed & ~xdone
-        ii = idx[okk]
-        s_new = t[okk, None] * d[okk]
-        y_new = g_new[okk] - g[ii]
-        sy = np.einsum("kp,kp->k", s_new, y_new)
-        good = sy > 1e-10 * np.linalg.norm(s_new, axis=1) * np.linalg.norm(y_new, axis=1)
-        upd = ii[good]
-        S[upd] = np.roll(S[upd], -1, axis=1)
-        Y[upd] = np.roll(Y[upd], -1, axis=1)
-        rho[upd] = np.roll(rho[upd], -1, axis=1)
-        S[upd, -1] = s_new[good]
-        Y[upd, -1] = y_new[good]
-        rho[upd, -1] = 1.0 / sy[good]
-        f_old = f[ii].copy()
-        x[ii] += s_new
-        f[ii] = f_new[okk]
-        g[ii] = g_new[okk]
+            # minimiser of the quadratic through f(0), f'(0) = gd and f(t), in [0.1 t, 0.5 t]
+            tr, fr, gdr = t[rej], ft[~armijo], gd[rej]
+            den = 2.0 * (fr - f[idx[rej]] - gdr * tr)
+            with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+                tq = np.where(np.isfinite(fr) & (den > 0), -gdr * tr * tr / den, 0.1 * tr)
+            t[rej] = np.clip(np.nan_to_num(tq, nan=0.1 * tr), 0.1 * tr, 0.5 * tr)
+            small = t[rej] * dmax[rej] <= xtol
+            tiny[rej[small]] = True
+            pending = rej[~small]
+            if pending.size == 0:
+                break
+        failed = ~done & ~tiny
         iters[idx] += 1
+        status[idx[tiny]] = XTOL
         # a failed search from an L-BFGS direction retries from steepest descent
         retry = failed & ~fresh
-        rho[idx[retry]] = 0.0
-        S[idx[retry]] = 0.0
-        Y[idx[retry]] = 0.0
-        stop = failed & fresh
-        status[idx[stop]] = "line search"
-        active[idx[stop]] = False
-        done_x = np.max(np.abs(s_new), axis=1) <= xtol
-        status[ii[done_x]] = "xtol"
-        active[ii[done_x]] = False
-        done_g = np.max(np.abs(g[ii]), axis=1) <= gtol
-        done_f = (f_old - f[ii]) <= ftol * np.maximum(np.maximum(np.abs(f_old), np.abs(f[ii])), 1.0)
-        status[ii[done_f]] = "ftol"
-        status[ii[done_g]] = "gtol"
-        active[ii[done_g | done_f]] = False
-    return BatchResult(x=x, f=f, g=g, iterations=iters, status=status.astype(str),
+        count[idx[retry]] = 0
+        status[idx[failed & fresh]] = LINE_SEARCH
+        a = np.flatnonzero(done)
+        if a.size:
+            _accept(idx[a], x, f, g, t[a], d[a], f_new[a], g_new[a], S, Y, rho, count, head,
+                    status, gtol, ftol, xtol)
+    status[status == ACTIVE] = MAX_ITERS
+    return BatchResult(x=x, f=f, g=g, iterations=iters, status=STATUS_NAMES[status],
                        n_calls=n_calls, n_evals=n_evals)

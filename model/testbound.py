@@ -28,6 +28,15 @@ and the change of sum_{j in J} F_j is (y* centred with the training mean)
               + |r| d/2 (log beta - log 2pi) - beta/2 ||Y*_rJ||^2
               - beta d/2 sum_{i in r} psi0*_i + beta d/2 tr(Kuu^-1 P).
 
+The difference of the quadratic terms is formed without cancelling the large training
+terms: with U = (I + beta K)^-1 W and I - (I + beta K)^-1 = beta (I + beta K)^-1 K,
+
+    sum_j ||Lc^-1 w_j||^2 - ||c_j||^2 = (||W||^2 - ||F||^2) - beta tr(U^T K W),
+    ||W||^2 - ||F||^2 = 2 <F, V Y_c> + ||V Y_c||^2
+
+(W, F, Y_c below), which keeps the rounding noise of Delta near that of its own size --
+what the optimiser's line search sees.
+
 F_hat of a batch = F_hat(q(X)) + sum of its groups' Delta_g: only the training statistics
 and the group's own M x M algebra are touched, so the cost per test point does not grow
 with N. Columns that no test row of the batch observes keep their training F_j. Gradients,
@@ -39,7 +48,12 @@ with U = (I + beta K)^-1 W (M, k), GU = R0^T U and G = R0^T (I + beta K)^-1 R0
 
 where W = F + V Y_c is the group's data with W W^T unchanged: for d <= M, F = C[:, J] and
 Y_c = Y*_rJ; for d > M the d columns are first projected onto the row space of C[:, J]
-(``_compress_pattern``, ``_compress_rows``), so W has at most M + |r| columns. The kernel maps these to mu*, S* (``Kernel.psi_gradients_n``).
+(``_compress_pattern``, ``_compress_rows``), so W has at most M + |r| columns. The kernel
+maps these to mu*, S* (``Kernel.psi_gradients_n``).
+
+The algebra of all groups runs in one compiled kernel (``groups_serial`` /
+``groups_parallel``, prange over blocks of groups): per group two GEMMs for K, a Cholesky,
+triangular solves, and for the gradient one more triangular solve and GEMM for G.
 """
 
 from __future__ import annotations
@@ -264,13 +278,13 @@ def _solve_lower_tri_inplace(L, X):
 
 
 @njit(**_SERIAL)
-def _group_rows(i0, i1, sel, g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_flat, g_ysq,
+def _group_rows(i0, i1, g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_flat, g_ysq,
                 pat_foff, pat_k, F_flat, pos, psi0, Psi1, Psi2n, R0, R0T, Kinv,
                 beta, grad, gain, dP, dPsi1):
-    """Groups sel[i0:i1]: gain[i] = Delta_g and, with ``grad``, dP[i] = dDelta/dP (M, M) and
-    dPsi1[e] = dDelta/dPsi1*_row (M,) for each entry e = g_ptr[g]..g_ptr[g+1]-1 of the group.
-    psi0 (n,), Psi1 (n, M), Psi2n (n, M, M) hold the rows of the selected groups at
-    positions pos[row]. Formulas: module docstring."""
+    """Groups g = i0..i1-1: gain[g] = Delta_g and, with ``grad``, dP[g] = dDelta/dP (M, M) and
+    dPsi1[e] = dDelta/dPsi1*_row (M,) for each entry e = g_ptr[g]..g_ptr[g+1]-1 of the group
+    (its rows g_rows[e]). psi0 (n,), Psi1 (n, M), Psi2n (n, M, M) hold the statistics of
+    row r at position pos[r]. Formulas: module docstring."""
     M = R0.shape[0]
     P = np.empty((M, M))
     T = np.empty((M, M))
@@ -279,8 +293,7 @@ def _group_rows(i0, i1, sel, g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_flat
     HT = np.empty((M, M))
     G = np.empty((M, M))
     log_beta_2pi = math.log(beta) - math.log(2.0 * math.pi)
-    for i in range(i0, i1):
-        g = sel[i]
+    for g in range(i0, i1):
         e0, e1 = g_ptr[g], g_ptr[g + 1]
         nr = e1 - e0
         d = g_d[g]
@@ -311,7 +324,7 @@ def _group_rows(i0, i1, sel, g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_flat
             L[a, a] = 1.0 + beta * L[a, a]
         ok = _cholesky_inplace(L)
         if not ok:
-            gain[i] = np.nan
+            gain[g] = np.nan
             continue
         logdet = 0.0
         for a in range(M):
@@ -353,7 +366,7 @@ def _group_rows(i0, i1, sel, g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_flat
         for a in range(M):
             for c in range(w):
                 tKW += GU[a, c] * PRW[a, c]
-        gain[i] = (-d * logdet + 0.5 * beta * beta * (dnorm - beta * tKW)
+        gain[g] = (-d * logdet + 0.5 * beta * beta * (dnorm - beta * tKW)
                    + 0.5 * nr * d * log_beta_2pi - 0.5 * beta * g_ysq[g]
                    - 0.5 * beta * d * psi0s + 0.5 * beta * d * trKP)
         if not grad:
@@ -367,7 +380,7 @@ def _group_rows(i0, i1, sel, g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_flat
         np.dot(HT, H, G)
         c1 = 0.5 * beta * d
         c3 = 0.5 * beta * beta * beta
-        dPi = dP[i]
+        dPi = dP[g]
         for a in range(M):
             for b in range(a + 1):
                 s = 0.0
@@ -387,42 +400,42 @@ def _group_rows(i0, i1, sel, g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_flat
 
 
 @njit(**_SERIAL)
-def groups_serial(sel, g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_flat, g_ysq, pat_foff,
+def groups_serial(g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_flat, g_ysq, pat_foff,
                   pat_k, F_flat, pos, psi0, Psi1, Psi2n, R0, R0T, Kinv, beta, grad,
                   n_entries):
-    """(gain (len(sel),), dP (len(sel), M, M), dPsi1 (n_entries, M)) of the groups ``sel``."""
-    n = sel.shape[0]
+    """(gain (G,), dP (G, M, M), dPsi1 (n_entries, M)) of the G = len(g_ptr) - 1 groups."""
+    n = g_ptr.shape[0] - 1
     M = R0.shape[0]
     gain = np.empty(n)
     dP = np.zeros((n if grad else 0, M, M))
     dPsi1 = np.zeros((n_entries if grad else 0, M))
-    _group_rows(0, n, sel, g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_flat, g_ysq, pat_foff,
+    _group_rows(0, n, g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_flat, g_ysq, pat_foff,
                 pat_k, F_flat, pos, psi0, Psi1, Psi2n, R0, R0T, Kinv, beta, grad,
                 gain, dP, dPsi1)
     return gain, dP, dPsi1
 
 
 @njit(**_PARALLEL)
-def _groups_blocks(n, nchunks, sel, g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_flat, g_ysq,
+def _groups_blocks(n, nchunks, g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_flat, g_ysq,
                    pat_foff, pat_k, F_flat, pos, psi0, Psi1, Psi2n, R0, R0T, Kinv,
                    beta, grad, gain, dP, dPsi1):
     """The only parallel code: one block of groups per iteration (see groups_parallel)."""
     for c in prange(nchunks):
-        _group_rows(c * n // nchunks, (c + 1) * n // nchunks, sel, g_ptr, g_rows, g_d, g_pat,
+        _group_rows(c * n // nchunks, (c + 1) * n // nchunks, g_ptr, g_rows, g_d, g_pat,
                     g_yoff, g_width, Yc_flat, g_ysq, pat_foff, pat_k, F_flat, pos,
                     psi0, Psi1, Psi2n, R0, R0T, Kinv, beta, grad, gain, dP, dPsi1)
 
 
 @njit(**_SERIAL)
-def groups_parallel(sel, g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_flat, g_ysq, pat_foff,
+def groups_parallel(g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_flat, g_ysq, pat_foff,
                     pat_k, F_flat, pos, psi0, Psi1, Psi2n, R0, R0T, Kinv, beta, grad,
                     n_entries, nchunks):
-    n = sel.shape[0]
+    n = g_ptr.shape[0] - 1
     M = R0.shape[0]
     gain = np.empty(n)
     dP = np.zeros((n if grad else 0, M, M))
     dPsi1 = np.zeros((n_entries if grad else 0, M))
-    _groups_blocks(n, nchunks, sel, g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_flat, g_ysq,
+    _groups_blocks(n, nchunks, g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_flat, g_ysq,
                    pat_foff, pat_k, F_flat, pos, psi0, Psi1, Psi2n, R0, R0T, Kinv,
                    beta, grad, gain, dP, dPsi1)
     return gain, dP, dPsi1
@@ -563,7 +576,6 @@ class TestBound:
         self._row_group = np.full(self.n, -1, dtype=np.int64)
         if self.independent:
             self._row_group[self.g_rows] = np.arange(G)
-        self._batch_index = batch_index
 
     # --- evaluation ----------------------------------------------------------------------------
     @blas_single_threaded
@@ -599,7 +611,7 @@ class TestBound:
         st = self.stats
         k = st.kernel
         if self._single_row:  # independent points: group g holds row g_rows[g] only
-            gsel = self._row_group[self.batch_rows(bsel)]
+            gsel = self._row_group[bsel]
             gsel = gsel[gsel >= 0]
             entries = gsel
             lens = np.ones(gsel.size, dtype=np.int64)
@@ -624,8 +636,8 @@ class TestBound:
             psi0, Psi1, Psi2n = np.zeros(0), np.zeros((0, st.M)), np.zeros((0, st.M, st.M))
         l_ptr = np.zeros(gsel.size + 1, dtype=np.int64)
         np.cumsum(lens, out=l_ptr[1:])
-        gain_g, dP, dPsi1_e = cfg_pick(
-            gsel.size, np.arange(gsel.size, dtype=np.int64), l_ptr, erows, self.g_d[gsel],
+        gain_g, dP, dPsi1_e = _groups(
+            gsel.size, l_ptr, erows, self.g_d[gsel],
             self.g_pat[gsel], self.g_yoff[gsel], self.g_width[gsel], self.Yc_flat,
             self.g_ysq[gsel], self.pat_foff, self.pat_k, self.F_flat, pos, psi0, Psi1, Psi2n,
             st.R0, st.R0T, st.Kinv, st.beta, bool(grad), int(entries.size))
@@ -651,14 +663,35 @@ class TestBound:
         gmu, gS = k.psi_gradients_n(dpsi0, dPsi1, dPsi2n, mu_r, S_r, st.Z)
         return gain, rows, gmu, gS
 
-    def batch_rows(self, bsel: np.ndarray) -> np.ndarray:
-        """The rows of batches bsel (independent points: the rows themselves)."""
-        if self.independent:
-            return np.asarray(bsel, dtype=np.int64)
-        return np.concatenate([np.flatnonzero(self._batch_index == b) for b in bsel])
+    def evaluate_rows(self, mu_r, S_r, rows: np.ndarray, grad: bool = True):
+        """Independent points only (``batch=None``), every row of ``rows`` observing something:
+        (gain (k,), dmu (k, Q), dS (k, Q)) at mu_r, S_r (k, Q) for those rows. The lean path
+        of the optimiser (no scatter; the caller limits BLAS to one thread)."""
+        st = self.stats
+        k = st.kernel
+        g = self._row_group[rows]
+        n = g.size
+        ar = self._arange(n + 1)
+        psi0 = k.psi0(mu_r, S_r)
+        Psi1 = k.psi1(mu_r, S_r, st.Z)
+        Psi2n = k.psi2n(mu_r, S_r, st.Z)
+        gain, dP, dPsi1 = _groups(
+            n, ar, ar[:n], self.g_d[g], self.g_pat[g], self.g_yoff[g], self.g_width[g],
+            self.Yc_flat, self.g_ysq[g], self.pat_foff, self.pat_k, self.F_flat, ar[:n], psi0,
+            Psi1, Psi2n, st.R0, st.R0T, st.Kinv, st.beta, bool(grad), n)
+        if not grad:
+            return gain, None, None
+        dpsi0 = (-0.5 * st.beta) * self.g_d[g]
+        dmu, dS = k.psi_gradients_n(dpsi0, dPsi1, dP, mu_r, S_r, st.Z)
+        return gain, dmu, dS
+
+    def _arange(self, n: int) -> np.ndarray:
+        if getattr(self, "_ar", np.zeros(0)).size < n:
+            self._ar = np.arange(max(n, self.n + 1), dtype=np.int64)
+        return self._ar[:n]
 
 
-def cfg_pick(n_groups: int, *args):
+def _groups(n_groups: int, *args):
     """The serial or parallel group kernel (the twins of ``_numba_config``)."""
     if cfg.use_parallel(n_groups):
         return groups_parallel(*args, cfg.n_chunks(n_groups))
@@ -739,21 +772,28 @@ def nearest_rows(stats: TrainingStats, Ys: np.ndarray, observed: np.ndarray, k: 
     return out
 
 
+#: rows optimised in one pass of ``infer_latent``: Psi2* and dF/dPsi2* take 16 M^2 bytes per
+#: row (100 MB at M = 50 for 3000 rows); rows are independent, so chunks change nothing
+CHUNK_BYTES = 100e6
+
+
 def infer_latent(stats: TrainingStats, Ys, observed=None, n_init: int = 1, max_iters: int = 200,
-                 gtol: float = 1e-4, ftol: float = 1e-9, xtol: float = 1e-7,
+                 gtol: float = 1e-3, ftol: float = 1e-9, xtol: float = 1e-7,
                  precondition: bool = True) -> LatentFit:
     """q(x*_i) = N(mu_i, diag S_i) for independent test rows: maximises, for every row,
     F_hat(q(X), q(x*_i)) - KL(q(x*_i) || N(0, I)) with the model and q(X) fixed
     (eq:predictive1; the missing entries of a row simply do not enter, app:partialtestBound).
 
     Ys (n*, D), observed (n*, D) bool (None: non-NaN entries; every row must observe
-    something). All rows are optimised together (``batch_lbfgs``), each from the q(x_n) of
-    the best of its ``n_init`` nearest training rows in the observed dims (the one with the
-    highest objective). Parameters: S through the model's softplus with a floor (log-like
-    for small S); mu = mu0 + sqrt(S0) z with (mu0, S0) the starting q(x_n), so that z is on
-    the scale of the posterior spread in every latent dimension (``precondition``): without
-    it, dimensions the ARD weights switch on and off differ in curvature by orders of
-    magnitude and L-BFGS needs several times more iterations.
+    something). All rows are optimised together (``batch_lbfgs``; in chunks of
+    ``CHUNK_BYTES`` of per-row statistics), each from the q(x_n) of the best of its
+    ``n_init`` nearest training rows in the observed dims (the one with the highest
+    objective). Parameters: S through the model's softplus with a floor (log-like for small
+    S); mu = mu0 + sqrt(S0) z with (mu0, S0) the starting q(x_n), so that z is on the scale
+    of the posterior spread in every latent dimension (``precondition``): without it,
+    dimensions the ARD weights switch on and off differ in curvature by orders of magnitude
+    and L-BFGS needs several times more iterations. Stopping tests (per row, in these
+    units): ``gtol`` on the gradient, ``ftol`` relative on the objective, ``xtol`` on the step.
     """
     Ys = np.array(Ys, dtype=np.float64, ndmin=2)
     observed = ~np.isnan(Ys) if observed is None else np.asarray(observed, dtype=bool)
@@ -761,32 +801,37 @@ def infer_latent(stats: TrainingStats, Ys, observed=None, n_init: int = 1, max_i
     empty = np.flatnonzero(~observed.any(axis=1))
     if empty.size:
         raise ValueError(f"test rows {empty[:10].tolist()} observe nothing")
+    n = Ys.shape[0]
+    chunk = max(64, int(CHUNK_BYTES / (16.0 * stats.M ** 2)))
+    fits = []
+    with single_threaded_blas():
+        for a in range(0, n, chunk):
+            fits.append(_infer(stats, Ys[a:a + chunk], observed[a:a + chunk], n_init, max_iters,
+                               gtol, ftol, xtol, precondition))
+    if len(fits) == 1:
+        return fits[0]
+    cat = lambda name: np.concatenate([getattr(f, name) for f in fits])  # noqa: E731
+    return LatentFit(mu=cat("mu"), S=cat("S"), gain=cat("gain"), kl=cat("kl"),
+                     log_density=cat("log_density"), init_rows=cat("init_rows"),
+                     iterations=cat("iterations"), status=cat("status"),
+                     n_evals=sum(f.n_evals for f in fits))
+
+
+def _infer(stats, Ys, observed, n_init, max_iters, gtol, ftol, xtol, precondition) -> LatentFit:
+    """``infer_latent`` for one chunk of rows (BLAS limited to one thread by the caller)."""
+    from .batch_lbfgs import minimize_batch
+    from .transforms import POSITIVE_FLOOR as tr
+
     n, Q = Ys.shape[0], stats.Q
     tb = TestBound(stats, Ys, observed)
-    mu_full = np.zeros((n, Q))
-    S_full = np.ones((n, Q))
 
     def objective_natural(mu, S, idx, grad=True):
         """-(gain - KL) of rows idx and its gradients w.r.t. mu, S (rows idx)."""
-        mu_full[idx] = mu
-        S_full[idx] = S
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            gain, rows, dmu, dS = tb._evaluate(mu_full, S_full, grad, idx)  # rows == idx
-            kl, dkl_mu, dkl_S = kl_rows(mu, S)
+        gain, dmu, dS = tb.evaluate_rows(mu, S, idx, grad)
+        kl, dkl_mu, dkl_S = kl_rows(mu, S)
         if not grad:
-            return -(gain - kl), None, None
-        return -(gain - kl), -(dmu - dkl_mu), -(dS - dkl_S)
-
-    with single_threaded_blas():
-        return _infer(stats, tb, Ys, observed, objective_natural, n, Q, n_init, max_iters,
-                      gtol, ftol, xtol, precondition)
-
-
-def _infer(stats, tb, Ys, observed, objective_natural, n, Q, n_init, max_iters, gtol, ftol, xtol,
-           precondition) -> LatentFit:
-    """The optimisation of ``infer_latent`` (BLAS limited to one thread by the caller)."""
-    from .batch_lbfgs import minimize_batch
-    from .transforms import POSITIVE_FLOOR as tr
+            return kl - gain, None, None
+        return kl - gain, dkl_mu - dmu, dkl_S - dS
 
     # start: the best of the n_init nearest training rows' q(x_n)
     cand = nearest_rows(stats, Ys, observed, k=n_init)
@@ -806,16 +851,18 @@ def _infer(stats, tb, Ys, observed, objective_natural, n, Q, n_init, max_iters, 
     scale = np.sqrt(S0) if precondition else np.ones((n, Q))
 
     def objective(X, idx):
-        z, s = X[:, :Q], X[:, Q:]
-        f, dmu, dS = objective_natural(mu0[idx] + scale[idx] * z, tr.forward(s), idx)
-        return f, np.hstack([dmu * scale[idx], dS * tr.gradfactor(s)])
+        s = X[:, Q:]
+        f, dmu, dS = objective_natural(mu0[idx] + scale[idx] * X[:, :Q], tr.forward(s), idx)
+        G = np.empty_like(X)
+        np.multiply(dmu, scale[idx], out=G[:, :Q])
+        np.multiply(dS, tr.gradfactor(s), out=G[:, Q:])
+        return f, G
 
     x0 = np.hstack([np.zeros((n, Q)), tr.inverse(S0)])
     res = minimize_batch(objective, x0, max_iters=max_iters, gtol=gtol, ftol=ftol, xtol=xtol)
     mu = mu0 + scale * res.x[:, :Q]
     S = tr.forward(res.x[:, Q:])
-    f, _, _ = objective_natural(mu, S, np.arange(n), grad=False)
     kl, _, _ = kl_rows(mu, S)
-    gain = kl - f
+    gain = kl - res.f  # res.f: the objective at res.x
     return LatentFit(mu=mu, S=S, gain=gain, kl=kl, log_density=gain - kl, init_rows=init_rows,
                      iterations=res.iterations, status=res.status, n_evals=n_evals + res.n_evals)

@@ -43,3 +43,5 @@ register("cmu35", "cmu35", "CMU 35 mocap: legs/body reconstruction table (dynami
 register("cmu35-static", "cmu35_static", "CMU 35 mocap: the static variational GP-LVM rows + NN")
 register("video", "video", "Frey faces as a video: missing-pixel reconstruction (dyn., static, k-NN) and generated frames")
 register("walk", "walk", "CMU 35 walk forecast beyond its last training frame (strip of generated skeletons)")
+register("usps", "usps", "USPS digits: 10 class GP-LVMs (Q=10, M=50), label by class density (issue 9)")
+register("oil-test", "oil_test", "oil test set, half the readings missing: reconstruction RMSE, latent 1-NN (issue 9)")

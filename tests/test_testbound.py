@@ -180,10 +180,8 @@ def test_group_kernel_derivatives_wrt_psi_statistics(model_small):
     psi0 = k.psi0(mu_s, S_s)
     Psi1 = k.psi1(mu_s, S_s, st.Z)
     Psi2n = k.psi2n(mu_s, S_s, st.Z)
-    g = np.arange(tb.n_groups)
-
     def run(Psi1, Psi2n, grad):
-        return tbm.groups_serial(g, tb.g_ptr, tb.g_rows, tb.g_d, tb.g_pat, tb.g_yoff, tb.g_width,
+        return tbm.groups_serial(tb.g_ptr, tb.g_rows, tb.g_d, tb.g_pat, tb.g_yoff, tb.g_width,
                                  tb.Yc_flat, tb.g_ysq, tb.pat_foff, tb.pat_k, tb.F_flat,
                                  np.arange(2), psi0, Psi1, Psi2n, st.R0, st.R0T, st.Kinv, st.beta,
                                  grad, tb.g_rows.size)
@@ -307,6 +305,18 @@ def test_batched_inference_equals_one_point_at_a_time(oil_like):
         mu1, S1 = m.infer_latent(Yt[i])
         np.testing.assert_allclose(mu1[0], fit.mu[i], rtol=1e-8, atol=1e-10)
         np.testing.assert_allclose(S1[0], fit.S[i], rtol=1e-8, atol=1e-12)
+
+
+def test_chunks_of_rows_change_nothing(oil_like, monkeypatch):
+    m, Yt, _ = oil_like
+    st = stats_of(m)
+    Ys, obs = check_test_outputs(np.vstack([Yt] * 9), st.D)  # 90 rows
+    whole = infer_latent(st, Ys, obs)
+    monkeypatch.setattr(tbm, "CHUNK_BYTES", 64 * 16.0 * st.M ** 2)  # chunks of 64 rows
+    parts = infer_latent(st, Ys, obs)
+    np.testing.assert_allclose(parts.mu, whole.mu, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(parts.log_density, whole.log_density, rtol=1e-9)
+    assert parts.n_evals == whole.n_evals
 
 
 def test_inferred_q_is_a_stationary_point(oil_like):

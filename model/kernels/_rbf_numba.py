@@ -406,7 +406,12 @@ def _psi2n_rows(n0, n1, mu, S, zbar, D0, sf2, alpha, pm, pm2, out):
 def psi2n_serial(mu, S, Z, sf2, alpha):
     """(N, M, M) per-point Psi2^n."""
     pm, pm2, zbar, D0 = pair_tables(Z, alpha)
-    M = Z.shape[0]
+    return psi2n_tab_serial(mu, S, pm, pm2, zbar, D0, sf2, alpha, Z.shape[0])
+
+
+@njit(**_SERIAL)
+def psi2n_tab_serial(mu, S, pm, pm2, zbar, D0, sf2, alpha, M):
+    """``psi2n_serial`` with the pair tables of Z given (``pair_tables``)."""
     out = np.empty((mu.shape[0], M, M))
     _psi2n_rows(0, mu.shape[0], mu, S, zbar, D0, sf2, alpha, pm, pm2, out)
     return out
@@ -422,9 +427,13 @@ def _psi2n_blocks(N, nchunks, mu, S, zbar, D0, sf2, alpha, pm, pm2, out):
 
 @njit(**_SERIAL)
 def psi2n_parallel(mu, S, Z, sf2, alpha, nchunks):
-    N = mu.shape[0]
     pm, pm2, zbar, D0 = pair_tables(Z, alpha)
-    M = Z.shape[0]
+    return psi2n_tab_parallel(mu, S, pm, pm2, zbar, D0, sf2, alpha, Z.shape[0], nchunks)
+
+
+@njit(**_SERIAL)
+def psi2n_tab_parallel(mu, S, pm, pm2, zbar, D0, sf2, alpha, M, nchunks):
+    N = mu.shape[0]
     out = np.empty((N, M, M))
     _psi2n_blocks(N, nchunks, mu, S, zbar, D0, sf2, alpha, pm, pm2, out)
     return out
@@ -738,16 +747,15 @@ def _grad_n_rows(n0, n1, dL_dPsi1, dL_dPsi2n, mu, S, ZT, zbar, D0, pm, pm2, sf2,
 
 
 @njit(**_SERIAL)
-def psi_gradients_n_serial(dL_dPsi1, dL_dPsi2n, mu, S, Z, sf2, alpha, do1, do2):
+def psi_gradients_n_serial(dL_dPsi1, dL_dPsi2n, mu, S, ZT, pm, pm2, zbar, D0, sf2, alpha, do1, do2):
     """(dL_dmu (N, Q), dL_dS (N, Q)) of L = sum W1 * Psi1 + sum_n sum W2n[n] * Psi2^n,
     dL_dPsi2n (N, M, M) any (not necessarily symmetric) per-point weights. psi0 = sf2 does
-    not depend on mu, S."""
+    not depend on mu, S. ZT = Z^T (Q, M) contiguous; pair tables of Z from ``pair_tables``."""
     N, Q = mu.shape
-    pm, pm2, zbar, D0 = pair_tables(Z, alpha)
     dmu = np.empty((N, Q))
     dS = np.empty((N, Q))
-    _grad_n_rows(0, N, dL_dPsi1, dL_dPsi2n, mu, S, np.ascontiguousarray(Z.T), zbar, D0,
-                 pm, pm2, sf2, alpha, do1, do2, dmu, dS)
+    _grad_n_rows(0, N, dL_dPsi1, dL_dPsi2n, mu, S, ZT, zbar, D0, pm, pm2, sf2, alpha, do1, do2,
+                 dmu, dS)
     return dmu, dS
 
 
@@ -762,11 +770,11 @@ def _psi_gradients_n_blocks(N, nchunks, dL_dPsi1, dL_dPsi2n, mu, S, ZT, zbar, D0
 
 
 @njit(**_SERIAL)
-def psi_gradients_n_parallel(dL_dPsi1, dL_dPsi2n, mu, S, Z, sf2, alpha, do1, do2, nchunks):
+def psi_gradients_n_parallel(dL_dPsi1, dL_dPsi2n, mu, S, ZT, pm, pm2, zbar, D0, sf2, alpha, do1,
+                             do2, nchunks):
     N, Q = mu.shape
-    pm, pm2, zbar, D0 = pair_tables(Z, alpha)
     dmu = np.empty((N, Q))
     dS = np.empty((N, Q))
-    _psi_gradients_n_blocks(N, nchunks, dL_dPsi1, dL_dPsi2n, mu, S, np.ascontiguousarray(Z.T),
-                            zbar, D0, pm, pm2, sf2, alpha, do1, do2, dmu, dS)
+    _psi_gradients_n_blocks(N, nchunks, dL_dPsi1, dL_dPsi2n, mu, S, ZT, zbar, D0, pm, pm2, sf2,
+                            alpha, do1, do2, dmu, dS)
     return dmu, dS

@@ -78,10 +78,23 @@ class RBF(Kernel):
         Z = as_points(Z, self.input_dim, "Z")
         return pick(_nb.psi2_serial, _nb.psi2_parallel, mu.shape[0], mu, S, Z, self.sf2, self.alpha)
 
+    def _pair_tables(self, Z: np.ndarray) -> tuple:
+        """(ZT, pm, pm2, zbar, D0): Z^T and the pair tables of Z (``_rbf_numba.pair_tables``),
+        kept for the last Z and lengthscales. Test-time inference evaluates Psi2^n of a few
+        points many times with one Z; the tables (O(M^2 Q)) would otherwise dominate."""
+        key = (Z.shape, Z.tobytes(), self.params["lengthscale"].tobytes())
+        cached = self.__dict__.get("_tables")
+        if cached is None or cached[0] != key:
+            cached = (key, (np.ascontiguousarray(Z.T),) + tuple(_nb.pair_tables(Z, self.alpha)))
+            self._tables = cached
+        return cached[1]
+
     def psi2n(self, mu, S, Z):
         mu, S = as_gaussians(mu, S, self.input_dim)
         Z = as_points(Z, self.input_dim, "Z")
-        return pick(_nb.psi2n_serial, _nb.psi2n_parallel, mu.shape[0], mu, S, Z, self.sf2, self.alpha)
+        _, pm, pm2, zbar, D0 = self._pair_tables(Z)
+        return pick(_nb.psi2n_tab_serial, _nb.psi2n_tab_parallel, mu.shape[0], mu, S, pm, pm2,
+                    zbar, D0, self.sf2, self.alpha, Z.shape[0])
 
     def psi_gradients(self, dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z):
         """See :meth:`Kernel.psi_gradients`. Exact for any (M, M) dL_dPsi2, symmetric or not."""
@@ -99,5 +112,6 @@ class RBF(Kernel):
         dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, Z = psi_gradient_n_inputs(
             self, dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, Z)
         do1, do2 = bool(dL_dPsi1.any()), bool(dL_dPsi2n.any())
+        ZT, pm, pm2, zbar, D0 = self._pair_tables(Z)
         return pick(_nb.psi_gradients_n_serial, _nb.psi_gradients_n_parallel, mu.shape[0],
-                    dL_dPsi1, dL_dPsi2n, mu, S, Z, self.sf2, self.alpha, do1, do2)
+                    dL_dPsi1, dL_dPsi2n, mu, S, ZT, pm, pm2, zbar, D0, self.sf2, self.alpha, do1, do2)

@@ -57,7 +57,9 @@ def numba_compiled():
     import sys
 
     t0 = time.time()
-    subprocess.run([sys.executable, "-c", "import model; model.warmup()"], cwd=ROOT, check=True,
+    # the explorer's set: the model's kernels and those of test-time inference (observe and infer)
+    subprocess.run([sys.executable, "-c", "from explorer.warm import compile_kernels; compile_kernels()"], cwd=ROOT,
+                   check=True,
                    timeout=COMPILE_TIMEOUT, env=dict(os.environ, NUMBA_NUM_THREADS="1"))
     print(f"[browser tests] Numba kernels ready in {time.time() - t0:.1f} s")
 

@@ -22,6 +22,7 @@ pytestmark = pytest.mark.browser
 def plain_server(numba_compiled):
     port = _free_port()
     env = dict(os.environ, NUMBA_NUM_THREADS="1")
+    ARTIFACTS.mkdir(exist_ok=True)  # this module may run first on a fresh clone
     log = open(ARTIFACTS / "browser-plain-server.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "panel", "serve", "explorer/app.py", "--address", "127.0.0.1",
                              "--port", str(port), f"--allow-websocket-origin=127.0.0.1:{port}", "--liveness"],

@@ -193,3 +193,95 @@ def test_image_sequence_upload_with_wrong_size_gets_a_message(page, server):
     # the page still plays
     page.locator(".play-toggle button").first.click()
     wait_for(lambda: len(page.evaluate("() => window.__bgplvm_frames || []")) > 5, what="playback after an error")
+
+
+JS_INFER = """() => {
+  for (const v of Bokeh.index.all_views()) {
+    const m = v.model;
+    if (!(m.title && m.title.text && m.title.text.startsWith('Latent space'))) continue;
+    const out = {};
+    for (const r of m.renderers) {
+      const d = r.data_source && r.data_source.data;
+      if (!d) continue;
+      if (r.glyph.type === 'Patches' && r.glyph.fill_color && r.glyph.fill_color.value === '#ff8c00') out.ellipses = d.xs.length;
+      if (r.glyph.type === 'Scatter' && d.x && r.glyph.marker && r.glyph.marker.value === 'star') out.stars = d.x.length;
+    }
+    return out;
+  }
+  return null;
+}"""
+
+
+def _infer_tab(page):
+    page.locator(".bk-tab").filter(has_text="Observe & infer").first.click()
+    page.wait_for_timeout(500)
+
+
+def test_mask_legs_of_a_test_frame_and_infer(page, server):
+    open_app(page, server)
+    lat_before = shot_of(page, plot_info(page, LATENT), "frame")
+    _infer_tab(page)
+    chosen = page.locator(".infer-source select").first.evaluate("(el) => el.options[el.selectedIndex].text")
+    assert chosen.startswith("test trial 35_29")
+    before = plot_info(page, "Observed & inferred")
+    assert "hidden joints ringed" in before["title"]
+    page.locator(".infer-button button").first.click()
+    status = page.get_by_text(re.compile(r"^RA error .*: [\d.]+\u00b0 \(nearest neighbour: [\d.]+\u00b0\)"))
+    status.wait_for(timeout=120000)
+    m = re.search(r": ([\d.]+)\u00b0 \(nearest neighbour: ([\d.]+)", status.inner_text())
+    ra, nn = float(m.group(1)), float(m.group(2))
+    assert 0 < ra < 30 and nn > 0
+    after = plot_info(page, "Observed & inferred")
+    assert after["title"].startswith("Observed & inferred: error")
+    # q(x*) on the latent view: its mean (a star) and 2-sd ellipse, drawn (orange pixels appear)
+    wait_for(lambda: (page.evaluate(JS_INFER) or {}).get("stars") == 1, what="q(x*) on the latent view")
+    assert page.evaluate(JS_INFER)["ellipses"] >= 1
+    page.wait_for_timeout(400)
+    lat = shot_of(page, plot_info(page, LATENT), "frame")
+    orange = lambda im: ((np.abs(im[..., 0] - 255) < 30) & (np.abs(im[..., 1] - 140) < 40) & (im[..., 2] < 80)).sum()
+    assert orange(lat) > orange(lat_before) + 30
+    # the reconstruction is drawn: orange inferred bones over the grey truth
+    fig = shot_of(page, after, "frame")
+    assert orange(fig) > 50
+    page.screenshot(path=str(ARTIFACTS / "explorer2-06-observe-infer.png"), full_page=True)
+    print(f"RA error {ra:.2f} deg against nearest neighbour {nn:.2f} deg")
+
+
+def test_empty_mask_gets_a_clear_message(page, server):
+    open_app(page, server)
+    _infer_tab(page)
+    page.locator(".infer-mask select").first.select_option("joints I click")
+    page.wait_for_timeout(300)
+    page.locator(".infer-button button").first.click()
+    msg = page.get_by_text(re.compile(r"Nothing is hidden"))
+    msg.wait_for(timeout=15000)
+    assert msg.first.is_visible() and not page.get_by_text("Traceback").count()
+    page.screenshot(path=str(ARTIFACTS / "explorer2-07-empty-mask.png"), full_page=True)
+
+
+JS_INFER_JOINTS = """() => {
+  for (const v of Bokeh.index.all_views()) {
+    const m = v.model;
+    if (!(m.title && m.title.text && m.title.text.startsWith('Observed & inferred'))) continue;
+    for (const r of m.renderers) {
+      const d = r.data_source && r.data_source.data;
+      if (d && d.hidden) return {x: Array.from(d.x), y: Array.from(d.y), hidden: Array.from(d.hidden)};
+    }
+  }
+  return null;
+}"""
+
+
+def test_click_joints_on_the_figure_to_hide_them(page, server):
+    open_app(page, server)
+    _infer_tab(page)
+    page.locator(".infer-mask select").first.select_option("joints I click")
+    wait_for(lambda: sum((page.evaluate(JS_INFER_JOINTS) or {"hidden": [1]})["hidden"]) == 0, what="no joint hidden")
+    j = page.evaluate(JS_INFER_JOINTS)
+    head = max(range(len(j["y"])), key=lambda k: j["y"][k])  # the highest joint: the head
+    px, py = plot_info(page, "Observed & inferred", [j["x"][head]], [j["y"][head]])["pts"][0]
+    page.mouse.click(px, py)
+    wait_for(lambda: page.evaluate(JS_INFER_JOINTS)["hidden"][head] == 1, what="the clicked joint hidden")
+    assert sum(page.evaluate(JS_INFER_JOINTS)["hidden"]) == 1
+    page.locator(".infer-button button").first.click()
+    page.get_by_text(re.compile(r"^RA error")).first.wait_for(timeout=120000)

@@ -1,0 +1,346 @@
+"""The observe-and-infer tab: choose test frames and what to hide, infer, compare.
+
+The figure shows the frame as observed -- hidden joints ringed in red and their bones
+dashed (click joints to hide or show them) -- and after inference the reconstruction over
+the truth (grey ghost): inferred bones in orange with 2-sd discs from the uncertain-input
+moments at q(x*). The latent view gets q(x*): its mean (a star) and 2-sd ellipse, or the
+path of a stretch. The readout gives the error of the hidden part (RA in degrees for joint
+angles) beside a nearest-neighbour fill. A stretch of frames plays in the player against
+its truth.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import panel as pn
+import param
+from bokeh.events import Tap
+from bokeh.models import ColumnDataSource, Range1d
+from bokeh.plotting import figure
+from panel.io.document import unlocked
+
+from . import sequences as seqs
+from .state import ExplorerState
+from .views import RIGHT_W, guarded
+
+INFER_TITLE = "Observed & inferred"
+HIDDEN_COLOR = "#e6194b"
+INFERRED_COLOR = "#ff8c00"
+GHOST_COLOR = "#b8b8b8"
+OBSERVED_COLOR = "#1f3b73"
+
+
+class InferView(pn.viewable.Viewer):
+    state = param.ClassSelector(class_=ExplorerState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        s = self.state
+        self.ghost = ColumnDataSource(dict(x0=[], y0=[], x1=[], y1=[]))
+        self.bones = ColumnDataSource(dict(x0=[], y0=[], x1=[], y1=[], color=[], dash=[]))
+        self.joints = ColumnDataSource(dict(x=[], y=[], color=[], hidden=[]))
+        self.discs = ColumnDataSource(dict(x=[], y=[], r=[]))
+        self.images = {k: ColumnDataSource(dict(image=[np.zeros((1, 1))], x=[0], y=[0], dw=[1], dh=[1]))
+                       for k in ("observed", "inferred", "truth", "sd")}
+        self.vec = ColumnDataSource(dict(d=[], truth=[], mean=[], lo=[], hi=[]))
+        self.vec_hidden = ColumnDataSource(dict(d=[]))
+        # latent view layers
+        self.lat_ell = ColumnDataSource(dict(xs=[], ys=[]))
+        self.lat_path = ColumnDataSource(dict(x=[], y=[]))
+        self.lat_star = ColumnDataSource(dict(x=[], y=[]))
+        self._fig_pane = pn.pane.Bokeh(None)
+        self._kind = None
+        self._uv = None
+        self._extent = None
+
+        self._source = pn.widgets.Select(label="test frames", width=250, css_classes=["infer-source"])
+        self._frame = pn.widgets.IntSlider(label="first frame", start=0, end=1, value=0, width=250,
+                                           css_classes=["infer-frame"])
+        self._length = pn.widgets.IntInput(label="frames (a stretch)", start=1, end=200, value=1, width=120,
+                                           css_classes=["infer-length"])
+        self._mask = pn.widgets.Select(label="hide", width=250, css_classes=["infer-mask"])
+        self._fraction = pn.widgets.FloatSlider(label="share of pixels", start=0.05, end=0.95, step=0.05,
+                                                value=s.mask_fraction, width=200)
+        self._clear = pn.widgets.Button(label="Show all joints", width=120)
+        self._infer = pn.widgets.Button(label="Infer", color="primary", width=120, css_classes=["infer-button"])
+        self._play = pn.widgets.Toggle(label="Play the stretch against the truth", width=250, disabled=True)
+        self._status = pn.pane.Markdown("", width=RIGHT_W - 20, styles={"font-size": "13px"},
+                                        css_classes=["infer-status"])
+        self._method = pn.pane.Markdown("", width=RIGHT_W - 20, styles={"font-size": "12px", "color": "#555"})
+        self._source.param.watch(self._on_source, "value")
+        self._frame.param.watch(lambda e: self._set("infer_frame", e.new), "value_throttled")
+        self._length.param.watch(lambda e: self._set("infer_length", e.new), "value")
+        self._mask.param.watch(self._on_mask, "value")
+        self._fraction.param.watch(lambda e: self._set("mask_fraction", e.new), "value_throttled")
+        self._clear.on_click(lambda e: self._set("mask_joints", []))
+        self._infer.on_click(self._start)
+        self._play.param.watch(lambda e: self._set("play_mode", "inferred" if e.new else "sequence"), "value")
+        self._cb = None
+        s.param.watch(self._sync_widgets, ["model_version", "infer_source", "mask_part", "play_mode", "inference",
+                                           "infer_running"])
+        s.param.watch(self._redraw, ["model_version", "infer_source", "infer_frame", "mask_part", "mask_joints",
+                                     "mask_fraction", "inference", "azimuth", "elevation", "x_dim", "y_dim"])
+        s.param.watch(lambda e: setattr(self._status, "object", e.new), "infer_status")
+        self._sync_widgets()
+        self._redraw()
+
+    # ------------------------------------------------------------------ widgets -> state
+    @guarded
+    def _set(self, name, value):
+        setattr(self.state, name, value)
+
+    @guarded
+    def _on_source(self, event):
+        if event.new and event.new != self.state.infer_source:
+            self.state.infer_source = event.new
+
+    @guarded
+    def _on_mask(self, event):
+        if event.new and event.new != self.state.mask_part:
+            self.state.mask_part = event.new
+
+    @guarded
+    def _start(self, event=None):
+        self.state.start_inference()
+        if self._cb is None:
+            self._cb = pn.state.add_periodic_callback(self._poll, period=200)
+
+    @guarded
+    def _poll(self):
+        if not self.state.poll_inference() and self._cb is not None:
+            self._cb.stop()
+            self._cb = None
+
+    def _sync_widgets(self, *events):
+        s = self.state
+        srcs = s.infer_sources()
+        self._source.options = {src.label: name for name, src in srcs.items()}
+        if s.infer_source in srcs:
+            self._source.value = s.infer_source
+            n = srcs[s.infer_source].Y.shape[0]
+            self._frame.end = max(1, n - 1)
+            self._frame.value = min(s.infer_frame, n - 1)
+            self._length.end = n
+        opts = s.mask_options()
+        self._mask.options = opts
+        if s.mask_part in opts:
+            self._mask.value = s.mask_part
+        kind = self._data_kind()
+        self._fraction.visible = kind == "image" and s.mask_part == "random pixels"
+        self._clear.visible = kind == "pose"
+        self._infer.disabled = s.infer_running or s.model is None
+        inf = s.inference
+        self._play.disabled = inf is None or inf.n < 2
+        self._play.value = s.play_mode == "inferred"
+        self._method.object = (f"Method: {inf.method}; {inf.iterations} optimiser iterations."
+                               .replace("*", "\\*") if inf is not None else "")
+
+    def _data_kind(self) -> str:
+        ds = self.state.dataset
+        return getattr(getattr(ds, "renderer", None), "kind", "vector") if ds is not None else "vector"
+
+    # ------------------------------------------------------------------ figures
+    def _build(self, kind):
+        common = dict(toolbar_location=None, tools="", min_border=4)
+        if kind == "pose":
+            p = figure(width=270, height=270, title=INFER_TITLE, match_aspect=True, **common)
+            p.axis.visible = False
+            p.grid.visible = False
+            p.segment(x0="x0", y0="y0", x1="x1", y1="y1", source=self.ghost, line_width=5, line_color=GHOST_COLOR,
+                      line_alpha=0.7)
+            p.circle(x="x", y="y", radius="r", source=self.discs, fill_color=INFERRED_COLOR, fill_alpha=0.22,
+                     line_color=INFERRED_COLOR, line_alpha=0.6)
+            p.segment(x0="x0", y0="y0", x1="x1", y1="y1", source=self.bones, line_width=4, line_color="color",
+                      line_dash="dash")
+            p.scatter(x="x", y="y", source=self.joints, size=9, fill_color="color", line_color="white")
+            p.on_event(Tap, self._on_tap)
+            self._figs = {"out": p}
+            return p
+        if kind == "image":
+            figs = {}
+            for name, title, pal in (("observed", "Observed (red: hidden)", "Greys256"),
+                                     ("inferred", INFER_TITLE, "Greys256"), ("truth", "Truth", "Greys256"),
+                                     ("sd", "Inferred: sd", "Magma256")):
+                f = figure(width=125, height=190, title=title, x_range=Range1d(0, 1), y_range=Range1d(0, 1), **common)
+                f.axis.visible = False
+                f.grid.visible = False
+                f.title.text_font_size = "11px"
+                if name == "observed":
+                    f.image_rgba(image="image", x="x", y="y", dw="dw", dh="dh", source=self.images[name])
+                else:
+                    f.image(image="image", x="x", y="y", dw="dw", dh="dh", source=self.images[name], palette=pal)
+                figs[name] = f
+            self._figs = figs
+            from bokeh.layouts import row
+
+            return row(*figs.values())
+        p = figure(width=RIGHT_W - 20, height=240, title=INFER_TITLE, **common)
+        p.vbar(x="d", top=1e9, bottom=-1e9, width=1.0, source=self.vec_hidden, fill_color=HIDDEN_COLOR,
+               fill_alpha=0.08, line_alpha=0)
+        p.varea(x="d", y1="lo", y2="hi", source=self.vec, fill_color=INFERRED_COLOR, fill_alpha=0.25)
+        p.line(x="d", y="truth", source=self.vec, line_color="#555555", line_width=2, legend_label="truth")
+        p.line(x="d", y="mean", source=self.vec, line_color=INFERRED_COLOR, line_width=2, legend_label="reconstruction")
+        p.legend.location = "top_right"
+        self._figs = {"out": p}
+        return p
+
+    @guarded
+    def _on_tap(self, event):
+        uv = self._uv
+        if uv is None or not len(uv):
+            return
+        d2 = (uv[:, 0] - event.x) ** 2 + (uv[:, 1] - event.y) ** 2
+        j = int(np.argmin(d2))
+        R = self._radius()
+        if d2[j] <= (0.06 * R) ** 2:
+            self.state.toggle_joint(j)
+
+    def _radius(self) -> float:
+        if self._extent is None:
+            self._extent = seqs.pose_extent(self.state.dataset.renderer, self.state.dataset.Y)
+        return self._extent[1]
+
+    @guarded
+    def _redraw(self, *events):
+        s = self.state
+        got = s.infer_frames() if s.model is not None else None
+        kind = self._data_kind()
+        if got is None:
+            self._fig_pane.object = None
+            return
+        if kind != self._kind or self._fig_pane.object is None:
+            self._extent = seqs.pose_extent(s.dataset.renderer, s.dataset.Y) if kind == "pose" else None
+            self._fig_pane.object = self._build(kind)
+            self._kind = kind
+        src, a, n = got
+        cols = s.hidden_columns()
+        inf = s.inference
+        show = inf is not None and inf.source == s.infer_source and inf.start == a
+        truth = src.Y[a]
+        with unlocked():
+            if kind == "pose":
+                self._draw_pose(truth, cols, inf if show else None)
+            elif kind == "image":
+                self._draw_image(truth, cols, inf if show else None)
+            else:
+                self._draw_vector(truth, cols, inf if show else None)
+            self._draw_latent(inf if show else None)
+
+    def _project(self, Y, var=None):
+        s = self.state
+        r = s.dataset.renderer
+        Y = np.atleast_2d(Y)
+        var = np.zeros_like(Y) if var is None else np.atleast_2d(var)
+        return seqs.pose_frames(r, Y, var, s.azimuth, s.elevation, self._extent[0])
+
+    def _draw_pose(self, truth, cols, inf):
+        from . import masks as M
+
+        s = self.state
+        ds = s.dataset
+        conns = np.asarray(ds.renderer.connections, dtype=int).reshape(-1, 2)
+        hidden = M.hidden_joints(ds, cols) if len(cols) else np.zeros(len(ds.renderer.names), dtype=bool)
+        R = self._extent[1]
+        f = self._figs["out"]
+        f.x_range = Range1d(-R, R)
+        f.y_range = Range1d(-R, R)
+        if inf is None:
+            uv = self._project(truth)["uv"][0]
+            self.ghost.data = dict(x0=[], y0=[], x1=[], y1=[])
+            self.discs.data = dict(x=[], y=[], r=[])
+            f.title.text = f"{INFER_TITLE}: the frame, hidden joints ringed"
+            colors = [HIDDEN_COLOR if hidden[b] else OBSERVED_COLOR for _, b in conns]
+            dash = ["dashed" if hidden[b] else "solid" for _, b in conns]
+        else:
+            d = self._project(inf.mean[0], inf.var[0])
+            uv, spread = d["uv"][0], d["spread"][0]
+            g = self._project(inf.truth[0])["uv"][0]
+            self.ghost.data = dict(x0=g[conns[:, 0], 0], y0=g[conns[:, 0], 1], x1=g[conns[:, 1], 0],
+                                   y1=g[conns[:, 1], 1])
+            self.discs.data = dict(x=uv[hidden, 0], y=uv[hidden, 1], r=2 * spread[hidden])
+            e = inf.error
+            unit = "\u00b0" if e["unit"] == "deg" else ""
+            f.title.text = f"{INFER_TITLE}: error {e['value']:.2f}{unit}"
+            colors = [INFERRED_COLOR if hidden[b] else OBSERVED_COLOR for _, b in conns]
+            dash = ["solid"] * len(conns)
+        self._uv = uv
+        self.bones.data = dict(x0=uv[conns[:, 0], 0], y0=uv[conns[:, 0], 1], x1=uv[conns[:, 1], 0],
+                               y1=uv[conns[:, 1], 1], color=colors, dash=dash)
+        jc = [(INFERRED_COLOR if inf is not None else HIDDEN_COLOR) if h else OBSERVED_COLOR for h in hidden]
+        self.joints.data = dict(x=uv[:, 0], y=uv[:, 1], color=jc, hidden=hidden.astype(int))
+
+    def _draw_image(self, truth, cols, inf):
+        from .figures import colormap
+
+        r = self.state.dataset.renderer
+        vmin = r.vmin if r.vmin is not None else float(self.state.dataset.Y.min())
+        vmax = r.vmax if r.vmax is not None else float(self.state.dataset.Y.max())
+        img = r.image(truth)
+        H, W = img.shape
+        hide = np.zeros(truth.size, dtype=bool)
+        hide[np.asarray(cols, dtype=int)] = True
+        hmask = r.image(hide.astype(float)) > 0.5
+        rgb = colormap(img, "gray", vmin, vmax)
+        rgb[hmask] = (0.5 * rgb[hmask] + 0.5 * np.array([230, 25, 75])).astype(np.uint8)
+        rgba = np.dstack([rgb, np.full((H, W), 255, np.uint8)]).view(np.uint32)[..., 0][::-1]
+        self.images["observed"].data = dict(image=[np.ascontiguousarray(rgba)], x=[0], y=[0], dw=[W], dh=[H])
+        self.images["truth"].data = dict(image=[img[::-1].astype(np.float32)], x=[0], y=[0], dw=[W], dh=[H])
+        if inf is None:
+            blank = np.full((H, W), np.nan, dtype=np.float32)
+            self.images["inferred"].data = dict(image=[blank], x=[0], y=[0], dw=[W], dh=[H])
+            self.images["sd"].data = dict(image=[blank], x=[0], y=[0], dw=[W], dh=[H])
+            self._figs["inferred"].title.text = INFER_TITLE
+        else:
+            self.images["inferred"].data = dict(image=[r.image(inf.mean[0])[::-1].astype(np.float32)], x=[0], y=[0],
+                                                dw=[W], dh=[H])
+            self.images["sd"].data = dict(image=[r.image(np.sqrt(inf.var[0]))[::-1].astype(np.float32)], x=[0],
+                                          y=[0], dw=[W], dh=[H])
+            self._figs["inferred"].title.text = f"Inferred (RMSE {inf.error['value']:.3g})"
+        for name, f in self._figs.items():
+            f.x_range.start, f.x_range.end, f.y_range.start, f.y_range.end = 0, W, 0, H
+            glyph = f.renderers[0].glyph
+            if name in ("inferred", "truth"):
+                glyph.color_mapper.low, glyph.color_mapper.high = vmin, vmax
+            elif name == "sd":
+                glyph.color_mapper.low, glyph.color_mapper.high = 0.0, 0.5 * (vmax - vmin)
+
+    def _draw_vector(self, truth, cols, inf):
+        d = np.arange(truth.size)
+        mean = inf.mean[0] if inf is not None else np.full(truth.size, np.nan)
+        sd = np.sqrt(inf.var[0]) if inf is not None else np.zeros(truth.size)
+        self.vec.data = dict(d=d, truth=truth, mean=mean, lo=mean - 2 * sd, hi=mean + 2 * sd)
+        self.vec_hidden.data = dict(d=np.asarray(cols, dtype=int))
+
+    def _draw_latent(self, inf):
+        if inf is None:
+            self.lat_ell.data = dict(xs=[], ys=[])
+            self.lat_path.data = dict(x=[], y=[])
+            self.lat_star.data = dict(x=[], y=[])
+            return
+        xd, yd = self.state.dims
+        th = np.linspace(0, 2 * np.pi, 41)
+        idx = np.unique(np.r_[np.arange(0, inf.n, max(1, inf.n // 12)), inf.n - 1])
+        self.lat_ell.data = dict(xs=[inf.mu[i, xd] + 2 * np.sqrt(inf.S[i, xd]) * np.cos(th) for i in idx],
+                                 ys=[inf.mu[i, yd] + 2 * np.sqrt(inf.S[i, yd]) * np.sin(th) for i in idx])
+        self.lat_path.data = dict(x=inf.mu[:, xd], y=inf.mu[:, yd])
+        self.lat_star.data = dict(x=[inf.mu[0, xd]], y=[inf.mu[0, yd]])
+
+    def attach_latent(self, plot, element):
+        """HoloViews hook of the latent view: q(x*)'s 2-sd ellipses, path and mean."""
+        fig = plot.state
+        fig.patches(xs="xs", ys="ys", source=self.lat_ell, fill_color=INFERRED_COLOR, fill_alpha=0.15,
+                    line_color=INFERRED_COLOR, line_width=2)
+        fig.line(x="x", y="y", source=self.lat_path, line_color=INFERRED_COLOR, line_width=2)
+        r = fig.scatter(x="x", y="y", source=self.lat_star, marker="star", size=22, fill_color=INFERRED_COLOR,
+                        line_color="black", line_width=1.2)
+        r.level = "overlay"
+
+    def __panel__(self):
+        intro = pn.pane.Markdown(
+            "Hide part of frames the model has not seen and let it infer them from the rest: q(x*) appears on "
+            "the latent view (star and 2-sd ellipse, orange), the reconstruction over the truth (grey ghost) "
+            "here, inferred parts in orange with 2-sd discs. Click joints on the figure to hide them.",
+            styles={"font-size": "12px"}, width=RIGHT_W - 20)
+        return pn.Column(intro, pn.Row(self._source, self._mask), pn.Row(self._frame, self._length),
+                         pn.Row(self._infer, self._clear, self._fraction), self._status, self._method,
+                         self._fig_pane, self._play)

@@ -1,0 +1,163 @@
+"""Observe and infer, headless: test frames, masks from the state, inference of one frame
+and of a stretch (dynamical model), the error readout against nearest neighbour, the
+inferred stretch as the player's playback (truth as a ghost), and the view's sources."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+hv = pytest.importorskip("holoviews")
+
+from bgplvm_datasets import Dataset, load  # noqa: E402
+from model import DynamicalGPLVM  # noqa: E402
+
+from explorer import inference as inf  # noqa: E402
+from explorer.state import ExplorerState, UserError  # noqa: E402
+
+hv.extension("bokeh")
+
+
+@pytest.fixture(scope="module")
+def walk():
+    ds = load("synth_walk")
+    sel = np.arange(0, ds.N, 4)
+    return Dataset(name="synth_walk", Y=ds.Y[sel], renderer=ds.renderer, labels=ds.labels[sel],
+                   label_names=ds.label_names, sequence=ds.sequence[sel], times=ds.times[sel], meta=ds.meta)
+
+
+@pytest.fixture(scope="module")
+def dyn_model(walk):
+    m = DynamicalGPLVM(walk.Y, walk.times, latent_dim=3, num_inducing=10, sequences=walk.sequence, seed=0)
+    m.fit(max_iters=30, progress=False)
+    return m
+
+
+@pytest.fixture
+def st(walk, dyn_model):
+    s = ExplorerState()
+    s.set_model(dyn_model, walk)
+    return s
+
+
+def _run(state, timeout=120):
+    state.start_inference()
+    t0 = time.time()
+    while state.poll_inference():
+        assert time.time() - t0 < timeout
+        time.sleep(0.05)
+
+
+def test_sources_masks_and_defaults(st, walk):
+    srcs = st.infer_sources()
+    assert list(srcs) == ["training rows"]  # synth_walk has no test split
+    assert st.infer_source == "training rows"
+    assert "legs" in st.mask_options() and "joints I click" in st.mask_options()
+    assert st.mask_part == "legs" and st.hidden_columns().size == 24
+    st.toggle_joint(11)  # the head
+    assert st.mask_part == "joints I click" and st.hidden_columns().tolist() == [33, 34, 35]
+    st.toggle_joint(11)
+    assert st.mask_joints == [] and st.hidden_columns().size == 0
+
+
+def test_empty_mask_is_a_clear_message(st):
+    st.mask_part = "joints I click"
+    st.mask_joints = []
+    with pytest.raises(UserError, match="Nothing is hidden"):
+        st.start_inference()
+
+
+def test_infer_one_frame_reconstructs_the_hidden_joints(st, walk):
+    st.mask_part, st.infer_frame, st.infer_length = "legs", 5, 1
+    _run(st)
+    r = st.inference
+    assert r is not None and r.n == 1 and st.error == ""
+    cols = st.hidden_columns()
+    # observed entries pass through, hidden ones are inferred with a positive variance
+    obs = np.setdiff1d(np.arange(walk.D), cols)
+    np.testing.assert_array_equal(r.mean[0, obs], walk.Y[5, obs])
+    assert np.all(r.var[0, obs] == 0) and np.all(r.var[0, cols] > 0)
+    assert not r.observed[0, cols].any() and r.observed[0, obs].all()
+    assert r.mu.shape == (1, 3) and np.all(r.S > 0)
+    assert r.error["n"] == cols.size and np.isfinite(r.error["value"]) and np.isfinite(r.nn_error["value"])
+    assert "nearest neighbour" in st.infer_status and st.play_mode == "sequence"
+
+
+def test_infer_a_stretch_plays_against_its_truth(st, walk):
+    st.mask_part, st.infer_frame, st.infer_length = "right arm", 20, 8
+    _run(st)
+    r = st.inference
+    assert r.n == 8 and np.all(np.diff(r.t) > 0)
+    assert st.play_mode == "inferred"
+    pb = st.playback()
+    assert pb.T == 8 and pb.truth is not None and np.array_equal(pb.truth, walk.Y[20:28])
+    np.testing.assert_array_equal(pb.hidden, st.hidden_columns())
+
+
+def test_inference_feeds_the_view_and_the_latent_view(st, walk):
+    from bokeh.document import Document
+
+    from explorer.infer_view import InferView
+    from explorer.player import PlayerView
+
+    iv = InferView(state=st)
+    pv = PlayerView(state=st)
+    doc = Document()
+    iv._fig_pane.get_root(doc)
+    pv._out_pane.get_root(doc)
+    # before inferring: the frame with its hidden joints ringed
+    assert len(iv.bones.data["x0"]) == len(walk.renderer.connections)
+    assert sum(iv.joints.data["hidden"]) == 8 and len(iv.lat_star.data["x"]) == 0
+    st.mask_part, st.infer_frame, st.infer_length = "legs", 3, 4
+    _run(st)
+    assert len(iv.lat_star.data["x"]) == 1 and len(iv.lat_ell.data["xs"]) >= 1
+    assert len(iv.ghost.data["x0"]) == len(walk.renderer.connections)  # the truth as a ghost
+    assert len(iv.discs.data["x"]) == 8
+    assert iv._figs["out"].title.text.startswith("Observed & inferred: error")
+    # the player now plays the stretch with the truth beside it
+    assert len(pv.ghost.data["gu"]) == 4 * len(walk.renderer.positions(walk.Y[0]))
+    iv._play.value = False
+    assert st.play_mode == "sequence" and len(pv.ghost.data["gu"]) == 0
+
+
+def test_nearest_neighbour_fill_uses_only_observed_entries():
+    Ytr = np.array([[0.0, 0.0, 5.0], [1.0, 1.0, 9.0]])
+    Ym = np.array([[0.9, 1.2, np.nan]])
+    np.testing.assert_array_equal(inf.nearest_neighbour_fill(Ytr, Ym), [[0.9, 1.2, 9.0]])
+    # a training frame is not its own neighbour
+    np.testing.assert_array_equal(inf.nearest_neighbour_fill(Ytr, Ym, exclude=[1]), [[0.9, 1.2, 5.0]])
+
+
+def test_cmu_test_trial_is_offered_and_legs_infer_better_than_nearest_neighbour():
+    from tests.mirror import find_mirror
+
+    if find_mirror("cmu_mocap_35/cmu35WalkJog.mat") is None:
+        pytest.skip("offline data mirror not found")
+    from explorer.state import load_asset_cached
+
+    m, ds = load_asset_cached("cmu35")
+    s = ExplorerState()
+    s.set_model(m, ds)
+    srcs = s.infer_sources()
+    assert list(srcs)[0] == "test trial" and srcs["test trial"].Y.shape == (124, 59)
+    s.mask_part, s.infer_frame, s.infer_length = "legs", 70, 1
+    _run(s, timeout=300)
+    r = s.inference
+    assert r.error["unit"] == "deg" and r.error["n"] == 14
+    assert r.error["value"] < r.nn_error["value"]
+
+
+def test_static_model_infers_frames_with_infer_latent(walk):
+    from model import BayesianGPLVM
+
+    m = BayesianGPLVM(walk.Y, latent_dim=3, num_inducing=10, seed=0)
+    m.fit(max_iters=30, progress=False)
+    s = ExplorerState()
+    s.set_model(m, walk)
+    s.mask_part, s.infer_frame, s.infer_length = "arms", 10, 3
+    _run(s)
+    r = s.inference
+    assert r.n == 3 and r.method.startswith("static") and r.mu.shape == (3, 3)
+    assert np.isfinite(r.error["value"]) and r.error["n"] == 3 * 18
