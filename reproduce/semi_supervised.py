@@ -140,21 +140,37 @@ def curves(out: dict, fractions=FRACTIONS) -> dict:
     return res
 
 
-def figure(path, out: dict, title: str, fractions=FRACTIONS) -> None:
-    cv = curves(out, fractions)
-    x = 100 * np.asarray(fractions)
-    hi = max((m + s).max() for m, s in cv.values())
-    lo = min((m - s).min() for m, s in cv.values())
-    c = lp.canvas(960, 480)
-    ax = lp.Axes(c, (80, 50, 640, 360), (5, 105), lp.padded(max(lo, 0.0), hi))
-    for i, name in enumerate(METHODS):
+def _panel(ax, cv, names, x) -> None:
+    for name in names:
+        i = METHODS.index(name)
         mean, sd = cv[name]
         off = (i - 1.5) * 0.9  # spread the bars a little
         lp.line(ax, x + off, mean, lp.COLOURS[i], width=1.6)
         lp.errorbars(ax, x + off, mean, sd, lp.COLOURS[i])
+
+
+def figure(path, out: dict, title: str, fractions=FRACTIONS) -> None:
+    """All methods (the axis stops at the MSE of predicting the mean: points above it are
+    cut off), and the two GPs on their own scale."""
+    cv = curves(out, fractions)
+    x = 100 * np.asarray(fractions)
+    ceiling = float(np.mean(list(out["mse_mean_predictor"].values())))
+    hi = min(max((m + s).max() for m, s in cv.values()), ceiling)
+    c = lp.canvas(1260, 530)
+    ax = lp.Axes(c, (80, 50, 560, 360), (5, 105), lp.padded(0.0, hi))
+    ax.clip()
+    _panel(ax, cv, METHODS, x)
+    ax.unclip()
     ax.frame(title=title, xlabel="% missing features in the partially observed rows",
              ylabel="test MSE (standardised outputs)")
-    ax.legend([(n, lp.COLOURS[i]) for i, n in enumerate(METHODS)], x=ax.x + ax.w + 14, y=ax.y)
+    two = METHODS[:2]
+    lo2 = min((cv[n][0] - cv[n][1]).min() for n in two)
+    hi2 = max((cv[n][0] + cv[n][1]).max() for n in two)
+    ax2 = lp.Axes(c, (700, 50, 540, 360), (5, 105), lp.padded(lo2, hi2))
+    _panel(ax2, cv, two, x)
+    ax2.frame(title="the two GPs on their own scale", xlabel="% missing features in the partially observed rows")
+    ax.legend([(n, lp.COLOURS[i]) for i, n in enumerate(METHODS[:2])], x=ax.x, y=ax.y + ax.h + 56)
+    ax.legend([(n, lp.COLOURS[i + 2]) for i, n in enumerate(METHODS[2:])], x=ax.x + 300, y=ax.y + ax.h + 56)
     path.write_bytes(c.to_bytes())
 
 
