@@ -9,6 +9,7 @@ uncertain-input predictions (meanFstar / covFstar) are the same code.
 from __future__ import annotations
 
 import numpy as np
+from scipy.linalg import solve_triangular
 
 from .gplvm import BayesianGPLVM, _check_Y
 from .priors import DynamicalPrior, LatentPrior
@@ -55,19 +56,59 @@ def check_times(t, N: int, sequences=None) -> tuple[np.ndarray, np.ndarray]:
     return t, sequences
 
 
-#: initial inverse squared time lengthscale times the longest sequence's span squared, as
-#: the paper's CMU demo sets it (vargplvm's ``inverseWidth`` 30 / (max t - min t)^2)
-INVERSE_WIDTH = 30.0
+#: grid of the initial-lengthscale search: lengthscales from the median spacing to the
+#: longest span, and the fraction of each initial latent path's variance taken as noise
+LENGTHSCALE_GRID = 24
+NOISE_FRACTIONS = (0.01, 0.05, 0.1, 0.2, 0.35, 0.5, 0.7)
+#: longer sequences are cut into windows of this many frames for the search (cost n^3)
+SEARCH_WINDOW = 200
+SEARCH_BLOCKS = 12
 
 
-def initial_lengthscale(t: np.ndarray, index: list[np.ndarray]) -> float:
-    """The time lengthscale to start from: span / sqrt(INVERSE_WIDTH), span = the longest
-    sequence's duration (about 5 zero crossings of a latent path per sequence), at least 2
-    median spacings."""
-    spans = [t[ix[-1]] - t[ix[0]] for ix in index if len(ix) > 1]
-    steps = np.concatenate([np.diff(t[ix]) for ix in index if len(ix) > 1] or [np.ones(1)])
-    span = float(np.max(spans)) if spans else 1.0
-    return max(span / np.sqrt(INVERSE_WIDTH), 2.0 * float(np.median(steps)), 1e-6)
+def _search_windows(index: list[np.ndarray]) -> list[np.ndarray]:
+    """Row windows for the lengthscale search: the longest sequences, cut into windows of at
+    most SEARCH_WINDOW frames, at most SEARCH_BLOCKS of them."""
+    windows = [ix[i:i + SEARCH_WINDOW] for ix in index for i in range(0, len(ix), SEARCH_WINDOW)]
+    windows = [w for w in windows if len(w) > 2]
+    return sorted(windows, key=len, reverse=True)[:SEARCH_BLOCKS]
+
+
+def initial_lengthscale(t: np.ndarray, index: list[np.ndarray], mu0: np.ndarray, part) -> float:
+    """The time lengthscale to start from: the one under which the initial latent paths mu0
+    (N, Q; the PCA means) are most probable, each column standardised and modelled as
+    (1 - f) k(t, t') + f delta(t, t') (f: a noise fraction, searched on a grid too).
+
+    A fixed rule (vargplvm's inverseWidth = 30 / span^2) starts video of a quickly moving
+    face ~10x too smooth, and the fit then ends in a poor optimum with one latent dimension;
+    the data's own time scale does not have that problem. ``part``: the smooth time-kernel
+    part (its type is used, with variance 1)."""
+    import copy
+
+    windows = _search_windows(index)
+    if not windows:
+        return 1.0
+    steps = np.concatenate([np.diff(t[w]) for w in windows])
+    spans = [t[w[-1]] - t[w[0]] for w in windows]
+    grid = np.geomspace(max(float(np.median(steps)), 1e-6), max(spans), LENGTHSCALE_GRID)
+    z = (mu0 - mu0.mean(0)) / np.maximum(mu0.std(0), 1e-12)
+    k = copy.deepcopy(part)
+    k.set_params(variance=1.0)
+    best, best_ell = -np.inf, float(grid[-1])
+    for ell in grid:
+        k.set_params(lengthscale=float(ell))
+        Ks = [k.K(t[w]) for w in windows]
+        for f in NOISE_FRACTIONS:
+            ll = sum(_log_likelihood((1.0 - f) * K + f * np.eye(len(w)), z[w]) for K, w in zip(Ks, windows))
+            if ll > best:
+                best, best_ell = ll, float(ell)
+    return best_ell
+
+
+def _log_likelihood(C: np.ndarray, Z: np.ndarray) -> float:
+    """sum over columns of log N(z | 0, C) up to a constant; C (n, n) SPD, Z (n, Q)."""
+    L = np.linalg.cholesky(C)
+    a = solve_triangular(L, Z, lower=True)
+    return float(-0.5 * np.sum(a * a) - Z.shape[1] * np.sum(np.log(np.diag(L))))
 
 
 class DynamicalGPLVM(BayesianGPLVM):
@@ -109,12 +150,13 @@ class DynamicalGPLVM(BayesianGPLVM):
         prior = DynamicalPrior(self.t, self.sequences, Q, self._time_kernel)
         if not isinstance(self._time_kernel_arg, str):
             return prior  # a kernel object keeps the parameters it was given
-        ell = initial_lengthscale(self.t, prior._index)
-        for part in prior.time_kernel.parts:
-            if part.name in ("rbf", "matern32", "matern52"):
-                part.set_params(lengthscale=ell)
-            elif part.name == "periodic":  # a few periods per sequence to start from
-                part.set_params(period=5.0 * ell)
+        smooth = [p for p in prior.time_kernel.parts if p.name in ("rbf", "matern32", "matern52", "periodic")]
+        for part in smooth:
+            if part.name == "periodic":  # the lengthscale search as a Matern 3/2, then a few
+                from .time_kernels import Matern32Time  # of its lengthscales per period
+                part.set_params(period=5.0 * initial_lengthscale(self.t, prior._index, init["mu"], Matern32Time()))
+            else:
+                part.set_params(lengthscale=initial_lengthscale(self.t, prior._index, init["mu"], part))
         return prior
 
     @property

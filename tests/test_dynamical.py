@@ -157,6 +157,22 @@ def test_full_gradient_one_sequence_at_a_moved_point():
 
 
 # --- forecasting ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("true_ell", [0.5, 4.0])
+def test_initial_lengthscale_follows_the_data_time_scale(true_ell):
+    """The time lengthscale starts where the initial latent paths say (marginal likelihood
+    of mu0 under the time kernel), not at a fixed fraction of the span."""
+    from model.dynamical import initial_lengthscale
+
+    rng = np.random.default_rng(3)
+    t = np.arange(120.0) * 0.5
+    k = make_time_kernel("matern32")
+    k.set_params(lengthscale=true_ell)
+    L = np.linalg.cholesky(k.K(t) + 1e-8 * np.eye(t.size))
+    mu0 = L @ rng.standard_normal((t.size, 4)) + 0.1 * rng.standard_normal((t.size, 4))
+    ell = initial_lengthscale(t, [np.arange(60), np.arange(60, 120)], mu0, make_time_kernel("matern32"))
+    assert true_ell / 2 < ell < true_ell * 2
+
+
 def test_latent_at_training_times_reproduces_qX():
     t, seq = _sequences()
     m = DynamicalGPLVM(_data(t), t, latent_dim=2, num_inducing=5, time_kernel="matern32", sequences=seq)

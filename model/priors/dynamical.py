@@ -40,7 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 from scipy.linalg import solve_triangular
-from scipy.linalg.lapack import dpotri
+from scipy.linalg.lapack import dpotrf, dpotri
 
 from ..linalg import chol_solve, jittered_cholesky
 from ..params import Block
@@ -57,19 +57,27 @@ LAMBDA_POSITIVE = Softplus(lower=LAMBDA_FLOOR)
 INIT_S_MEDIAN = 0.18
 
 
-def _inverse_from_cholesky(L: np.ndarray) -> np.ndarray:
-    """A^{-1} (Q, n, n) from the lower Cholesky factors L (Q, n, n) of A (LAPACK potri:
-    triangular operations only, no general inverse)."""
-    low = np.empty_like(L)
-    for q in range(L.shape[0]):
-        # potri writes the lower triangle of A^{-1}; L's upper triangle (zeros) stays
-        low[q], info = dpotri(L[q], lower=1)
+def _logdet_and_inverse(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """log|A_q| (Q,) and A_q^{-1} (Q, n, n) of SPD matrices A (Q, n, n, C order; overwritten)
+    from their Cholesky factors (LAPACK potrf, then potri: triangular operations only, no
+    general inverse). Each A_q is handed to LAPACK as its Fortran-ordered transpose (the
+    same matrix) so that neither routine copies."""
+    Q, n, _ = A.shape
+    logdet = np.empty(Q)
+    for q in range(Q):
+        U, info = dpotrf(A[q].T, lower=0, clean=1, overwrite_a=1)  # A_q = U^T U
+        if info != 0:
+            raise np.linalg.LinAlgError(f"potrf failed (info={info})")
+        logdet[q] = 2.0 * np.sum(np.log(np.diagonal(U)))
+        V, info = dpotri(U, lower=0, overwrite_c=1)  # upper triangle of A_q^{-1} (in place)
         if info != 0:
             raise np.linalg.LinAlgError(f"potri failed (info={info})")
-    n = L.shape[1]
-    out = low + low.transpose(0, 2, 1)
+        if not np.shares_memory(V, A[q]):
+            A[q] = V.T
+    # A[q] holds the lower triangle of A_q^{-1} (zeros above): mirror it
+    out = A + A.transpose(0, 2, 1)
     out[:, np.arange(n), np.arange(n)] *= 0.5
-    return out
+    return logdet, out
 
 
 def _block_forward(K: np.ndarray, mb: np.ndarray, lb: np.ndarray):
@@ -83,9 +91,7 @@ def _block_forward(K: np.ndarray, mb: np.ndarray, lb: np.ndarray):
     d = np.sqrt(lb.T)  # (Q, n)
     A = d[:, :, None] * K[None] * d[:, None, :]
     A[:, np.arange(n), np.arange(n)] += 1.0  # A = I + D K D >= I
-    L = np.linalg.cholesky(A)
-    logdetA = 2.0 * np.log(np.diagonal(L, axis1=1, axis2=2)).sum(1)
-    Abar = _inverse_from_cholesky(L)
+    logdetA, Abar = _logdet_and_inverse(A)
     diagAbar = np.diagonal(Abar, axis1=1, axis2=2)
     Sd = (1.0 - diagAbar) / lb.T
     Kmb = K @ mb
@@ -113,7 +119,8 @@ def _block_backward(K, mb, lb, cache, gmu, gS):
     IA[:, np.arange(n), np.arange(n)] += 1.0  # I - Abar
     dlam = -((IA * IA) @ h[:, :, None])[:, :, 0] / lam
     X = d[:, :, None] * Abar  # D Abar
-    dK = np.matmul(X * h[:, None, :], X.transpose(0, 2, 1)).sum(0) - 0.5 * np.sum(X * d[:, None, :], axis=0)
+    Xc = X.transpose(1, 0, 2).reshape(n, Q * n)  # [D Abar]_q side by side: one GEMM over q
+    dK = (Xc * h.reshape(-1)) @ Xc.T - 0.5 * np.sum(X * d[:, None, :], axis=0)
     dK += gmu @ mb.T - 0.5 * (mb @ mb.T)
     return K @ (gmu - mb), dlam.T, dK
 
