@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import solve_triangular
 
+from ._restore import is_restoring
 from .gplvm import BayesianGPLVM, _check_Y
 from .priors import DynamicalPrior, LatentPrior
 from .priors.dynamical import sequence_index
@@ -148,8 +149,8 @@ class DynamicalGPLVM(BayesianGPLVM):
 
     def _make_prior(self, N: int, Q: int, init: dict) -> LatentPrior:
         prior = DynamicalPrior(self.t, self.sequences, Q, self._time_kernel)
-        if not isinstance(self._time_kernel_arg, str):
-            return prior  # a kernel object keeps the parameters it was given
+        if not isinstance(self._time_kernel_arg, str) or is_restoring():
+            return prior  # a kernel object keeps the parameters it was given; a loaded model, the saved ones
         smooth = [p for p in prior.time_kernel.parts if p.name in ("rbf", "matern32", "matern52", "periodic")]
         for part in smooth:
             if part.name == "periodic":  # the lengthscale search as a Matern 3/2, then a few

@@ -19,7 +19,7 @@ from .bound import OutputStats, collapsed_bound, posterior
 from .init import init_params
 from .kernels import Kernel, make_kernel
 from .optimize import Optimisation
-from ._threads import blas_single_threaded
+from ._threads import blas_single_threaded, single_threaded_blas
 from .params import Block, ParamLayout
 from .priors import LatentPrior, StaticPrior
 from .testbound import TrainingStats, check_test_outputs, infer_latent
@@ -84,14 +84,15 @@ class BayesianGPLVM:
         self.metadata: dict = {}
         self.fit_info: dict = {}
         self._Q = Q
-        init = self._initial_state(Q, M, np.random.default_rng(seed))
-        self.prior: LatentPrior = self._make_prior(N, Q, init)
-        self._init_kernel(init)
-        self._layout = ParamLayout(self.prior.blocks() + self._model_blocks(M, Q))
-        self._x = self._layout.pack({**self.prior.initial_values(init["mu"], init["S"]),
-                                     "Z": init["Z"],
-                                     "noise_variance": np.asarray(init["noise_variance"]),
-                                     **self._kernel_values()})
+        with single_threaded_blas():  # small matrices: BLAS threads only contend
+            init = self._initial_state(Q, M, np.random.default_rng(seed))
+            self.prior: LatentPrior = self._make_prior(N, Q, init)
+            self._init_kernel(init)
+            self._layout = ParamLayout(self.prior.blocks() + self._model_blocks(M, Q))
+            self._x = self._layout.pack({**self.prior.initial_values(init["mu"], init["S"]),
+                                         "Z": init["Z"],
+                                         "noise_variance": np.asarray(init["noise_variance"]),
+                                         **self._kernel_values()})
         self._cache: dict = {}
 
     #: parameters held fixed in the initial phase of ``fit``

@@ -166,9 +166,12 @@ def _construct(meta: dict, arrays: dict):
 def load_model(source):
     """Read a model written by ``save_model`` (path or binary file object); the class
     (``BayesianGPLVM``, ``DynamicalGPLVM`` or a registered one) is the one that was saved."""
+    from ._restore import restoring
+
     meta, arrays = _read(source)
     try:
-        m = _construct(meta, arrays)
+        with restoring():
+            m = _construct(meta, arrays)
     except (KeyError, ValueError, TypeError) as e:
         raise ModelFileError(f"model file {source!r} has inconsistent contents: {e}") from None
     x = np.asarray(arrays["x"], dtype=np.float64)

@@ -260,6 +260,26 @@ def test_save_load_round_trip_is_exact(tmp_path):
     assert "time kernel" in m2.summary()
 
 
+def test_load_skips_the_initial_searches(tmp_path, monkeypatch):
+    """Opening a model does not redo the start-point search and calibration (its saved
+    parameters replace them): on a busy machine they made opening a CMU model take minutes."""
+    import model.dynamical as md
+    from model.priors.dynamical import DynamicalPrior
+
+    t, seq = _sequences()
+    m = DynamicalGPLVM(_data(t), t, latent_dim=2, num_inducing=5, sequences=seq)
+    m.save(tmp_path / "dyn.npz")
+
+    def fail(*args, **kwargs):
+        raise AssertionError("initialisation ran while loading")
+
+    monkeypatch.setattr(md, "initial_lengthscale", fail)
+    monkeypatch.setattr(DynamicalPrior, "_calibrate_lambda", fail)
+    m2 = BayesianGPLVM.load(tmp_path / "dyn.npz")
+    np.testing.assert_array_equal(m2._x, m._x)
+    assert m2.elbo() == m.elbo()
+
+
 # --- reconstruction of partially observed frames ---------------------------------------------------
 @pytest.fixture(scope="module")
 def fitted():

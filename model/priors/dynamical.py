@@ -42,6 +42,7 @@ import numpy as np
 from scipy.linalg import solve_triangular
 from scipy.linalg.lapack import dpotrf, dpotri
 
+from .._restore import is_restoring
 from ..linalg import chol_solve, jittered_cholesky
 from ..params import Block
 from ..transforms import IDENTITY, POSITIVE, Softplus
@@ -241,7 +242,10 @@ class DynamicalPrior(LatentPrior):
         """Start as the paper's code does: mu = Kt mu_bar reproduces mu0 (the PCA means, up
         to a ridge of 1e-3 of the prior variance: mu_bar = (Kt + r I)^{-1} mu0, by Cholesky),
         and one constant lambda chosen so that the median of S is ``INIT_S_MEDIAN``
-        (vargplvm's calibration; S0 is not used: S is fixed by Kt and lambda)."""
+        (vargplvm's calibration; S0 is not used: S is fixed by Kt and lambda). A model being
+        loaded gets placeholders (its saved values replace them)."""
+        if is_restoring():
+            return {"mu_bar": np.zeros_like(mu0), "lambda": np.ones_like(mu0), **self.time_values()}
         mu_bar = np.empty_like(mu0)
         Ks = self.Ks()
         for ix, K in zip(self._index, Ks):
