@@ -74,10 +74,10 @@ def _search_windows(index: list[np.ndarray]) -> list[np.ndarray]:
     return sorted(windows, key=len, reverse=True)[:SEARCH_BLOCKS]
 
 
-def initial_lengthscale(t: np.ndarray, index: list[np.ndarray], mu0: np.ndarray, part) -> float:
-    """The time lengthscale to start from: the one under which the initial latent paths mu0
-    (N, Q; the PCA means) are most probable, each column standardised and modelled as
-    (1 - f) k(t, t') + f delta(t, t') (f: a noise fraction, searched on a grid too).
+def initial_time_scale(t: np.ndarray, index: list[np.ndarray], mu0: np.ndarray, part) -> tuple[float, float]:
+    """The time lengthscale and noise fraction f to start from: those under which the initial
+    latent paths mu0 (N, Q; the PCA means), each column standardised, are most probable as
+    draws of (1 - f) k(t, t') + f delta(t, t') (a grid search).
 
     A fixed rule (vargplvm's inverseWidth = 30 / span^2) starts video of a quickly moving
     face ~10x too smooth, and the fit then ends in a poor optimum with one latent dimension;
@@ -87,22 +87,22 @@ def initial_lengthscale(t: np.ndarray, index: list[np.ndarray], mu0: np.ndarray,
 
     windows = _search_windows(index)
     if not windows:
-        return 1.0
+        return 1.0, NOISE_FRACTIONS[0]
     steps = np.concatenate([np.diff(t[w]) for w in windows])
     spans = [t[w[-1]] - t[w[0]] for w in windows]
     grid = np.geomspace(max(float(np.median(steps)), 1e-6), max(spans), LENGTHSCALE_GRID)
     z = (mu0 - mu0.mean(0)) / np.maximum(mu0.std(0), 1e-12)
     k = copy.deepcopy(part)
     k.set_params(variance=1.0)
-    best, best_ell = -np.inf, float(grid[-1])
+    best, best_ell, best_f = -np.inf, float(grid[-1]), NOISE_FRACTIONS[0]
     for ell in grid:
         k.set_params(lengthscale=float(ell))
         Ks = [k.K(t[w]) for w in windows]
         for f in NOISE_FRACTIONS:
             ll = sum(_log_likelihood((1.0 - f) * K + f * np.eye(len(w)), z[w]) for K, w in zip(Ks, windows))
             if ll > best:
-                best, best_ell = ll, float(ell)
-    return best_ell
+                best, best_ell, best_f = ll, float(ell), f
+    return best_ell, best_f
 
 
 def _log_likelihood(C: np.ndarray, Z: np.ndarray) -> float:
@@ -151,13 +151,21 @@ class DynamicalGPLVM(BayesianGPLVM):
         prior = DynamicalPrior(self.t, self.sequences, Q, self._time_kernel)
         if not isinstance(self._time_kernel_arg, str) or is_restoring():
             return prior  # a kernel object keeps the parameters it was given; a loaded model, the saved ones
-        smooth = [p for p in prior.time_kernel.parts if p.name in ("rbf", "matern32", "matern52", "periodic")]
+        parts = prior.time_kernel.parts
+        smooth = [p for p in parts if p.name in ("rbf", "matern32", "matern52", "periodic")]
+        f = None
         for part in smooth:
-            if part.name == "periodic":  # the lengthscale search as a Matern 3/2, then a few
-                from .time_kernels import Matern32Time  # of its lengthscales per period
-                part.set_params(period=5.0 * initial_lengthscale(self.t, prior._index, init["mu"], Matern32Time()))
+            if part.name == "periodic":  # the search as a Matern 3/2, then a few of its
+                from .time_kernels import Matern32Time  # lengthscales per period
+                ell, f = initial_time_scale(self.t, prior._index, init["mu"], Matern32Time())
+                part.set_params(period=5.0 * ell)
             else:
-                part.set_params(lengthscale=initial_lengthscale(self.t, prior._index, init["mu"], part))
+                ell, f = initial_time_scale(self.t, prior._index, init["mu"], part)
+                part.set_params(lengthscale=ell)
+        if smooth and f is not None:  # a white part takes the paths' non-smooth share
+            for part in parts:
+                if part.name == "white":
+                    part.set_params(variance=f / (1.0 - f) * float(np.mean([p.params["variance"] for p in smooth])))
         return prior
 
     @property

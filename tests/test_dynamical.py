@@ -161,7 +161,7 @@ def test_full_gradient_one_sequence_at_a_moved_point():
 def test_initial_lengthscale_follows_the_data_time_scale(true_ell):
     """The time lengthscale starts where the initial latent paths say (marginal likelihood
     of mu0 under the time kernel), not at a fixed fraction of the span."""
-    from model.dynamical import initial_lengthscale
+    from model.dynamical import initial_time_scale
 
     rng = np.random.default_rng(3)
     t = np.arange(120.0) * 0.5
@@ -169,7 +169,7 @@ def test_initial_lengthscale_follows_the_data_time_scale(true_ell):
     k.set_params(lengthscale=true_ell)
     L = np.linalg.cholesky(k.K(t) + 1e-8 * np.eye(t.size))
     mu0 = L @ rng.standard_normal((t.size, 4)) + 0.1 * rng.standard_normal((t.size, 4))
-    ell = initial_lengthscale(t, [np.arange(60), np.arange(60, 120)], mu0, make_time_kernel("matern32"))
+    ell, _ = initial_time_scale(t, [np.arange(60), np.arange(60, 120)], mu0, make_time_kernel("matern32"))
     assert true_ell / 2 < ell < true_ell * 2
 
 
@@ -273,7 +273,7 @@ def test_load_skips_the_initial_searches(tmp_path, monkeypatch):
     def fail(*args, **kwargs):
         raise AssertionError("initialisation ran while loading")
 
-    monkeypatch.setattr(md, "initial_lengthscale", fail)
+    monkeypatch.setattr(md, "initial_time_scale", fail)
     monkeypatch.setattr(DynamicalPrior, "_calibrate_lambda", fail)
     m2 = BayesianGPLVM.load(tmp_path / "dyn.npz")
     np.testing.assert_array_equal(m2._x, m._x)
