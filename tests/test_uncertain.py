@@ -217,6 +217,25 @@ def test_k_step_variance_grows_only_when_it_is_propagated():
     assert mean0[2] == pytest.approx(one_step[0][0, 0], rel=1e-10)
 
 
+def test_uncertain_input_mean_tends_to_the_zero_variance_mean():
+    """meanFstar / covFstar at N(window, v) tend to the deterministic predictive as v -> 0, and
+    a propagated forecast whose fed-back variances are tiny follows the means-only forecast:
+    the uncertain inputs change the forecast's mean only through the variances they carry."""
+    s = _series()
+    m = AutoregressiveGP(s, window=5, num_inducing=20, seed=0).fit(max_iters=150, progress=False)
+    wins = lagged_pairs(s[:, None], 5)[0][-12:]
+    mean0, var0 = m.predict(wins, input_noise=False)
+    for v in (1e-6, 1e-9, 1e-12):
+        mean, var = m.predict(wins, np.full(wins.shape, v), input_noise=False)
+        np.testing.assert_allclose(mean, mean0, rtol=0, atol=1e3 * v + 1e-9)
+        np.testing.assert_allclose(var, var0, rtol=1e-3, atol=1e3 * v + 1e-9)
+    # the first step of a forecast has an exact window: both variants agree there
+    fm, _ = m.forecast(steps=1)
+    fm0, _ = m.forecast(steps=1, propagate_uncertainty=False)
+    assert fm[0] == pytest.approx(m.predict(s[None, -5:])[0][0, 0], rel=1e-8)
+    assert abs(fm[0] - fm0[0]) < 1e-4 * max(1.0, abs(fm0[0]))
+
+
 def test_zero_variance_model_is_a_standard_gp_on_the_windows():
     s = _series()
     m = AutoregressiveGP(s, window=5, num_inducing=15, propagate_uncertainty=False, seed=0)
