@@ -28,7 +28,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -94,7 +93,7 @@ def _env():
 
 class Server:
     def __init__(self, model_path: str | None = None):
-        from explorer.cli import build_command
+        from explorer.cli import build_command, wait_until_live
 
         self.port = _free_port()
         env = _env()
@@ -104,16 +103,9 @@ class Server:
         self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(build_command(port=self.port, show=False), env=env, stdout=self.log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
-        while True:
-            try:
-                if urllib.request.urlopen(f"http://127.0.0.1:{self.port}/liveness", timeout=1).status == 200:
-                    break
-            except OSError:
-                pass
-            if self.proc.poll() is not None or time.perf_counter() - self.t0 > 120:
-                self.log.seek(0)
-                raise RuntimeError("server did not start:\n" + self.log.read().decode()[-3000:])
-            time.sleep(0.05)
+        if not wait_until_live(self.proc, self.port, timeout=120):
+            self.log.seek(0)
+            raise RuntimeError("server did not start:\n" + self.log.read().decode()[-3000:])
         self.start_s = time.perf_counter() - self.t0
         self.url = f"http://127.0.0.1:{self.port}/app"
 

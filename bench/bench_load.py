@@ -41,7 +41,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 
@@ -123,7 +122,7 @@ def cpu_s(pid: int) -> float:
 class Server:
     def __init__(self, probe: Path):
         sys.path.insert(0, str(ROOT))
-        from explorer.cli import build_command
+        from explorer.cli import build_command, wait_until_live
 
         self.port = free_port()
         e = env()
@@ -132,16 +131,9 @@ class Server:
         t0 = time.perf_counter()
         self.proc = subprocess.Popen(build_command(port=self.port, show=False), env=e, stdout=self.log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
-        while True:
-            try:
-                if urllib.request.urlopen(f"http://127.0.0.1:{self.port}/liveness", timeout=1).status == 200:
-                    break
-            except OSError:
-                pass
-            if self.proc.poll() is not None or time.perf_counter() - t0 > 300:
-                self.log.seek(0)
-                raise RuntimeError("server did not start:\n" + self.log.read().decode()[-3000:])
-            time.sleep(0.1)
+        if not wait_until_live(self.proc, self.port, timeout=300):
+            self.log.seek(0)
+            raise RuntimeError("server did not start:\n" + self.log.read().decode()[-3000:])
         self.start_s = time.perf_counter() - t0
         self.url = f"http://127.0.0.1:{self.port}/app"
 
@@ -167,16 +159,11 @@ def run_sh_to_first_page(browser) -> dict:
     proc = subprocess.Popen(["bash", str(ROOT / "scripts" / "run.sh"), "--no-show", "--port", str(port)], env=env(),
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT)
     try:
-        while True:
-            try:
-                if urllib.request.urlopen(f"http://127.0.0.1:{port}/liveness", timeout=1).status == 200:
-                    break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.perf_counter() - t0 > 300:
-                log.seek(0)
-                raise RuntimeError("run.sh did not start:\n" + log.read().decode()[-3000:])
-            time.sleep(0.05)
+        from explorer.cli import wait_until_live
+
+        if not wait_until_live(proc, port, timeout=300, poll=0.05):
+            log.seek(0)
+            raise RuntimeError("run.sh did not start:\n" + log.read().decode()[-3000:])
         listening = time.perf_counter() - t0
         page = browser.new_page(viewport={"width": 1366, "height": 900})
         page.goto(f"http://127.0.0.1:{port}/app")

@@ -13,6 +13,8 @@ import argparse
 import os
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 from .state import MAX_UPLOAD_BYTES, MAX_UPLOAD_MB
@@ -38,6 +40,22 @@ def build_command(port: int = 5006, address: str = "127.0.0.1", show: bool = Tru
     if show:
         cmd.append("--show")
     return cmd
+
+
+def wait_until_live(proc: subprocess.Popen, port: int, timeout: float, poll: float = 0.1) -> bool:
+    """Poll the server's ``/liveness`` on 127.0.0.1:port until it answers 200 (True), or the
+    process ``proc`` exits or ``timeout`` seconds pass (False). For scripts and tests that
+    start ``bgplvm serve`` / ``panel serve`` in a subprocess."""
+    t0 = time.perf_counter()
+    while True:
+        try:
+            if urllib.request.urlopen(f"http://127.0.0.1:{port}/liveness", timeout=1).status == 200:
+                return True
+        except OSError:
+            pass
+        if proc.poll() is not None or time.perf_counter() - t0 > timeout:
+            return False
+        time.sleep(poll)
 
 
 def main(argv: list[str] | None = None) -> int:

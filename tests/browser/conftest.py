@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -67,7 +66,7 @@ def numba_compiled():
 @pytest.fixture(scope="session")
 def server(numba_compiled):
     """Base URL of a fresh explorer server; killed (whole process group) at the end."""
-    from explorer.cli import build_command
+    from explorer.cli import build_command, wait_until_live
 
     port = _free_port()
     env = dict(os.environ, NUMBA_NUM_THREADS="1")
@@ -76,18 +75,10 @@ def server(numba_compiled):
     proc = subprocess.Popen(build_command(port=port, show=False), env=env, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True, cwd=ROOT)
     url = f"http://127.0.0.1:{port}"
-    t0 = time.time()
-    while True:
-        try:
-            if urllib.request.urlopen(f"{url}/liveness", timeout=1).status == 200:
-                break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.time() - t0 > 180:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-            raise RuntimeError(f"explorer server did not start; see {ARTIFACTS / 'browser-server.log'}")
-        time.sleep(0.2)
+    if not wait_until_live(proc, port, timeout=180, poll=0.2):
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        raise RuntimeError(f"explorer server did not start; see {ARTIFACTS / 'browser-server.log'}")
     yield f"{url}/app"
     os.killpg(proc.pid, signal.SIGTERM)
     try:

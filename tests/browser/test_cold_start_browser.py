@@ -8,9 +8,10 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 
 import pytest
+
+from explorer.cli import wait_until_live
 
 from .conftest import ARTIFACTS, ROOT, _free_port
 from .test_explorer_browser import LATENT, PLAYING, plot_info
@@ -28,17 +29,9 @@ def plain_server(numba_compiled):
                              "--port", str(port), f"--allow-websocket-origin=127.0.0.1:{port}", "--liveness"],
                             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT)
     url = f"http://127.0.0.1:{port}"
-    t0 = time.time()
-    while True:
-        try:
-            if urllib.request.urlopen(f"{url}/liveness", timeout=1).status == 200:
-                break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.time() - t0 > 180:
-            os.killpg(proc.pid, signal.SIGKILL)
-            raise RuntimeError("plain panel serve did not start")
-        time.sleep(0.2)
+    if not wait_until_live(proc, port, timeout=180, poll=0.2):
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise RuntimeError("plain panel serve did not start")
     yield f"{url}/app"
     os.killpg(proc.pid, signal.SIGTERM)
     try:
