@@ -142,10 +142,16 @@ def test_play_animates_the_pose_in_the_browser(page, server):
 
 
 def _band_heights(img: np.ndarray, col: int) -> int:
-    """Pixels of a column of the time plot that are band-coloured (tinted red/blue)."""
+    """Height in pixels of the taller of the two 2-sd bands (x red, y blue) in a column of
+    the time plot. Where the bands overlap (the forecast reverting to the prior) their
+    blend is neither red nor blue, so it counts for both; lines (saturated) count for none."""
     c = img[:, col, :].astype(int)
-    spread = c.max(axis=1) - c.min(axis=1)
-    return int((spread > 12).sum())
+    R, G, B = c[:, 0], c[:, 1], c[:, 2]
+    light = c.min(axis=1) > 150  # tints, not the mean lines
+    both = light & (G < np.minimum(R, B) - 8) & (np.abs(R - B) <= 12)
+    red = light & (R - B > 12)
+    blue = light & (B - R > 12)
+    return int(max((red | both).sum(), (blue | both).sum()))
 
 
 def test_forecast_past_the_end_draws_a_widening_band(page, server):
