@@ -20,6 +20,11 @@ from .progress import ProgressBar
 
 #: value returned to the optimiser for a failed evaluation (it then shortens the step)
 _BAD_VALUE = 1e300
+#: restarts of L-BFGS-B (memory cleared, from the best point) after it stops early: a
+#: step that gains almost nothing (its ftol test) or a failed line search
+MAX_RESTARTS = 20
+#: a restart counts as useful when the bound grew by this much relative to its size
+RESTART_GAIN = 1e-9
 
 
 @dataclass(frozen=True)
@@ -105,10 +110,21 @@ class Optimisation:
             self.best_f, self.best_x = -f0, x0.copy()
         if iters <= 0:
             return self.best_x if self.best_x is not None else x0
-        try:
-            minimize(objective, x0[free], jac=True, method="L-BFGS-B", callback=on_iteration,
-                     options=dict(maxiter=iters + 1, maxfun=10 * iters + 20, maxcor=10,
-                                  ftol=1e-12, gtol=1e-8))
-        except _Stop:
-            pass
+        x_start = x0
+        for _ in range(MAX_RESTARTS + 1):
+            before = self.best_f
+            try:
+                res = minimize(objective, x_start[free], jac=True, method="L-BFGS-B", callback=on_iteration,
+                               options=dict(maxiter=iters_left() + 1, maxfun=10 * iters_left() + 20,
+                                            maxcor=10, ftol=1e-12, gtol=1e-8))
+            except _Stop:
+                break
+            # L-BFGS-B also stops when a step gains almost nothing (ftol) or its line search
+            # fails, which a stiff direction (a periodic kernel's period) causes long before
+            # an optimum: its curvature memory is spoiled. Start it again from the best point,
+            # memory cleared, for as long as that gains something.
+            gained = self.best_f - before > RESTART_GAIN * max(1.0, abs(before))
+            if res.status not in (0, 2) or self.best_x is None or not gained or iters_left() <= 0:
+                break
+            x_start = self.best_x
         return self.best_x if self.best_x is not None else x0
