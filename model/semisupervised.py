@@ -126,28 +126,28 @@ class SemiSupervisedGPR(BayesianGPLVM):
         self.observed_model = mo
         self._start_from(mo)
         info = {"observed": mo.fit_info}
-        user_frozen = set(self._layout.frozen)
         held = [n for n in self.param_names if n not in ("mu", "S")]
-        self.freeze(*held)
-        try:
-            super().fit(max_iters=infer_iters, init_iters=0, callback=callback, progress=progress)
-        finally:
-            self.unfreeze(*held)
-            self.freeze(*user_frozen)
-        info["infer"] = self.fit_info
+        info["infer"] = self._fit_holding(held, infer_iters, callback, progress)
         hyper = [] if learn_hyperparameters else [n for n in self.param_names
                                                   if n.startswith("kernel.") or n == "noise_variance"]
         hyper += [] if learn_inducing else ["Z"]
-        self.freeze(*hyper)
-        try:
-            super().fit(max_iters=max_iters, init_iters=0, callback=callback, progress=progress)
-        finally:
-            self.unfreeze(*hyper)
-            self.freeze(*user_frozen)
+        self._fit_holding(hyper, max_iters, callback, progress)
         info["joint"] = self.fit_info
         self.fit_info = dict(self.fit_info, phases={k: {kk: vv for kk, vv in v.items() if kk != "history"}
                                                     for k, v in info.items()})
         return self
+
+    def _fit_holding(self, held: list[str], max_iters: int, callback, progress) -> dict:
+        """``BayesianGPLVM.fit`` (no fixed-noise phase) with the parameters ``held`` frozen;
+        the user's own frozen set is restored after. Returns the fit's ``fit_info``."""
+        user_frozen = set(self._layout.frozen)
+        self.freeze(*held)
+        try:
+            super().fit(max_iters=max_iters, init_iters=0, callback=callback, progress=progress)
+        finally:
+            self.unfreeze(*held)
+            self.freeze(*user_frozen)
+        return self.fit_info
 
     def _start_from(self, mo: UncertainInputGPR) -> None:
         """Kernel, noise and inducing inputs of M^o; missing entries of q(X) from the
