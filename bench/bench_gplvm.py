@@ -37,13 +37,14 @@ import math
 import os
 import platform
 import resource
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+
+import _worker  # bench/ is on sys.path when a bench script runs
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MIRROR = ROOT.parent / "shared" / "datasets"
@@ -385,23 +386,7 @@ SCRIPT = str(Path(__file__).resolve())
 
 
 def run_worker(spec: dict, env_extra: dict | None = None, timeout: float = 3600) -> dict:
-    env = dict(os.environ)
-    env.update(env_extra or {})
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(spec, f)
-        path = f.name
-    try:
-        p = subprocess.run([PY, SCRIPT, "--worker", path], env=env, capture_output=True,
-                           text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timeout after {timeout} s"}
-    finally:
-        os.unlink(path)
-    for line in p.stdout.splitlines()[::-1]:
-        if line.startswith("RESULT "):
-            return json.loads(line[7:])
-    tail = (p.stderr or p.stdout).strip().splitlines()[-8:]
-    return {"error": f"worker exit {p.returncode}: " + " | ".join(tail)}
+    return _worker.run_worker(SCRIPT, spec, PY, env_extra, timeout)
 
 
 def our_jitter() -> float:

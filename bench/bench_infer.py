@@ -29,13 +29,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+
+import _worker  # bench/ is on sys.path when a bench script runs
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".cache" / "bench_infer"
@@ -189,21 +189,7 @@ def worker_gpy(spec: dict) -> dict:
 # driver
 # =========================================================================================
 def run_worker(spec: dict, python: str, timeout: float = 7200) -> dict:
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(spec, f)
-        path = f.name
-    try:
-        p = subprocess.run([python, str(Path(__file__).resolve()), "--worker", path],
-                           capture_output=True, text=True, timeout=timeout, env=dict(os.environ))
-    except subprocess.TimeoutExpired:
-        return {"error": f"timeout after {timeout} s"}
-    finally:
-        os.unlink(path)
-    for line in p.stdout.splitlines()[::-1]:
-        if line.startswith("RESULT "):
-            return json.loads(line[7:])
-    tail = (p.stderr or p.stdout).strip().splitlines()[-8:]
-    return {"error": f"worker exit {p.returncode}: " + " | ".join(tail)}
+    return _worker.run_worker(str(Path(__file__).resolve()), spec, python, timeout=timeout)
 
 
 def fmt_ms(s):

@@ -11,21 +11,12 @@ import pytest
 
 hv = pytest.importorskip("holoviews")
 
-from bgplvm_datasets import Dataset, load  # noqa: E402
 from model import DynamicalGPLVM  # noqa: E402
 
 from explorer import inference as inf  # noqa: E402
 from explorer.state import ExplorerState, UserError  # noqa: E402
 
 hv.extension("bokeh")
-
-
-@pytest.fixture(scope="module")
-def walk():
-    ds = load("synth_walk")
-    sel = np.arange(0, ds.N, 4)
-    return Dataset(name="synth_walk", Y=ds.Y[sel], renderer=ds.renderer, labels=ds.labels[sel],
-                   label_names=ds.label_names, sequence=ds.sequence[sel], times=ds.times[sel], meta=ds.meta)
 
 
 @pytest.fixture(scope="module")

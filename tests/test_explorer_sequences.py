@@ -28,14 +28,6 @@ hv.extension("bokeh")
 
 
 @pytest.fixture(scope="module")
-def walk():
-    ds = load("synth_walk")
-    sel = np.arange(0, ds.N, 4)  # 80 rows, 4 sequences, in time order within each
-    return Dataset(name="synth_walk", Y=ds.Y[sel], renderer=ds.renderer, labels=ds.labels[sel],
-                   label_names=ds.label_names, sequence=ds.sequence[sel], times=ds.times[sel], meta=ds.meta)
-
-
-@pytest.fixture(scope="module")
 def dyn_model(walk):
     # fitted enough that q(X) at the training frames is much tighter than the time prior
     m = DynamicalGPLVM(walk.Y, walk.times, latent_dim=3, num_inducing=10, sequences=walk.sequence, seed=0)
