@@ -8,6 +8,8 @@ uncertain-input predictions (meanFstar / covFstar) are the same code.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 from scipy.linalg import solve_triangular
 
@@ -15,7 +17,7 @@ from ._restore import is_restoring
 from .gplvm import BayesianGPLVM, _check_Y
 from .priors import DynamicalPrior, LatentPrior
 from .priors.dynamical import sequence_index
-from .time_kernels import make_time_kernel
+from .time_kernels import Matern32Time, make_time_kernel
 
 
 def check_times(t, N: int, sequences=None) -> tuple[np.ndarray, np.ndarray]:
@@ -83,8 +85,6 @@ def initial_time_scale(t: np.ndarray, index: list[np.ndarray], mu0: np.ndarray, 
     face ~10x too smooth, and the fit then ends in a poor optimum with one latent dimension;
     the data's own time scale does not have that problem. ``part``: the smooth time-kernel
     part (its type is used, with variance 1)."""
-    import copy
-
     windows = _search_windows(index)
     if not windows:
         return 1.0, NOISE_FRACTIONS[0]
@@ -156,7 +156,7 @@ class DynamicalGPLVM(BayesianGPLVM):
         f = None
         for part in smooth:
             if part.name == "periodic":  # the search as a Matern 3/2, then a few of its
-                from .time_kernels import Matern32Time  # lengthscales per period
+                # lengthscales per period
                 ell, f = initial_time_scale(self.t, prior._index, init["mu"], Matern32Time())
                 part.set_params(period=5.0 * ell)
             else:
