@@ -57,11 +57,11 @@ class BatchResult:
 
 
 @njit(**_JIT)
-def _directions(idx, g, S, Y, rho, count, head, d, gd):
+def _directions(idx, g, S, Y, rho, count, head, d, gd, fresh):
     """d[j] = -H g for problem idx[j] (two-loop recursion over its count[i] newest pairs,
     stored circularly in S[i], Y[i], rho[i] with the newest at head[i]); gd[j] = g.d.
     Problems without memory, or whose d is not a descent direction, get d = -g / |g| and
-    their memory cleared. Returns nothing; fills d (k, p) and gd (k,)."""
+    their memory cleared (fresh[j] = True). Fills d (k, p), gd (k,) and fresh (k,)."""
     m = S.shape[1]
     p = g.shape[1]
     alpha = np.empty(m)
@@ -104,6 +104,7 @@ def _directions(idx, g, S, Y, rho, count, head, d, gd):
                 v -= gi[a] * q[a]
             ok = v < 0.0 and math.isfinite(v)
             gd[j] = v
+        fresh[j] = not ok
         if not ok:  # steepest descent, unit length
             count[i] = 0
             nrm = 0.0
@@ -117,14 +118,79 @@ def _directions(idx, g, S, Y, rho, count, head, d, gd):
 
 
 @njit(**_JIT)
-def _accept(idx, x, f, g, t, d, f_new, g_new, S, Y, rho, count, head, status, gtol, ftol, xtol):
-    """Take the accepted steps x += t d of problems idx, push (s, y) into their memories
-    (curvature test), and apply the stopping tests. Returns the number still active."""
+def _trial(x, idx, pending, t, d):
+    """The trial points x + t d of the pending problems (positions into idx), (k, p)."""
+    p = x.shape[1]
+    X = np.empty((pending.shape[0], p))
+    for a in range(pending.shape[0]):
+        j = pending[a]
+        i = idx[j]
+        for c in range(p):
+            X[a, c] = x[i, c] + t[j] * d[j, c]
+    return X
+
+
+@njit(**_JIT)
+def _line_search_step(pending, idx, ft, gt, f, t, gd, dmax, xtol, f_new, g_new, done, tiny):
+    """Armijo test of the pending problems at their trial steps: accepted ones keep
+    (f_new, g_new) and are ``done``; rejected ones get t shrunk to the minimiser of the
+    quadratic through f(0), f'(0) = g.d and f(t), kept in [0.1 t, 0.5 t] (0.1 t after a
+    non-finite value), and are ``tiny`` once t max|d| <= xtol. Returns the still pending."""
+    out = np.empty(pending.shape[0], np.int64)
+    c = 0
+    p = gt.shape[1]
+    for a in range(pending.shape[0]):
+        j = pending[a]
+        fv = ft[a]
+        f0 = f[idx[j]]
+        tj = t[j]
+        ok = math.isfinite(fv) and fv <= f0 + C1 * tj * gd[j]
+        if ok:
+            for q in range(p):
+                if not math.isfinite(gt[a, q]):
+                    ok = False
+        if ok:
+            f_new[j] = fv
+            for q in range(p):
+                g_new[j, q] = gt[a, q]
+            done[j] = True
+            continue
+        tq = 0.1 * tj
+        if math.isfinite(fv):
+            den = 2.0 * (fv - f0 - gd[j] * tj)
+            if den > 0.0:
+                v = -gd[j] * tj * tj / den
+                if math.isfinite(v):
+                    tq = min(max(v, 0.1 * tj), 0.5 * tj)
+        t[j] = tq
+        if tq * dmax[j] <= xtol:
+            tiny[j] = True
+        else:
+            out[c] = j
+            c += 1
+    return out[:c]
+
+
+@njit(**_JIT)
+def _finish(idx, done, tiny, fresh, x, f, g, t, d, f_new, g_new, S, Y, rho, count, head, status,
+            iters, gtol, ftol, xtol):
+    """End of an iteration for problems idx: accepted steps x += t d with their (s, y) pair
+    pushed into the memory (curvature test) and the stopping tests; tiny steps converged
+    ("xtol"); a failed search from steepest descent stops ("line search"), one from an
+    L-BFGS direction clears the memory (the next iteration retries from steepest descent)."""
     m = S.shape[1]
     p = x.shape[1]
-    active = 0
     for j in range(idx.shape[0]):
         i = idx[j]
+        iters[i] += 1
+        if not done[j]:
+            if tiny[j]:
+                status[i] = XTOL
+            elif fresh[j]:
+                status[i] = LINE_SEARCH
+            else:
+                count[i] = 0
+            continue
         sy = 0.0
         ss = 0.0
         yy = 0.0
@@ -158,9 +224,6 @@ def _accept(idx, x, f, g, t, d, f_new, g_new, S, Y, rho, count, head, status, gt
             status[i] = XTOL
         elif f_old - f_new[j] <= ftol * scale:
             status[i] = FTOL
-        else:
-            active += 1
-    return active
 
 
 def minimize_batch(fun, x0, max_iters: int = 200, memory: int = 10, gtol: float = 1e-5,
@@ -192,55 +255,27 @@ def minimize_batch(fun, x0, max_iters: int = 200, memory: int = 10, gtol: float 
         k = idx.size
         d = np.empty((k, p))
         gd = np.empty(k)
-        fresh = count[idx] == 0  # before _directions: problems that had no memory
-        _directions(idx, g, S, Y, rho, count, head, d, gd)
-        fresh |= count[idx] == 0
+        fresh = np.empty(k, dtype=np.bool_)
+        _directions(idx, g, S, Y, rho, count, head, d, gd, fresh)
         # backtracking line search, all pending problems evaluated together
         t = np.ones(k)
         f_new = np.empty(k)
         g_new = np.empty((k, p))
-        done = np.zeros(k, dtype=bool)  # accepted
-        tiny = np.zeros(k, dtype=bool)  # step below xtol: converged
+        done = np.zeros(k, dtype=np.bool_)  # accepted
+        tiny = np.zeros(k, dtype=np.bool_)  # step below xtol: converged
         dmax = np.max(np.abs(d), axis=1)
         pending = np.arange(k)
         for _ls in range(max_ls):
-            ii = idx[pending]
-            ft, gt = fun(x[ii] + t[pending, None] * d[pending], ii)
+            ft, gt = fun(_trial(x, idx, pending, t, d), idx[pending])
             n_calls += 1
             n_evals += pending.size
-            ft = np.asarray(ft, dtype=np.float64)
-            f0 = f[ii]
-            armijo = np.isfinite(ft) & (ft <= f0 + C1 * t[pending] * gd[pending])
-            armijo &= np.all(np.isfinite(gt), axis=1)
-            acc = pending[armijo]
-            f_new[acc] = ft[armijo]
-            g_new[acc] = gt[armijo]
-            done[acc] = True
-            rej = pending[~armijo]
-            if rej.size == 0:
-                break
-            # minimiser of the quadratic through f(0), f'(0) = gd and f(t), in [0.1 t, 0.5 t]
-            tr, fr, gdr = t[rej], ft[~armijo], gd[rej]
-            den = 2.0 * (fr - f[idx[rej]] - gdr * tr)
-            with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-                tq = np.where(np.isfinite(fr) & (den > 0), -gdr * tr * tr / den, 0.1 * tr)
-            t[rej] = np.clip(np.nan_to_num(tq, nan=0.1 * tr), 0.1 * tr, 0.5 * tr)
-            small = t[rej] * dmax[rej] <= xtol
-            tiny[rej[small]] = True
-            pending = rej[~small]
+            pending = _line_search_step(pending, idx, np.asarray(ft, dtype=np.float64),
+                                        np.asarray(gt, dtype=np.float64), f, t, gd, dmax,
+                                        float(xtol), f_new, g_new, done, tiny)
             if pending.size == 0:
                 break
-        failed = ~done & ~tiny
-        iters[idx] += 1
-        status[idx[tiny]] = XTOL
-        # a failed search from an L-BFGS direction retries from steepest descent
-        retry = failed & ~fresh
-        count[idx[retry]] = 0
-        status[idx[failed & fresh]] = LINE_SEARCH
-        a = np.flatnonzero(done)
-        if a.size:
-            _accept(idx[a], x, f, g, t[a], d[a], f_new[a], g_new[a], S, Y, rho, count, head,
-                    status, gtol, ftol, xtol)
+        _finish(idx, done, tiny, fresh, x, f, g, t, d, f_new, g_new, S, Y, rho, count, head,
+                status, iters, float(gtol), float(ftol), float(xtol))
     status[status == ACTIVE] = MAX_ITERS
     return BatchResult(x=x, f=f, g=g, iterations=iters, status=STATUS_NAMES[status],
                        n_calls=n_calls, n_evals=n_evals)

@@ -375,9 +375,7 @@ class BayesianGPLVM:
         if S.shape != Xnew.shape or np.any(S < 0):
             raise ValueError("Xnew_var must be non-negative with the same shape as Xnew")
         k = self.kernel
-        psi0 = k.psi0(Xnew, S)  # (n,)
-        Psi1 = k.psi1(Xnew, S, Z)  # (n, M)
-        Psi2n = k.psi2n(Xnew, S, Z)  # (n, M, M)
+        psi0, Psi1, Psi2n = k.psi_stats_n(Xnew, S, Z)  # (n,), (n, M), (n, M, M)
         mean = Psi1 @ post.Bmat + self.Y_mean  # meanFstar
         Bm = post.Bmat
         var = np.empty((Xnew.shape[0], D))

@@ -629,9 +629,7 @@ class TestBound:
         mu_r = np.ascontiguousarray(mu_s[rows])
         S_r = np.ascontiguousarray(S_s[rows])
         if rows.size:
-            psi0 = k.psi0(mu_r, S_r)
-            Psi1 = k.psi1(mu_r, S_r, st.Z)
-            Psi2n = k.psi2n(mu_r, S_r, st.Z)
+            psi0, Psi1, Psi2n = k.psi_stats_n(mu_r, S_r, st.Z)
         else:
             psi0, Psi1, Psi2n = np.zeros(0), np.zeros((0, st.M)), np.zeros((0, st.M, st.M))
         l_ptr = np.zeros(gsel.size + 1, dtype=np.int64)
@@ -672,9 +670,7 @@ class TestBound:
         g = self._row_group[rows]
         n = g.size
         ar = self._arange(n + 1)
-        psi0 = k.psi0(mu_r, S_r)
-        Psi1 = k.psi1(mu_r, S_r, st.Z)
-        Psi2n = k.psi2n(mu_r, S_r, st.Z)
+        psi0, Psi1, Psi2n = k.psi_stats_n(mu_r, S_r, st.Z)
         gain, dP, dPsi1 = _groups(
             n, ar, ar[:n], self.g_d[g], self.g_pat[g], self.g_yoff[g], self.g_width[g],
             self.Yc_flat, self.g_ysq[g], self.pat_foff, self.pat_k, self.F_flat, ar[:n], psi0,
@@ -749,6 +745,46 @@ def kl_rows(mu: np.ndarray, S: np.ndarray):
     """Per-row KL(N(mu_i, diag S_i) || N(0, I)) (KLstatic) and its gradients (n, Q)."""
     kl = 0.5 * np.sum(mu * mu + S - np.log(S) - 1.0, axis=1)
     return kl, mu, 0.5 * (1.0 - 1.0 / S)
+
+
+@njit(**_SERIAL)
+def _natural(X, idx, mu0, scale, lower):
+    """(mu, S, dS/ds), each (k, Q), of rows idx from the optimiser's coordinates X = [z, s]
+    (k, 2Q) of ``infer_latent``: mu = mu0 + scale z, S = softplus(s) + lower (the stable form
+    of ``transforms.Softplus``), dS/ds = sigmoid(s). One compiled call per evaluation: with
+    a few test rows, NumPy's per-call overhead would cost as much as the bound."""
+    k = X.shape[0]
+    Q = mu0.shape[1]
+    mu = np.empty((k, Q))
+    S = np.empty((k, Q))
+    dSds = np.empty((k, Q))
+    for j in range(k):
+        i = idx[j]
+        for q in range(Q):
+            mu[j, q] = mu0[i, q] + scale[i, q] * X[j, q]
+            s = X[j, Q + q]
+            S[j, q] = max(s, 0.0) + math.log1p(math.exp(-abs(s))) + lower
+            dSds[j, q] = 0.5 * (1.0 + math.tanh(0.5 * s))
+    return mu, S, dSds
+
+
+@njit(**_SERIAL)
+def _objective_rows(idx, mu, S, dSds, scale, gain, dmu, dS):
+    """f = KL(q(x*_j) || N(0, I)) - gain_j (KLstatic, as ``kl_rows``) per row j and its
+    gradient (k, 2Q) w.r.t. the coordinates [z, s] of ``_natural``."""
+    k, Q = mu.shape
+    f = np.empty(k)
+    G = np.empty((k, 2 * Q))
+    for j in range(k):
+        kl = 0.0
+        for q in range(Q):
+            m = mu[j, q]
+            v = S[j, q]
+            kl += 0.5 * (m * m + v - math.log(v) - 1.0)
+            G[j, q] = (m - dmu[j, q]) * scale[idx[j], q]
+            G[j, Q + q] = (0.5 * (1.0 - 1.0 / v) - dS[j, q]) * dSds[j, q]
+        f[j] = kl - gain[j]
+    return f, G
 
 
 def nearest_rows(stats: TrainingStats, Ys: np.ndarray, observed: np.ndarray, k: int = 1,
@@ -846,17 +882,14 @@ def _infer(stats, Ys, observed, n_init, max_iters, gtol, ftol, xtol, preconditio
             better = fc < best
             best[better] = fc[better]
             init_rows[better] = cand[better, c]
-    mu0 = stats.mu[init_rows].copy()
+    mu0 = np.ascontiguousarray(stats.mu[init_rows])
     S0 = np.maximum(stats.S[init_rows], 2e-10)
     scale = np.sqrt(S0) if precondition else np.ones((n, Q))
 
     def objective(X, idx):
-        s = X[:, Q:]
-        f, dmu, dS = objective_natural(mu0[idx] + scale[idx] * X[:, :Q], tr.forward(s), idx)
-        G = np.empty_like(X)
-        np.multiply(dmu, scale[idx], out=G[:, :Q])
-        np.multiply(dS, tr.gradfactor(s), out=G[:, Q:])
-        return f, G
+        mu, S, dSds = _natural(X, idx, mu0, scale, tr.lower)
+        gain, dmu, dS = tb.evaluate_rows(mu, S, idx)
+        return _objective_rows(idx, mu, S, dSds, scale, gain, dmu, dS)
 
     x0 = np.hstack([np.zeros((n, Q)), tr.inverse(S0)])
     res = minimize_batch(objective, x0, max_iters=max_iters, gtol=gtol, ftol=ftol, xtol=xtol)

@@ -76,6 +76,11 @@ class Kernel:
         """(N, M, M) per-point Psi2^n. Only for few points (predictions)."""
         raise NotImplementedError
 
+    def psi_stats_n(self, mu: np.ndarray, S: np.ndarray, Z: np.ndarray):
+        """(psi0 (N,), Psi1 (N, M), Psi2^n (N, M, M)) of a few points in one call: the inner
+        loop of test-time inference, where kernels may share the work and the checks."""
+        return self.psi0(mu, S), self.psi1(mu, S, Z), self.psi2n(mu, S, Z)
+
     def psi_gradients(self, dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z):
         """Chain rule through the psi statistics.
 

@@ -96,6 +96,16 @@ class RBF(Kernel):
         return pick(_nb.psi2n_tab_serial, _nb.psi2n_tab_parallel, mu.shape[0], mu, S, pm, pm2,
                     zbar, D0, self.sf2, self.alpha, Z.shape[0])
 
+    def psi_stats_n(self, mu, S, Z):
+        """See :meth:`Kernel.psi_stats_n`: one check of the inputs and one alpha for all three."""
+        mu, S = as_gaussians(mu, S, self.input_dim)
+        Z = as_points(Z, self.input_dim, "Z")
+        sf2, alpha, N = self.sf2, self.alpha, mu.shape[0]
+        _, pm, pm2, zbar, D0 = self._pair_tables(Z)
+        return (np.full(N, sf2), pick(_nb.psi1_serial, _nb.psi1_parallel, N, mu, S, Z, sf2, alpha),
+                pick(_nb.psi2n_tab_serial, _nb.psi2n_tab_parallel, N, mu, S, pm, pm2, zbar, D0,
+                     sf2, alpha, Z.shape[0]))
+
     def psi_gradients(self, dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z):
         """See :meth:`Kernel.psi_gradients`. Exact for any (M, M) dL_dPsi2, symmetric or not."""
         dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z = psi_gradient_inputs(
