@@ -17,6 +17,6 @@ def run(ctx: Context) -> Result:
     data = P.load_data(mirror=ctx.mirror)
     rows = nn_rows(data)
     ctx.log("static ...")
-    rows.append(static_row(data, ctx))
+    rows.append(static_row(data, ctx)[0])
     return make_result("cmu35-static", "CMU motion capture: static variational GP-LVM reconstruction",
                        rows, data, ctx)

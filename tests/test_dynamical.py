@@ -215,6 +215,29 @@ def test_fit_increases_bound_and_gives_a_smooth_trajectory():
     assert np.median(steps) < 0.25 * spread
 
 
+def test_from_static_starts_at_the_static_fit_and_fits_from_there():
+    """The warm start carries the static model's mapping and latent means over exactly; its
+    variances only approximately (S = (Kt^-1 + Lambda)^-1 cannot be any diagonal); a fit
+    from there climbs above the bound the static model reached (the smooth time prior
+    suits smooth latent paths better than N(0, I))."""
+    t, seq = _sequences()
+    t = np.r_[t, 20.0 + np.arange(15.0)]
+    seq = np.r_[seq, np.full(15, 7)]
+    Y = _data(t, D=6, seed=2)
+    static = BayesianGPLVM(Y, latent_dim=2, num_inducing=8, seed=0).fit(max_iters=300, progress=False)
+    dyn = DynamicalGPLVM.from_static(static, t, time_kernel="matern32", sequences=seq)
+    np.testing.assert_allclose(dyn.latent_mean, static.latent_mean, atol=1e-4)
+    np.testing.assert_array_equal(dyn.inducing_inputs, static.inducing_inputs)
+    assert dyn.noise_variance == static.noise_variance
+    np.testing.assert_array_equal(dyn.ard_weights, static.ard_weights)
+    assert np.all(dyn.latent_variance <= static.latent_variance * (1 + 1e-9))
+    assert "time_kernel.variance" in dyn._layout.frozen  # learn_time_variance=False as usual
+    dyn.fit(max_iters=300, init_iters=0, progress=False)
+    assert dyn.elbo() > static.elbo()
+    with pytest.raises(TypeError, match="fitted static BayesianGPLVM"):
+        DynamicalGPLVM.from_static(dyn, t, sequences=seq)
+
+
 # --- bad input ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("t, seq, match", [
     (np.arange(9.0), None, r"one time stamp per row.*\(10,\)"),

@@ -255,6 +255,20 @@ class DynamicalPrior(LatentPrior):
         return {"mu_bar": mu_bar, "lambda": np.full_like(mu0, self._calibrate_lambda(Ks, mu_bar)),
                 **self.time_values()}
 
+    def values_from_q(self, mu: np.ndarray, S: np.ndarray) -> dict:
+        """(mu_bar, lambda) (N, Q) whose q(X) is close to a given N(mu, diag S) (e.g. a static
+        model's): mu = Kt mu_bar exactly up to a ridge of 1e-6 of the prior variance, and
+        lambda_nq = 1/S_nq - 1/Kt_nn (floored), which gives S where Kt^-1 is nearly diagonal
+        and a smaller S where the time prior couples the frames (the fit adjusts it); lambda
+        >= 1e-3, where S > Kt_nn has no such lambda."""
+        mu_bar = np.empty_like(mu)
+        lam = np.empty_like(mu)
+        for ix, K in zip(self._index, self.Ks()):
+            L = jittered_cholesky(K, 1e-6 * float(np.mean(np.diag(K))), what="Kt + ridge")
+            mu_bar[ix] = chol_solve(L, mu[ix])
+            lam[ix] = 1.0 / S[ix] - 1.0 / np.diag(K)[:, None]
+        return {"mu_bar": mu_bar, "lambda": np.maximum(lam, 1e-3)}
+
     def _calibrate_lambda(self, Ks, mu_bar) -> float:
         """The constant lambda whose q(X) has median variance INIT_S_MEDIAN (bisection on
         log lambda; the median decreases as lambda grows). Uses the longest blocks only."""
