@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import _rbf_numba as _nb
-from ._util import as_array, as_gaussians, as_points, pick, positive_scalar, positive_vector, psi_gradient_inputs
+from ._util import (as_array, as_gaussians, as_points, positive_scalar, positive_vector,
+                    psi_gradient_inputs, run_blocks)
 from .base import Kernel
 
 
@@ -50,7 +51,7 @@ class RBF(Kernel):
     def K(self, X, X2=None):
         X = as_points(X, self.input_dim)
         X2 = X if X2 is None else as_points(X2, self.input_dim, "X2")
-        return pick(_nb.K_serial, _nb.K_parallel, X.shape[0], X, X2, self.sf2, self.alpha)
+        return run_blocks(_nb.K, X.shape[0], X, X2, self.sf2, self.alpha)
 
     def Kdiag(self, X):
         X = as_points(X, self.input_dim)
@@ -70,17 +71,17 @@ class RBF(Kernel):
     def psi1(self, mu, S, Z):
         mu, S = as_gaussians(mu, S, self.input_dim)
         Z = as_points(Z, self.input_dim, "Z")
-        return pick(_nb.psi1_serial, _nb.psi1_parallel, mu.shape[0], mu, S, Z, self.sf2, self.alpha)
+        return run_blocks(_nb.psi1, mu.shape[0], mu, S, Z, self.sf2, self.alpha)
 
     def psi2(self, mu, S, Z):
         mu, S = as_gaussians(mu, S, self.input_dim)
         Z = as_points(Z, self.input_dim, "Z")
-        return pick(_nb.psi2_serial, _nb.psi2_parallel, mu.shape[0], mu, S, Z, self.sf2, self.alpha)
+        return run_blocks(_nb.psi2, mu.shape[0], mu, S, Z, self.sf2, self.alpha)
 
     def psi2n(self, mu, S, Z):
         mu, S = as_gaussians(mu, S, self.input_dim)
         Z = as_points(Z, self.input_dim, "Z")
-        return pick(_nb.psi2n_serial, _nb.psi2n_parallel, mu.shape[0], mu, S, Z, self.sf2, self.alpha)
+        return run_blocks(_nb.psi2n, mu.shape[0], mu, S, Z, self.sf2, self.alpha)
 
     def psi_gradients(self, dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z):
         """See :meth:`Kernel.psi_gradients`. Exact for any (M, M) dL_dPsi2, symmetric or not."""
@@ -88,7 +89,6 @@ class RBF(Kernel):
             self, dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z)
         N = mu.shape[0]
         do1, do2 = bool(dL_dPsi1.any()), bool(dL_dPsi2.any())
-        dmu, dS, dZ, dsf2, dalpha = pick(
-            _nb.psi_gradients_serial, _nb.psi_gradients_parallel, N,
-            dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z, self.sf2, self.alpha, do1, do2)
+        dmu, dS, dZ, dsf2, dalpha = run_blocks(
+            _nb.psi_gradients, N, dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z, self.sf2, self.alpha, do1, do2)
         return dmu, dS, dZ, self._theta_grads(dsf2, dalpha)

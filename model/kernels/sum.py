@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _cross_numba as _cx
-from ._util import as_gaussians, as_points, pick, psi_gradient_inputs
+from ._util import as_gaussians, as_points, psi_gradient_inputs, run_blocks
 from .base import Kernel
 from .bias import Bias, White
 from .linear import Linear
@@ -147,7 +147,7 @@ class Sum(Kernel):
                 s = b.psi1(mu, S, Z).sum(0)
                 C = a.variance * np.broadcast_to(s, out.shape)
             elif kind == "rbf_linear":
-                H = pick(_cx.rbf_moment_serial, _cx.rbf_moment_parallel, mu.shape[0],
+                H = run_blocks(_cx.rbf_moment, mu.shape[0],
                          mu, S, Z, a.sf2, a.alpha)
                 C = H @ (Z * b.variances).T
             else:  # linear_linear
@@ -167,7 +167,7 @@ class Sum(Kernel):
                 out = out + a.variance * (P1[:, :, None] + P1[:, None, :])
             elif kind == "rbf_linear":
                 A = np.ascontiguousarray(Z * b.variances)
-                out = out + pick(_cx.cross_n_serial, _cx.cross_n_parallel, mu.shape[0],
+                out = out + run_blocks(_cx.cross_n, mu.shape[0],
                                  mu, S, Z, a.sf2, a.alpha, A)
             else:
                 Ai, Aj = Z * a.variances, Z * b.variances
@@ -199,7 +199,7 @@ class Sum(Kernel):
             elif kind == "rbf_linear":  # a rbf, b linear
                 WsZ = Ws @ Z
                 V = np.ascontiguousarray(WsZ * b.variances)
-                gmu, gS, gZ, gsf2, galpha, H = pick(_cx.grad_serial, _cx.grad_parallel, N,
+                gmu, gS, gZ, gsf2, galpha, H = run_blocks(_cx.grad, N,
                                                     mu, S, Z, a.sf2, a.alpha, V)
                 dmu += gmu
                 dS += gS
