@@ -17,7 +17,8 @@ def ensure_warm() -> float:
     try:
         from model import warmup
 
-        warmup()
+        # says on the console when it compiles (empty Numba cache) and what waits for it
+        warmup(verbose=True, waiting="the explorer answers when this is done")
     except Exception:  # warm-up is an optimisation: never fatal
         log.exception("numba warm-up failed")
     import holoviews as hv

@@ -1,17 +1,14 @@
-"""Real-browser fixtures: the explorer served by ``panel serve`` (NUMBA_NUM_THREADS=1)
-and Debian's chromium driven by Playwright (see ../../../shared/STACK_NOTES.md)."""
+"""Real-browser fixtures: the explorer served by ``panel serve`` (NUMBA_NUM_THREADS=1; started
+by ``tests/explorer_server.py``) and Debian's chromium driven by Playwright (see
+../../../shared/STACK_NOTES.md)."""
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+
+from explorer_server import start_server
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -38,40 +35,10 @@ def browser_context_args(browser_context_args):
     return {**browser_context_args, "viewport": {"width": 1720, "height": 1300}, "accept_downloads": True}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def server():
-    """Base URL of a fresh explorer server; killed (whole process group) at the end."""
-    from explorer.cli import build_command
-
-    port = _free_port()
-    env = dict(os.environ, NUMBA_NUM_THREADS="1")
-    ARTIFACTS.mkdir(exist_ok=True)
-    log = open(ARTIFACTS / "browser-server.log", "w")
-    proc = subprocess.Popen(build_command(port=port, show=False), env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True, cwd=ROOT)
-    url = f"http://127.0.0.1:{port}"
-    t0 = time.time()
-    while True:
-        try:
-            if urllib.request.urlopen(f"{url}/liveness", timeout=1).status == 200:
-                break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.time() - t0 > 90:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-            raise RuntimeError(f"explorer server did not start; see {ARTIFACTS / 'browser-server.log'}")
-        time.sleep(0.2)
-    yield f"{url}/app"
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-    log.close()
+    """Base URL of a fresh explorer server; killed (whole process group) at the end. With an
+    empty Numba cache the start waits for the server's compile (see ``explorer_server``)."""
+    srv = start_server(ARTIFACTS / "browser-server.log")
+    yield f"{srv.url}/app"
+    srv.stop()
