@@ -16,13 +16,23 @@ from .bound import OutputStats, collapsed_bound, posterior
 from .init import init_params
 from .kernels import Kernel, make_kernel
 from .kl import kl_static
-from .optimize import Optimisation
+from .optimize import Optimisation, block_scales
 from ._threads import blas_single_threaded
 from .params import Block, ParamLayout
 from .transforms import IDENTITY, POSITIVE, POSITIVE_FLOOR
 
-#: iterations of the initial phase with the noise held fixed (vargplvm's initVardistIters)
+#: Defaults of ``fit`` (the reasons: bench/README.md, "Fit quality").
+#: most iterations of the initial phase with the noise held fixed (vargplvm's initVardistIters)
 INIT_ITERS = 300
+#: most iterations in all
+MAX_ITERS = 10000
+#: convergence test: stop when the bound grew by less than TOL per data value and iteration
+#: over the last CONVERGENCE_WINDOW iterations (INIT_TOL ends the fixed-noise phase)
+TOL = 1e-6
+INIT_TOL = 1e-4
+CONVERGENCE_WINDOW = 100
+#: scale the parameter blocks to even curvature before each phase (optimize.block_scales)
+SCALE_BLOCKS = True
 
 
 def _check_Y(Y) -> np.ndarray:
@@ -231,36 +241,57 @@ class BayesianGPLVM:
         return F, g[self._layout.free_mask()]
 
     # --- training --------------------------------------------------------------------------
-    def fit(self, max_iters: int = 2000, init_iters: int | None = None, callback=None,
-            progress: bool | None = None) -> "BayesianGPLVM":
-        """Maximise the bound with L-BFGS-B.
+    def fit(self, max_iters: int | None = None, init_iters: int | None = None, callback=None,
+            progress: bool | None = None, tol: float | None = None) -> "BayesianGPLVM":
+        """Maximise the bound with L-BFGS-B until it stops moving.
 
-        First ``init_iters`` iterations (default min(300, max_iters // 4)) with the noise
-        variance held fixed so that q(X) fits first (as the paper's code does), then all
-        free parameters, for ``max_iters`` iterations in all. ``callback(FitProgress)``
-        is called after each iteration; returning True stops the fit. Ctrl-C stops it too.
-        The model keeps the best accepted point; a non-finite step is never written.
+        Two phases (as the paper's code does): first the noise variance is held fixed so
+        that q(X) fits first, for at most ``init_iters`` iterations (default
+        ``INIT_ITERS``), then all free parameters. Each phase ends when the bound has grown
+        by less than ``tol`` (default ``TOL``) per data value N x D and iteration over the
+        last ``CONVERGENCE_WINDOW`` iterations (the init phase with the looser
+        ``INIT_TOL``), or at ``max_iters`` iterations in all (default ``MAX_ITERS``);
+        ``tol=0`` runs to ``max_iters``. The optimiser works on per-block scaled parameters
+        (``optimize.block_scales``, re-estimated at the start of each phase).
+        ``callback(FitProgress)`` is called after each iteration; returning True stops the
+        fit. Ctrl-C stops it too. The model keeps the best accepted point; a non-finite step
+        is never written. See bench/README.md ("Fit quality") for the measurements behind
+        the defaults.
         """
-        max_iters = _check_int("max_iters", max_iters, 0)
+        max_iters = MAX_ITERS if max_iters is None else _check_int("max_iters", max_iters, 0)
         if init_iters is None:
             init_iters = min(INIT_ITERS, max_iters // 4)
         init_iters = _check_int("init_iters", init_iters, 0, max_iters)
+        tol = TOL if tol is None else float(tol)
+        if not tol >= 0:
+            raise ValueError(f"tol must be >= 0, got {tol}")
+        n_values = self.Y.size
         opt = Optimisation(max_iters, callback, progress)
         fun = self._bound
         layout = self._layout
+        blocks = [layout.slices[b.name] for b in layout.blocks]
+        rng = np.random.default_rng(0)
         x = self._x
         interrupted = False
         with opt.bar:
             try:
-                phases = [("init", init_iters, True), ("main", max_iters - init_iters, False)]
-                for phase, iters, hold_noise in phases:
+                phases = [("init", init_iters, True, INIT_TOL * tol / TOL if TOL else 0.0),
+                          ("main", max_iters - init_iters, False, tol)]
+                for phase, iters, hold_noise, ptol in phases:
                     if iters <= 0 or opt.stopped:
                         continue
                     was_frozen = "noise_variance" in layout.frozen
                     if hold_noise:
                         layout.freeze("noise_variance")
                     try:
-                        x = opt.run(fun, x, layout.free_mask(), iters, phase)
+                        free = layout.free_mask()
+                        scale = None
+                        if SCALE_BLOCKS:
+                            scale, n = block_scales(fun, x, free, blocks, rng)
+                            opt.n_evals += n
+                        window = CONVERGENCE_WINDOW if ptol > 0 else 0
+                        x = opt.run(fun, x, free, iters, phase, scale=scale, window=window,
+                                    min_gain=ptol * n_values * window)
                     finally:
                         if hold_noise and not was_frozen:
                             layout.unfreeze("noise_variance")
@@ -270,6 +301,7 @@ class BayesianGPLVM:
         self._set_x(x)
         self.fit_info = dict(iterations=opt.iteration, evaluations=opt.n_evals,
                              rejected_steps=opt.n_rejected, stopped=opt.stopped or interrupted,
+                             converged=opt.converged and not (opt.stopped or interrupted),
                              bound=float(opt.best_f), history=opt.history)
         if interrupted:
             warnings.warn("fit interrupted: the model keeps the best point reached", stacklevel=2)
