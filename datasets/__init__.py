@@ -6,6 +6,7 @@
     ds = load(DEFAULT_DATASET)                # embedded: no network, no cache
     for info in list_datasets(): print(info.name, info.n_rows, info.cached)
     paths = fetch("frey_faces")               # {file name: local Path}
+    scale, bias = cmu35_taylor_scale_bias()   # (59,) each: the CMU table's SC error
     Y = load_array("my_data.csv")             # (N, D) float64, validated
 
 Files are downloaded from their public URLs on first use into the user cache
@@ -30,7 +31,7 @@ __all__ = [
     "load", "list_datasets", "load_array", "validate_array", "fetch", "info",
     "Dataset", "DatasetInfo", "DatasetError", "UnknownDatasetError", "DownloadError",
     "ChecksumError", "ParseError", "DEFAULT_DATASET", "REGISTRY", "ImageRenderer",
-    "StickFigureRenderer", "VectorRenderer", "cache_root",
+    "StickFigureRenderer", "VectorRenderer", "cache_root", "cmu35_taylor_scale_bias",
 ]
 
 
@@ -86,3 +87,17 @@ def load(name: str, split: str = "train", mirror=None, cache_dir=None, progress:
         )
     paths = fetch(name, mirror=mirror, cache_dir=cache_dir, progress=progress)
     return LOADERS[spec.loader](spec, paths, split)
+
+
+def cmu35_taylor_scale_bias(mirror=None, cache_dir=None, progress: bool = True):
+    """``(scale, bias)``, (59,) each, of ``cmu35TaylorScaleBias.mat`` (a file of "cmu35").
+
+    Taylor et al.'s normalisation of their 59 CMU features (root position, sin/cos of the
+    root angles, 50 joint angles in degrees); the paper's CMU table scales joint-angle
+    errors in degrees by ``scale[c + 9]`` ("SC"). Fetched, verified and cached like every
+    other file; ``mirror`` / ``cache_dir`` as in :func:`load`.
+    """
+    from .mocap.cmu35 import read_taylor_scale_bias
+
+    path = fetch("cmu35", mirror=mirror, cache_dir=cache_dir, progress=progress)["cmu35TaylorScaleBias.mat"]
+    return read_taylor_scale_bias(path)

@@ -219,6 +219,11 @@ _SPECS: list[DatasetSpec] = [
             FileSpec("35.asf", "cmu_mocap_35",
                      _gpmat("datasets/data/mocap/cmu/35/35.asf") + ("http://mocap.cs.cmu.edu/subjects/35/35.asf",),
                      "2a8e2eda3c0d7d828566b2a9a8ab36b2b8b3864110574e8b73c8f069fded416c", 7261),
+            # Taylor et al.'s per-feature scale/bias: the SC error of the paper's CMU table
+            # (read by bgplvm_datasets.cmu35_taylor_scale_bias, not by the loader).
+            FileSpec("cmu35TaylorScaleBias.mat", "cmu_mocap_35",
+                     _gpmat("datasets/data/cmu35TaylorScaleBias.mat"),
+                     "e6533fa9ba17de0d095e4c63aba0ef17c85289cf6a820f8e01b5548891e08408", 1224),
         ),
         loader="cmu35",
         n_rows={"train": 2613, "test": 124},

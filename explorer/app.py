@@ -1,6 +1,12 @@
 """The explorer page. ``panel serve explorer/app.py`` (or ``bgplvm serve``) runs it;
 each browser session executes this module and gets its own ``ExplorerState``.
 
+The page opens on real motion capture: CMU subject 35 (walks and jogs) with the shipped
+pre-trained dynamical model (``bgplvm_assets``). The model file ships without the data;
+the data come from the user cache, the offline mirror or a one-time download. When none
+of those works (a fresh machine offline), the page opens on the embedded synthetic walk
+and says why and how to get the real data.
+
 ``create_app(state)`` builds the page for one session and is importable for tests.
 """
 
@@ -9,30 +15,30 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import sys
 from pathlib import Path
 
 import holoviews as hv
 import panel as pn
 
-from explorer.state import ExplorerState
-from explorer.views import ArdView, LatentView, ModelPanel, OutputView
 from explorer.export import ExportPanel
+from explorer.player import PlayerView
+from explorer.state import ExplorerState, load_asset_cached
+from explorer.views import RIGHT_W, ArdView, LatentView, ModelPanel, OutputView
 
 log = logging.getLogger("explorer")
 
-ASSETS = Path(__file__).parent / "assets"
-#: Small model of the embedded default data set, made by explorer/make_default_model.py.
-DEFAULT_MODEL = ASSETS / "synth_walk_model.npz"
-
 HELP = """
-**How to use.** (1) Pick a data set (the embedded walk is loaded with a small pre-trained
-model), upload your own array, or open a saved model. (2) Train: latent dimensions Q, inducing
-points M, kernel and iterations; progress and the bound curve update live and *Stop* keeps the
-best point so far. (3) The **ARD chart** shows which latent dimensions the model kept (grey:
-switched off); click a bar to put it on an axis. (4) In the **latent space**, move the mouse
-(follow mode) or click to generate the output at that latent point, with its uncertainty;
-clicking a training point shows its data beside. (5) **Export** figures (PNG, SVG) and latent
-coordinates (CSV, NPZ) as downloads; the toolbar's save icon saves the on-screen plot.
+**How to use.** (1) The page opens on CMU motion capture (subject 35, walks and jogs) with a
+pre-trained **dynamical** model; pick another data set, upload your own (an array, an image
+sequence, or ASF + AMC motion capture) or open a saved model. (2) In the **latent space**, move
+the mouse (follow mode) or click to generate the pose / frame at that point, with its
+uncertainty; clicking a training point shows its data. (3) **Play** a training sequence: the
+marker moves along its latent trajectory while the pose animates; past the last training frame
+the dynamical model **forecasts** from its time prior, and the bands and discs show how the
+uncertainty grows. (4) **Observe & infer**: hide part of a test frame and let the model infer
+it. (5) **Train** a new model (static or dynamical) -- it runs in a separate low-priority
+process. (6) **Export** figures, coordinates and the played sequence as an animated GIF.
 """
 
 
@@ -53,31 +59,60 @@ def dataset_options() -> dict[str, str]:
 
 @functools.lru_cache(maxsize=4)
 def _load_model(path: str, mtime: float):
-    """The start-up model, read once per process (sessions only read it; training and
-    uploads make new model objects)."""
+    """A model file given by path (``BGPLVM_EXPLORER_MODEL``), read once per process."""
     from model import BayesianGPLVM
 
     return BayesianGPLVM.load(path)
 
 
+def _load_asset(name: str):
+    return load_asset_cached(name)
+
+
 def initial_state(model_path: str | os.PathLike | None = None) -> ExplorerState:
-    """A state with the embedded default data set and, when the shipped pre-trained
-    model exists (or ``BGPLVM_EXPLORER_MODEL`` names one), that model."""
-    from bgplvm_datasets import DEFAULT_DATASET
+    """A session's starting state: the model named by ``model_path`` /
+    ``BGPLVM_EXPLORER_MODEL`` if given, else the default asset (CMU 35, dynamical), else
+    -- its data unavailable -- the embedded synthetic walk, with the reason shown."""
+    from bgplvm_assets import DEFAULT_ASSET, FALLBACK_ASSET, AssetUnavailable, get_spec
 
     state = ExplorerState()
-    path = Path(model_path or os.environ.get("BGPLVM_EXPLORER_MODEL") or DEFAULT_MODEL)
-    if path.exists():
+    path = model_path or os.environ.get("BGPLVM_EXPLORER_MODEL")
+    if path:
+        p = Path(path)
         try:
-            m = _load_model(str(path.resolve()), path.stat().st_mtime)
-            state.set_model(m)  # with the data set the model names (or its own Y)
-            state.info = (f"Loaded {state.dataset_name} with a pre-trained model "
-                          f"(Q={m.latent_dim}, M={m.num_inducing}). Train to refit.")
+            m = _load_model(str(p.resolve()), p.stat().st_mtime)
+            state.set_model(m)
+            state.info = (f"Loaded {state.dataset_name} with the model {p.name} "
+                          f"(Q={m.latent_dim}, M={m.num_inducing}).")
             return state
-        except Exception as e:  # fall back to the default data set without a model
-            log.exception("could not load %s", path)
-            state.error = f"Could not load the pre-trained model ({type(e).__name__}: {e}); press Train."
+        except Exception as e:  # fall through to the default asset
+            log.exception("could not load %s", p)
+            state.error = f"Could not load the model {p.name} ({type(e).__name__}: {e}); showing the default."
+    note = ""
+    for name in (os.environ.get("BGPLVM_EXPLORER_ASSET") or DEFAULT_ASSET, FALLBACK_ASSET):
+        try:
+            m, ds = _load_asset(name)
+        except AssetUnavailable as e:
+            log.warning("default model %s unavailable: %s", name, e)
+            note = (f"**Real motion capture is not available here**: {e}. Showing the embedded synthetic "
+                    "walk instead. ")
+            continue
+        except Exception as e:  # a broken asset must not stop the page
+            log.exception("could not load asset %s", name)
+            note = f"Could not load the pre-trained {name} model ({type(e).__name__}: {e}). "
+            continue
+        state.set_model(m, ds)
+        state.asset_name = name
+        kind = "dynamical" if state.is_dynamical else "static"
+        state.info = note + (f"{get_spec(name).title}: pre-trained {kind} model (Q={m.latent_dim}, "
+                             f"M={m.num_inducing}). Press Play, move over the latent space, or train your own.")
+        if note:
+            state.error = ""
+        return state
+    from bgplvm_datasets import DEFAULT_DATASET
+
     state.load_dataset(DEFAULT_DATASET)
+    state.info = note + "No pre-trained model could be loaded: press Train."
     return state
 
 
@@ -87,15 +122,17 @@ def create_app(state: ExplorerState | None = None) -> pn.viewable.Viewable:
     hv.extension("bokeh", logo=False)
     state = state if state is not None else initial_state()
 
+    player = PlayerView(state=state)
     model_panel = ModelPanel(state=state, dataset_options=dataset_options())
     ard = ArdView(state=state)
-    latent = LatentView(state=state)
+    latent = LatentView(state=state, decorators=[player.attach_latent])
     output = OutputView(state=state)
     export = ExportPanel(state=state)
 
     error = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width",
                           css_classes=["error-box"])
-    info = pn.pane.Markdown("", styles={"color": "#2c5e2e", "font-size": "13px"}, margin=(0, 10))
+    info = pn.pane.Markdown("", styles={"color": "#2c5e2e", "font-size": "13px"}, margin=(0, 10),
+                            sizing_mode="stretch_width", css_classes=["info-line"])
     dismiss = pn.widgets.Button(label="Dismiss", width=90, visible=False)
 
     def show_error(*_):
@@ -116,28 +153,57 @@ def create_app(state: ExplorerState | None = None) -> pn.viewable.Viewable:
 
     header = pn.Row(
         pn.pane.Markdown("## bgplvm explorer", margin=(0, 20, 0, 10), styles={"color": "white"}),
-        pn.pane.Markdown("Bayesian GP-LVM (Titsias & Lawrence; Damianou, Titsias & Lawrence): "
-                         "latent space, ARD relevance and what the model generates.",
+        pn.pane.Markdown("Bayesian GP-LVM and its dynamical variant (Titsias & Lawrence; Damianou, Titsias & "
+                         "Lawrence): latent space, sequences in time, what the model generates and how sure it is.",
                          styles={"color": "#dde6f0", "font-size": "13px"}, margin=(14, 10, 0, 10)),
         styles={"background": "#1f3b5a"}, sizing_mode="stretch_width", height=56)
     help_card = pn.Card(pn.pane.Markdown(HELP, styles={"font-size": "13px"}), title="Help",
                         collapsed=True, sizing_mode="stretch_width")
-    main = pn.Column(
-        pn.Row(error, dismiss), info, help_card,
-        pn.Row(pn.Column(latent, pn.Row(latent.sliders_card(), export)),
-               pn.Column(output, ard)),
-    )
-    page = pn.Column(header, pn.Row(model_panel, main), sizing_mode="stretch_width")
+    tabs = pn.Tabs(("Play & forecast", pn.Column(player.timeline_panel())),
+                   ("Training point", output.training_panel()),
+                   ("Relevance (ARD)", ard),
+                   width=RIGHT_W, dynamic=False)
+    right = pn.Column(output.readout_pane, pn.Row(output.generated_panel(), player.output_panel()),
+                      output.caption_panel(), tabs, width=RIGHT_W + 10)
+    centre = pn.Column(latent, latent.sliders_card())
+    main = pn.Column(pn.Row(error, dismiss), info, help_card, pn.Row(centre, right))
+    sidebar = pn.Column(model_panel, export, width=290)
+    page = pn.Column(header, pn.Row(sidebar, main), sizing_mode="stretch_width")
     page.state = state  # handy for debugging and tests
     return page
 
 
-def _warm() -> None:
-    from explorer.warm import ensure_warm
-
-    ensure_warm()
+def _console(msg: str) -> None:
+    print(f"[bgplvm explorer] {msg}", file=sys.stderr, flush=True)
 
 
 if pn.state.served:
-    _warm()
-    create_app().servable(title="bgplvm explorer")
+    from explorer.warm import ensure_warm, is_warm
+
+    # before anything is sent: the page's resources (FileDropper's JS, served locally) are
+    # chosen when the first document goes out, even when the app fills in later
+    pn.extension("filedropper", notifications=False)
+    hv.extension("bokeh", logo=False)
+
+    if is_warm():
+        create_app().servable(title="bgplvm explorer")
+    else:
+        # `panel serve explorer/app.py` without the --setup warm-up: the first session pays
+        # for it. Send a page that says so at once, then build the real one in place.
+        holder = pn.Column(pn.pane.Markdown(
+            "### bgplvm explorer is warming up\n\nCompiling the numerical kernels and loading the default "
+            "model (CMU motion capture). With an empty compile cache this takes about a minute, once; "
+            "later starts take seconds. This page fills in by itself.", css_classes=["warming-up"]),
+            pn.indicators.LoadingSpinner(value=True, size=40), sizing_mode="stretch_width")
+
+        def _fill():
+            try:
+                ensure_warm(console=_console)
+                holder.objects = [create_app()]
+            except Exception as e:  # say so in the page rather than spin forever
+                log.exception("explorer start failed")
+                holder.objects = [pn.pane.Alert(f"The explorer could not start: {type(e).__name__}: {e}",
+                                                alert_type="danger")]
+
+        pn.state.onload(_fill)
+        holder.servable(title="bgplvm explorer")

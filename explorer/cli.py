@@ -56,7 +56,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         env["BGPLVM_EXPLORER_MODEL"] = str(Path(args.model).resolve())
     cmd = build_command(args.port, args.address, not args.no_show, args.allow_websocket_origin)
-    print(f"bgplvm explorer: http://{args.address}:{args.port}/app  (uploads up to {MAX_UPLOAD_MB} MB; Ctrl-C stops)",
+    # one BLAS thread per serving process (see explorer.warm.limit_server_blas)
+    for k in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.setdefault(k, "1")
+    print(f"bgplvm explorer: http://{args.address}:{args.port}/app  (uploads up to {MAX_UPLOAD_MB} MB; Ctrl-C stops)\n"
+          "[bgplvm explorer] warming up before listening (Numba kernels, default model); progress follows...",
           flush=True)
     if os.name == "posix":
         # become the server: signals (Ctrl-C, kill) reach it directly, no orphan is left

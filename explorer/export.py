@@ -33,6 +33,9 @@ def latent_figure(state: ExplorerState, fmt: str = "png", res: int = 200) -> byt
     mu, S = np.asarray(m.latent_mean), np.asarray(m.latent_variance)
     x0, y0, x1, y1 = state.bounds()
     W, H = 640, 520
+    mode = state.color_mode()
+    if mode in ("label", "sequence"):
+        W += 170  # the legend goes right of the colour bar, outside the data
     c = new_canvas(fmt, W, H)
     ax = Axes(c, (70, 40, 440, 420), (x0, x1), (y0, y1))
     ax.clip()
@@ -52,7 +55,6 @@ def latent_figure(state: ExplorerState, fmt: str = "png", res: int = 200) -> byt
 
         for e in ellipse_paths(mu, S, dims):
             c.polyline(ax.pts(e), "#1f77b4", width=0.8, opacity=0.35)
-    mode = state.color_mode()
     cols = plots.point_table(mu, dims, ds.labels, ds.label_names, ds.sequence, ds.times, mode)
     legend = []
     if mode == "time":
@@ -79,7 +81,7 @@ def latent_figure(state: ExplorerState, fmt: str = "png", res: int = 200) -> byt
     if var is not None:
         ax.colorbar("Greys", float(logv.min()), float(logv.max()), "log10 predictive variance of f")
     if legend:
-        ax.legend(legend[:12])
+        ax.legend(legend[:12], x=ax.x + ax.w + (112 if var is not None else 16), y=ax.y)
     if mode == "time":
         ax.colorbar("viridis", float(np.min(ds.times)), float(np.max(ds.times)), "time",
                     x=ax.x + ax.w + (96 if var is not None else 16))
@@ -199,6 +201,160 @@ def output_figure(state: ExplorerState, fmt: str = "png") -> bytes:
     return c.to_bytes()
 
 
+# --------------------------------------------------------------------------- sequences
+def _need_playback(state: ExplorerState):
+    _need_model(state)
+    pb = state.playback()
+    if pb is None:
+        raise UserError("no sequence to export: this data set has no sequences (time stamps or sequence ids)")
+    return pb
+
+
+def trajectory_figure(state: ExplorerState, fmt: str = "png") -> bytes:
+    """The played sequence: its latent trajectory in the shown dims (2-sd ellipses along
+    it, the forecast in purple) over the training means, and its two coordinates against
+    time with 2-sd bands."""
+    pb = _need_playback(state)
+    m = state.model
+    xd, yd = state.dims
+    mu = np.asarray(m.latent_mean)
+    W, H = 1040, 470
+    c = new_canvas(fmt, W, H)
+    x0, y0, x1, y1 = state.bounds()
+    ax = Axes(c, (70, 40, 400, 370), (x0, x1), (y0, y1))
+    ax.clip()
+    for X, Y in zip(ax.px(mu[:, xd]).tolist(), ax.py(mu[:, yd]).tolist()):
+        c.circle(X, Y, 2.2, fill="#9aa9b8", opacity=0.5)
+    n = pb.n_train
+    t = np.linspace(0, 2 * np.pi, 32)
+    step = max(1, pb.T // 30)
+    for i in np.unique(np.r_[np.arange(0, pb.T, step), n - 1, pb.T - 1]):
+        col = "#8e44ad" if i >= n else "#1f77b4"
+        e = np.column_stack([pb.mu[i, xd] + 2 * np.sqrt(pb.S[i, xd]) * np.cos(t),
+                             pb.mu[i, yd] + 2 * np.sqrt(pb.S[i, yd]) * np.sin(t)])
+        c.polygon(ax.pts(e), col, opacity=0.08)
+        c.polyline(ax.pts(e), col, width=0.8, opacity=0.5)
+    c.polyline(ax.pts(pb.mu[:n][:, [xd, yd]]), "#222222", width=2.2)
+    if pb.T > n:
+        c.polyline(ax.pts(pb.mu[n - 1:][:, [xd, yd]]), "#8e44ad", width=2.2, dash=True)
+    ax.unclip()
+    ax.frame(title=f"Latent trajectory: {pb.label}", xlabel=f"latent dimension {xd}",
+             ylabel=f"latent dimension {yd}")
+    # coordinates against time
+    lo = np.minimum(pb.mu[:, [xd, yd]] - 2 * np.sqrt(pb.S[:, [xd, yd]]), np.inf).min()
+    hi = np.maximum(pb.mu[:, [xd, yd]] + 2 * np.sqrt(pb.S[:, [xd, yd]]), -np.inf).max()
+    pad = 0.05 * (hi - lo or 1.0)
+    tax = Axes(c, (570, 40, 430, 370), (float(pb.t[0]), float(pb.t[-1]) if pb.T > 1 else float(pb.t[0]) + 1),
+               (float(lo - pad), float(hi + pad)))
+    tax.clip()
+    if pb.T > n:
+        X0 = float(tax.px(pb.t[n - 1]))
+        c.rect(X0, tax.y, tax.x + tax.w - X0, tax.h, fill="#8e44ad", opacity=0.08)
+    for q, col in ((xd, plots.X_COLOR), (yd, plots.Y_COLOR)):
+        sd = np.sqrt(pb.S[:, q])
+        band = np.concatenate([np.column_stack([pb.t, pb.mu[:, q] + 2 * sd]),
+                               np.column_stack([pb.t, pb.mu[:, q] - 2 * sd])[::-1]])
+        c.polygon(tax.pts(band), col, opacity=0.18)
+        c.polyline(tax.pts(np.column_stack([pb.t, pb.mu[:, q]])), col, width=2)
+    tax.unclip()
+    unit = (state.dataset.meta or {}).get("time_unit", "s")
+    tax.frame(title="Latent coordinates over time (2 sd bands)", xlabel=f"time ({unit})", ylabel="latent coordinate")
+    tax.legend([(f"x{xd}", plots.X_COLOR), (f"x{yd}", plots.Y_COLOR)]
+               + ([("forecast", "#8e44ad")] if pb.T > n else []), x=tax.x + 8, y=tax.y + 8)
+    return c.to_bytes()
+
+
+def _gif_pose_frame(uv, spread, conns, lim, forecast: bool, text: str, size: int = 260):
+    from PIL import Image, ImageDraw
+
+    s = 2  # drawn at 2x, then halved: smooth edges
+    img = Image.new("RGB", (size * s, size * s), "white")
+    d = ImageDraw.Draw(img, "RGBA")
+
+    def px(u, v):
+        return ((u + lim) / (2 * lim) * size * s, (1 - (v + lim) / (2 * lim)) * size * s)
+
+    disc = (230, 25, 75, 55)
+    for (u, v), r in zip(uv, spread):
+        R = 2 * r / (2 * lim) * size * s
+        X, Y = px(u, v)
+        d.ellipse([X - R, Y - R, X + R, Y + R], fill=disc, outline=(230, 25, 75, 140), width=s)
+    col = (142, 68, 173) if forecast else (31, 59, 115)
+    for a, b in conns:
+        d.line([px(*uv[a]), px(*uv[b])], fill=col, width=4 * s)
+    for u, v in uv:
+        X, Y = px(u, v)
+        d.ellipse([X - 3 * s, Y - 3 * s, X + 3 * s, Y + 3 * s], fill=col)
+    img = img.resize((size, size), Image.BILINEAR)
+    ImageDraw.Draw(img).text((6, 4), text, fill=(142, 68, 173) if forecast else (40, 40, 40))
+    return img
+
+
+def sequence_gif(state: ExplorerState, fps: float | None = None, size: int = 260) -> bytes:
+    """The played sequence (with its forecast) as an animated GIF, at the data's frame rate."""
+    from PIL import Image, ImageDraw
+
+    from . import sequences as seqs
+
+    pb = _need_playback(state)
+    ds = state.dataset
+    r = ds.renderer
+    kind = getattr(r, "kind", "vector")
+    meta = ds.meta or {}
+    fps = float(fps or meta.get("frame_rate_hz") or meta.get("fps") or 20.0)
+    unit = meta.get("time_unit", "s")
+    frames = []
+
+    def caption(i):
+        fc = i >= pb.n_train
+        extra = f"  forecast +{pb.t[i] - pb.t[pb.n_train - 1]:.2f}" if fc else ""
+        return f"{pb.label}  t={pb.t[i]:.2f} {unit}{extra}", fc
+
+    if kind == "pose":
+        zc, lim = seqs.pose_extent(r, ds.Y)
+        d = seqs.pose_frames(r, pb.mean, pb.var, state.azimuth, state.elevation, zc)
+        conns = np.asarray(r.connections, dtype=int).reshape(-1, 2)
+        for i in range(pb.T):
+            text, fc = caption(i)
+            frames.append(_gif_pose_frame(d["uv"][i], d["spread"][i], conns, lim, fc, text, size))
+    elif kind == "image":
+        fr = seqs.image_frames(r, pb.mean, pb.var)
+        vmin = r.vmin if getattr(r, "vmin", None) is not None else float(ds.Y.min())
+        vmax = r.vmax if getattr(r, "vmax", None) is not None else float(ds.Y.max())
+        Hh, Ww = fr["img"].shape[1:]
+        k = max(1, size // max(Hh, Ww))
+        for i in range(pb.T):
+            a = colormap(fr["img"][i], "gray", vmin, vmax)
+            b = colormap(fr["sd"][i], "magma", 0.0, 0.5 * (vmax - vmin))
+            both = np.concatenate([a, np.full((Hh, 2, 3), 255, np.uint8), b], axis=1)
+            im = Image.fromarray(both).resize((both.shape[1] * k, Hh * k), Image.NEAREST)
+            canvas = Image.new("RGB", (im.width, im.height + 16), "white")
+            canvas.paste(im, (0, 16))
+            text, fc = caption(i)
+            ImageDraw.Draw(canvas).text((2, 2), text + "   (left: mean, right: sd)",
+                                        fill=(142, 68, 173) if fc else (40, 40, 40))
+            frames.append(canvas)
+    else:
+        sd = np.sqrt(pb.var)
+        lo, hi = float((pb.mean - 2 * sd).min()), float((pb.mean + 2 * sd).max())
+        for i in range(pb.T):
+            c = new_canvas("png", 360, 200)
+            c.s = 1  # plain 1x drawing is plenty for a GIF frame
+            ax = Axes(c, (40, 20, 300, 150), (-0.5, pb.mean.shape[1] - 0.5), (lo, hi))
+            dd = np.arange(pb.mean.shape[1])
+            band = np.concatenate([np.column_stack([dd, pb.mean[i] + 2 * sd[i]]),
+                                   np.column_stack([dd, pb.mean[i] - 2 * sd[i]])[::-1]])
+            c.polygon(ax.pts(band), plots.CURSOR_COLOR, opacity=0.25)
+            c.polyline(ax.pts(np.column_stack([dd, pb.mean[i]])), plots.CURSOR_COLOR, width=2)
+            text, _ = caption(i)
+            ax.frame(title=text, xticks=False)
+            frames.append(Image.open(io.BytesIO(c.to_bytes())).convert("RGB"))
+    buf = io.BytesIO()
+    frames[0].save(buf, format="GIF", save_all=True, append_images=frames[1:], loop=0,
+                   duration=max(20, int(round(1000.0 / fps))), optimize=False)
+    return buf.getvalue()
+
+
 # --------------------------------------------------------------------------- data
 def latent_csv(state: ExplorerState) -> bytes:
     """index, [label], [sequence], [time], mu_0..mu_{Q-1}, var_0..var_{Q-1} per row."""
@@ -246,12 +402,15 @@ EXPORTS = {
     "latent": latent_figure,
     "ard": ard_figure,
     "output": output_figure,
+    "trajectory": trajectory_figure,
 }
 
 
 def export_bytes(state: ExplorerState, what: str, fmt: str) -> bytes:
     if what == "coords":
         return latent_csv(state) if fmt == "csv" else latent_npz(state)
+    if what == "sequence":
+        return sequence_gif(state)
     return EXPORTS[what](state, fmt)
 
 
@@ -269,15 +428,20 @@ class ExportPanel(pn.viewable.Viewer):
             for fmt in ("png", "svg"):
                 row.append(self._button(what, fmt, f"{label} {fmt.upper()}"))
             self._buttons.append(row)
+        self._buttons.append([self._button("trajectory", "png", "Trajectory PNG"),
+                              self._button("trajectory", "svg", "Trajectory SVG")])
+        self._buttons.append([self._button("sequence", "gif", "Played sequence GIF")])
         self._buttons.append([self._button("coords", "csv", "Latent coords CSV"),
                               self._button("coords", "npz", "Latent coords NPZ")])
 
     def _filename(self, what, fmt):
         base = {"coords": "latent"}.get(what, what)
+        if what in ("trajectory", "sequence") and self.state.play_sequence is not None:
+            base += f"-{self.state.play_sequence}"
         return f"bgplvm-{self.state.dataset_name or 'data'}-{base}.{fmt}"
 
     def _button(self, what, fmt, label):
-        btn = pn.widgets.FileDownload(label=label, filename=self._filename(what, fmt), width=135,
+        btn = pn.widgets.FileDownload(label=label, filename=self._filename(what, fmt), width=125,
                                       callback=lambda: self._make(what, fmt, btn), color="default",
                                       css_classes=[f"export-{what}-{fmt}"])
         return btn
@@ -294,7 +458,7 @@ class ExportPanel(pn.viewable.Viewer):
 
     def __panel__(self):
         note = pn.pane.Markdown(
-            "Figures are redrawn for print (PNG at 2x, vector SVG) from the current view; "
-            "the plots' own save icon downloads exactly what is on screen.",
-            styles={"font-size": "12px"}, width=280)
-        return pn.Card(*[pn.Row(*row) for row in self._buttons], note, title="Export", width=310)
+            "Figures are redrawn for print (PNG at 2x, vector SVG) from the current view; the GIF is the "
+            "played sequence with its forecast; the plots' own save icon downloads exactly what is on screen.",
+            styles={"font-size": "12px"}, width=260)
+        return pn.Card(*[pn.Row(*row) for row in self._buttons], note, title="4. Export", width=280)

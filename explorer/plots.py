@@ -70,7 +70,7 @@ def variance_image(var: np.ndarray, bounds, dims: tuple[int, int]) -> hv.Image:
     return hv.Image(np.ascontiguousarray(var[::-1]), bounds=(x0, y0, x1, y1),
                     kdims=[_kd(dims[0], "lx"), _kd(dims[1], "ly")],
                     vdims=[hv.Dimension("variance", label="predictive variance")]).opts(
-        cmap=VARIANCE_CMAP, colorbar=True, alpha=0.85, logz=True,
+        cmap=VARIANCE_CMAP, colorbar=True, colorbar_position="bottom", alpha=0.85, logz=True,
         colorbar_opts={"title": "variance of f (log scale)"}, tools=[])
 
 
@@ -122,13 +122,15 @@ def latent_points(mu: np.ndarray, dims: tuple[int, int], labels=None, label_name
     pts = hv.Points(cols, kdims=[_kd(dims[0], "lx"), _kd(dims[1], "ly")],
                     vdims=[hv.Dimension("index", label="index"), hv.Dimension("label", label="label"),
                            hv.Dimension("group", label={"time": "time", "sequence": "sequence"}.get(color_mode, "class"))])
-    opts = dict(size=7, line_color="white", line_width=0.6, tools=["hover"], fill_alpha=0.9)
+    dense = mu.shape[0] > 1000  # smaller, lighter points: trajectories stay visible
+    opts = dict(size=4 if dense else 7, line_color="white", line_width=0.3 if dense else 0.6, tools=["hover"],
+                fill_alpha=0.6 if dense else 0.9)
     if color_mode == "time":
         opts.update(color="group", cmap=TIME_CMAP, colorbar=True, colorbar_position="bottom",
                     colorbar_opts={"title": "time"})
     elif color_mode in ("label", "sequence"):
         opts.update(color="group", cmap=group_colors(cols["group"]),
-                    show_legend=True, legend_position="top_left")
+                    show_legend=True, legend_position="right")
     else:
         opts.update(color="#1f77b4")
     return pts.opts(**opts)

@@ -4,26 +4,28 @@ Plain ``param.Parameterized`` with no Panel import, so it is testable headless. 
 watch these parameters and render; stream callbacks (Tap, PointerXY, ARD bar clicks)
 only call the small setters here (``hover``, ``click``, ``assign_axis``, ...).
 
-Training runs in a background thread (``TrainingJob``); the thread never touches
-parameters. The page calls ``ExplorerState.poll()`` periodically on the session's own
-thread, which copies the job's progress into parameters and installs the finished model.
+Training runs in a worker process (``train_worker.WorkerTrainingJob``: lower priority,
+capped threads, so that it cannot slow the sessions the server is serving); its
+progress arrives on a thread that never touches parameters. The page calls
+``ExplorerState.poll()`` periodically on the session's own thread, which copies the job's
+progress into parameters and installs the finished model.
 """
 
 from __future__ import annotations
 
 import functools
 import io
-import os
-import tempfile
-import threading
 import time
 
 import numpy as np
 import param
 
-from bgplvm_datasets import Dataset, DatasetError, load, load_array
+from bgplvm_datasets import Dataset, DatasetError, load
 from bgplvm_datasets.record import VectorRenderer
 from model.io import ACTIVE_FRACTION
+
+from . import sequences as seqs
+from .train_worker import WorkerTrainingJob
 
 #: Uploads (arrays and model files) larger than this are refused with a message.
 MAX_UPLOAD_MB = 50
@@ -38,6 +40,11 @@ ARD_OFF_FRACTION = ACTIVE_FRACTION
 MAX_TRAIN_ITERS = 20000
 
 KERNELS = ["rbf", "rbf+bias+white", "rbf+white", "linear", "linear+bias+white"]
+PRIORS = ["static", "dynamical"]
+TIME_KERNELS = ["matern32", "rbf", "matern52", "rbf+white", "matern32+white", "periodic+white"]
+
+#: Forecast steps past the end of a sequence the player offers at most.
+MAX_FORECAST = 400
 
 
 class UserError(ValueError):
@@ -50,6 +57,21 @@ def load_cached(name: str) -> Dataset:
     """``bgplvm_datasets.load`` once per process: every session opening the same data
     set shares the (read-only) record, so a new page does not re-read it."""
     return load(name)
+
+
+@functools.lru_cache(maxsize=4)
+def load_asset_cached(name: str):
+    """(model, dataset) of a shipped pre-trained model (``bgplvm_assets``), read once per
+    process: sessions only read it (training and uploads make new model objects).
+    ``AssetUnavailable`` (its data cannot be loaded here) propagates."""
+    from bgplvm_assets import load_asset
+    from model._threads import single_threaded_blas
+
+    with single_threaded_blas():
+        m, ds = load_asset(name)
+        m.latent_mean  # q(X) and the posterior once, here, not in the first session
+        m.predict(m.latent_mean[:1])
+    return m, ds
 
 
 def ard_off_mask(alpha: np.ndarray) -> np.ndarray:
@@ -106,22 +128,10 @@ def variance_grid(model, fixed: np.ndarray, dims: tuple[int, int], bounds, res: 
 
 
 def pose_spread(renderer, mean: np.ndarray, var: np.ndarray, n_samples: int = 16) -> np.ndarray:
-    """(J,) spread (one standard deviation) of each joint's position.
-
-    Exact for marker renderers (``positions`` is a reshape, so per-joint variances are
-    the reshaped output variances); for other renderers (e.g. forward kinematics from
-    joint angles) estimated from ``n_samples`` draws of the output with a fixed seed,
-    so the display does not flicker.
-    """
-    from bgplvm_datasets.record import StickFigureRenderer
-
-    var = np.maximum(np.asarray(var, dtype=np.float64), 0.0)
-    if isinstance(renderer, StickFigureRenderer):
-        return np.sqrt(renderer.positions(var).mean(axis=1))
-    rng = np.random.default_rng(0)
-    draws = mean + np.sqrt(var) * rng.standard_normal((n_samples, mean.size))
-    P = np.stack([renderer.positions(y) for y in draws])  # (n, J, 3)
-    return np.sqrt(P.var(axis=0).mean(axis=1))
+    """(J,) spread (one standard deviation) of each joint's position: exact for marker
+    renderers, else from ``n_samples`` output draws with fixed draws (no flicker), pushed
+    through the renderer in one batched call (``sequences.joint_spread``)."""
+    return seqs.joint_spread(renderer, np.asarray(mean)[None], np.asarray(var)[None], n_samples=n_samples)[0]
 
 
 def dataset_for_model(model) -> Dataset:
@@ -148,93 +158,6 @@ def _check_upload(data: bytes) -> None:
         raise UserError("file is empty")
 
 
-def array_from_upload(filename: str, data: bytes) -> np.ndarray:
-    """Parse an uploaded .npy/.npz/.csv file into (N, D) float64, or raise UserError."""
-    _check_upload(data)
-    ext = os.path.splitext(filename)[1].lower()
-    if ext not in (".npy", ".npz", ".csv", ".txt"):
-        raise UserError(f"{filename}: unsupported file type {ext or '(none)'}; use .npy, .npz or .csv")
-    fd, path = tempfile.mkstemp(suffix=ext, prefix="bgplvm-upload-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        try:
-            Y = load_array(path)
-        except DatasetError as e:
-            msg = str(e).replace(path, filename).replace(os.path.basename(path), filename)
-            raise UserError(msg if filename in msg else f"{filename}: {msg}") from None
-        except Exception as e:  # any parser failure is a bad file, not a server error
-            raise UserError(f"{filename}: could not read it as an array ({type(e).__name__}: {e})") from None
-    finally:
-        os.unlink(path)
-    Y = np.asarray(Y, dtype=np.float64)
-    if Y.ndim != 2:
-        raise UserError(f"{filename}: expected a 2-D array (N rows, D columns), got shape {Y.shape}")
-    if not np.all(np.isfinite(Y)):
-        raise UserError(f"{filename}: the array contains NaN or infinite values")
-    if Y.shape[0] < 3 or Y.shape[1] < 1:
-        raise UserError(f"{filename}: need at least 3 rows and 1 column, got shape {Y.shape}")
-    return Y
-
-
-# --------------------------------------------------------------------------- training
-class TrainingJob:
-    """One model fit in a daemon thread. Only ``snapshot()``/``stop()`` are called from
-    other threads; results are read after ``done`` is set."""
-
-    def __init__(self, dataset: Dataset, latent_dim: int, num_inducing: int, kernel: str,
-                 max_iters: int, seed: int = 0):
-        self.dataset = dataset
-        self.config = dict(latent_dim=latent_dim, num_inducing=num_inducing, kernel=kernel, seed=seed)
-        self.max_iters = max_iters
-        self.model = None
-        self.error: str | None = None
-        self.stopped = False
-        self.done = threading.Event()
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._history: list[tuple[int, float, str]] = []
-        self._n_evals = 0
-        self.t_start = time.perf_counter()
-        self.t_end: float | None = None
-        self._thread = threading.Thread(target=self._run, daemon=True, name="bgplvm-train")
-
-    def start(self) -> "TrainingJob":
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def _callback(self, p) -> bool:
-        with self._lock:
-            self._history.append((int(p.iteration), float(p.bound), str(getattr(p, "phase", ""))))
-            self._n_evals = int(getattr(p, "n_evals", 0))
-        return self._stop.is_set()
-
-    def _run(self) -> None:
-        try:
-            from model import BayesianGPLVM
-
-            m = BayesianGPLVM(self.dataset.Y, **self.config)
-            m.metadata = dict(getattr(m, "metadata", None) or {}, dataset=self.dataset.name)
-            m.fit(max_iters=self.max_iters, callback=self._callback, progress=False)
-            self.model = m
-            self.stopped = self._stop.is_set()
-        except Exception as e:  # reported in the page; the session goes on
-            self.error = f"{type(e).__name__}: {e}"
-        finally:
-            self.t_end = time.perf_counter()
-            self.done.set()
-
-    def snapshot(self) -> list[tuple[int, float, str]]:
-        with self._lock:
-            return list(self._history)
-
-    def join(self, timeout: float | None = None) -> bool:
-        return self.done.wait(timeout)
-
-
 # --------------------------------------------------------------------------- state
 class ExplorerState(param.Parameterized):
     """Everything one browser session sees and can change."""
@@ -244,12 +167,16 @@ class ExplorerState(param.Parameterized):
     model = param.Parameter(default=None, doc="The BayesianGPLVM being explored (or None)")
     model_version = param.Integer(default=0, doc="Bumped whenever the model changes")
     dataset_name = param.String(default="", doc="Name of the data set (for titles, files)")
+    asset_name = param.String(default="", doc="The shipped pre-trained model shown ('' : another model)")
 
     # training configuration
     latent_dim = param.Integer(default=5, bounds=(1, 30))
     num_inducing = param.Integer(default=25, bounds=(2, 500))
     kernel = param.Selector(default="rbf", objects=KERNELS)
     max_iters = param.Integer(default=300, bounds=(1, MAX_TRAIN_ITERS))
+    prior = param.Selector(default="static", objects=PRIORS,
+                           doc="static: p(X) = N(0, I); dynamical: a GP prior over time (needs time stamps)")
+    time_kernel = param.Selector(default="matern32", objects=TIME_KERNELS)
 
     # training status
     training = param.Boolean(default=False)
@@ -279,10 +206,25 @@ class ExplorerState(param.Parameterized):
     azimuth = param.Number(default=-60.0, bounds=(-180, 180), doc="Pose view angle around z (deg)")
     elevation = param.Number(default=10.0, bounds=(-90, 90), doc="Pose view elevation (deg)")
 
+    # uploads: what an uploaded array is
+    upload_kind = param.Selector(default="vectors", objects=["vectors", "image sequence"])
+    image_height = param.Integer(default=0, bounds=(0, 4096), doc="Frame height H (0: from the width / square)")
+    image_width = param.Integer(default=0, bounds=(0, 4096), doc="Frame width W (0: from the height / square)")
+    image_order = param.Selector(default="C", objects=["C", "F"], doc="C: row-major pixels, F: column-major")
+    rows_are_frames = param.Boolean(default=False, doc="Rows are frames in time order (t = row / fps)")
+    upload_fps = param.Number(default=30.0, bounds=(0.1, 1000.0), doc="Frames per second of uploaded sequences")
+    mocap_subsample = param.Integer(default=4, bounds=(1, 60), doc="Keep every k-th AMC frame (120 Hz / 4 = 30 Hz)")
+
+    # sequences: playback and forecasting
+    play_sequence = param.Parameter(default=None, doc="Id of the sequence the player plays (None: none)")
+    forecast_steps = param.Integer(default=60, bounds=(0, MAX_FORECAST),
+                                   doc="Time steps generated past the sequence's last training frame")
+
     def __init__(self, **params):
         super().__init__(**params)
-        self._job: TrainingJob | None = None
+        self._job: WorkerTrainingJob | None = None
         self._pred_cache: dict = {}
+        self._play_cache: dict = {}
 
     # ------------------------------------------------------------------ data / model
     @property
@@ -306,17 +248,70 @@ class ExplorerState(param.Parameterized):
                 self.model_version += 1
             self.latent_dim = min(self.latent_dim, max(1, ds.D))
             self.num_inducing = min(self.num_inducing, ds.N)
+            if ds.times is None and self.prior == "dynamical":
+                self.prior = "static"
             self.selected_index = -1
+            self._reset_sequence()
             self.error = ""
             self.info = f"Loaded {ds.name}: {ds.N} rows x {ds.D} columns." + (
                 "" if self.model is not None else " Press Train to fit a model.")
 
+    def open_asset(self, name: str) -> None:
+        """Open one of the shipped pre-trained models with its data set."""
+        from bgplvm_assets import AssetUnavailable, get_spec
+
+        try:
+            spec = get_spec(name)
+            m, ds = load_asset_cached(name)
+        except (KeyError, AssetUnavailable, FileNotFoundError) as e:
+            raise UserError(f"cannot open the pre-trained model {name!r}: {e}") from None
+        self.set_model(m, ds)
+        self.asset_name = name
+        self.error = ""
+        kind = "dynamical" if self.is_dynamical else "static"
+        self.info = f"{spec.title}: pre-trained {kind} model (Q={m.latent_dim}, M={m.num_inducing})."
+
     def load_upload(self, filename: str, data: bytes) -> None:
-        """An uploaded array becomes the data set (drawn as vectors)."""
-        Y = array_from_upload(filename, data)
-        name = os.path.splitext(os.path.basename(filename))[0] or "upload"
-        self.set_dataset(Dataset(name=name, Y=Y, renderer=VectorRenderer(),
-                                 meta={"title": f"{filename} (uploaded)"}))
+        """An uploaded array becomes the data set, drawn as declared (``upload_kind``:
+        vectors or an image sequence), with its time stamps / sequence ids if it has them."""
+        from .userdata import array_dataset
+
+        kind = "image" if self.upload_kind == "image sequence" else "vector"
+        ds = array_dataset(filename, data, kind=kind, height=self.image_height, width=self.image_width,
+                           order=self.image_order, rows_are_frames=self.rows_are_frames, fps=self.upload_fps)
+        self.set_dataset(ds)
+        self.info += self._time_note(ds)
+
+    def load_upload_files(self, files: dict[str, bytes]) -> bool:
+        """Several uploaded files: an ASF skeleton with AMC motions becomes a motion-capture
+        data set; a single array file goes to ``load_upload``. Returns False (and says what
+        is missing in ``info``) while an ASF waits for its AMC files or vice versa."""
+        from .userdata import mocap_dataset
+
+        if not files:
+            return False
+        names = [n.lower() for n in files]
+        if any(n.endswith((".asf", ".amc")) for n in names):
+            has_asf = any(n.endswith(".asf") for n in names)
+            has_amc = any(n.endswith(".amc") for n in names)
+            if not (has_asf and has_amc):
+                self.info = ("Skeleton received: now add its .amc motion files (each becomes a sequence)." if has_asf
+                             else "Motion received: now add the .asf skeleton it belongs to.")
+                return False
+            ds = mocap_dataset(files, subsample=self.mocap_subsample)
+            self.set_dataset(ds)
+            self.info += self._time_note(ds)
+            return True
+        name, data = list(files.items())[-1]  # the file dropped last
+        self.load_upload(name, data)
+        return True
+
+    @staticmethod
+    def _time_note(ds) -> str:
+        if ds.times is None:
+            return " No time stamps: static models only (tick 'rows are frames in time order' for a sequence)."
+        n = len(np.unique(ds.sequence)) if ds.sequence is not None else 1
+        return f" {n} sequence(s) with time stamps: choose the dynamical prior to model them in time."
 
     def load_model_bytes(self, filename: str, data: bytes) -> None:
         """Open an uploaded saved model (and the data set it names, when available)."""
@@ -341,6 +336,7 @@ class ExplorerState(param.Parameterized):
         with param.parameterized.batch_call_watchers(self):
             self.dataset = ds
             self.dataset_name = ds.name
+            self.asset_name = ""
             self.model = model
             self.param.x_dim.bounds = (0, Q - 1)
             self.param.y_dim.bounds = (0, Q - 1)
@@ -350,9 +346,13 @@ class ExplorerState(param.Parameterized):
             self.pinned = False
             self.selected_index = -1
             self._pred_cache.clear()
-            self.model_version += 1
+            self._play_cache.clear()
             self.latent_dim = Q
             self.num_inducing = int(model.num_inducing)
+            if seqs.is_dynamical(model):
+                self.prior = "dynamical"
+            self._reset_sequence()
+            self.model_version += 1
 
     def save_model_bytes(self) -> io.BytesIO:
         if self.model is None:
@@ -378,20 +378,28 @@ class ExplorerState(param.Parameterized):
                     active=int((~off).sum()), kernel=str(getattr(m, "kernel", "") or ""))
 
     # ------------------------------------------------------------------ training
-    def start_training(self) -> TrainingJob:
+    def start_training(self) -> WorkerTrainingJob:
         if self.dataset is None:
             raise UserError("load a data set first")
         if self._job is not None and not self._job.done.is_set():
             raise UserError("a model is already training; stop it first")
         ds = self.dataset
+        dynamical = self.prior == "dynamical"
+        if dynamical and ds.times is None:
+            raise UserError("a dynamical model needs time stamps: this data set has none "
+                            "(upload an .npz with a 't' array, or choose the static prior)")
         Q = min(self.latent_dim, 30)
         M = min(self.num_inducing, ds.N)
-        self._job = TrainingJob(ds, Q, M, self.kernel, int(self.max_iters)).start()
+        config = dict(latent_dim=Q, num_inducing=M, kernel=self.kernel, seed=0)
+        self._job = WorkerTrainingJob(ds, config, int(self.max_iters), dynamical=dynamical,
+                                      time_kernel=self.time_kernel).start()
+        what = f"dynamical ({self.time_kernel} in time)" if dynamical else "static"
         with param.parameterized.batch_call_watchers(self):
             self.training = True
             self.bound_history = []
             self.error = ""
-            self.train_status = f"Starting: Q={Q}, M={M}, kernel {self.kernel}, {self.max_iters} iterations..."
+            self.train_status = (f"Starting a worker: {what} model, Q={Q}, M={M}, kernel {self.kernel}, "
+                                 f"{self.max_iters} iterations...")
         return self._job
 
     def stop_training(self) -> None:
@@ -406,6 +414,11 @@ class ExplorerState(param.Parameterized):
         if job is None:
             return False
         hist = job.snapshot()
+        if job.queued and not job.done.is_set():
+            msg = "Queued: other sessions are training; this fit starts when a trainer is free..."
+            if self.train_status != msg:
+                self.train_status = msg
+            return True
         if len(hist) != len(self.bound_history):
             it, bound, phase = hist[-1]
             with param.parameterized.batch_call_watchers(self):
@@ -426,12 +439,14 @@ class ExplorerState(param.Parameterized):
         self.training = False
         self.train_status = (f"{'Stopped' if job.stopped else 'Finished'} after {n} iterations in "
                              f"{secs:.1f} s; bound {float(job.model.elbo()):,.2f}.")
+        kind = "dynamical" if self.is_dynamical else "static"
+        self.info = f"Trained a {kind} model on {self.dataset_name}: {self.train_status}"
         return False
 
     def shutdown(self) -> None:
-        """Session closed: stop any training thread."""
+        """Session closed: end any training worker now."""
         if self._job is not None:
-            self._job.stop()
+            self._job.kill()
 
     # ------------------------------------------------------------------ latent view
     @property
@@ -545,6 +560,49 @@ class ExplorerState(param.Parameterized):
             if len(self._pred_cache) > 256:
                 self._pred_cache.clear()
             self._pred_cache[key] = hit
+        return hit
+
+    # ------------------------------------------------------------------ sequences
+    @property
+    def is_dynamical(self) -> bool:
+        return self.model is not None and seqs.is_dynamical(self.model)
+
+    def sequence_options(self) -> dict:
+        """{label: id} of the sequences the player can play (empty: none)."""
+        if self.model is None or self.dataset is None:
+            return {}
+        ids = seqs.sequence_ids(self.dataset, self.model)
+        return {f"{i}: {seqs.sequence_label(self.dataset, s)}": s for i, s in enumerate(ids)}
+
+    def _reset_sequence(self) -> None:
+        opts = self.sequence_options()
+        cur = self.play_sequence
+        if not opts:
+            self.play_sequence = None
+        elif cur is None or cur not in opts.values():
+            self.play_sequence = next(iter(opts.values()))
+
+    def set_play_sequence(self, s) -> None:
+        if s is not None and s not in self.sequence_options().values():
+            raise UserError(f"no sequence {s!r} in this data set")
+        self.play_sequence = s
+
+    def playback(self) -> seqs.Playback | None:
+        """The frames of the chosen sequence (with ``forecast_steps`` forecast frames for a
+        dynamical model), computed once per (model, sequence, horizon)."""
+        if self.model is None or self.play_sequence is None:
+            return None
+        H = int(self.forecast_steps) if self.is_dynamical else 0
+        key = (self.model_version, repr(self.play_sequence), H)
+        hit = self._play_cache.get(key)
+        if hit is None:
+            try:
+                hit = seqs.playback(self.model, self.dataset, self.play_sequence, H)
+            except ValueError as e:
+                raise UserError(f"cannot play sequence {self.play_sequence!r}: {e}") from None
+            if len(self._play_cache) > 8:
+                self._play_cache.clear()
+            self._play_cache[key] = hit
         return hit
 
     def readout(self) -> str:

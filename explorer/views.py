@@ -10,6 +10,7 @@ the changed glyphs are sent to the browser.
 from __future__ import annotations
 
 import functools
+import html
 import logging
 import traceback
 
@@ -17,6 +18,7 @@ import numpy as np
 import holoviews as hv
 import panel as pn
 import param
+from bokeh.models import Div
 from holoviews.streams import Params, PointerXY, Tap
 from panel.io.document import unlocked
 
@@ -25,8 +27,11 @@ from .state import MAX_UPLOAD_MB, ExplorerState, UserError, ard_off_mask, varian
 
 log = logging.getLogger("explorer")
 
-PLOT_W, PLOT_H = 540, 460
-OUT_W, OUT_H = 380, 380
+# Sizes chosen so that the page fits a 1366 px wide window: sidebar 290 + latent view
+# 480 + right column 560 (+ margins).
+PLOT_W, PLOT_H = 480, 440
+OUT_W, OUT_H = 270, 270
+RIGHT_W = 560
 
 
 def guarded(method):
@@ -159,6 +164,9 @@ class LatentView(_Rebuilding):
     _rebuild_on = ("model_version", "x_dim", "y_dim", "color_by", "show_uncertainty",
                    "show_trajectories", "dataset")
 
+    decorators = param.List(default=[], doc="HoloViews hooks that add layers to the latent figure "
+                                            "(e.g. the player's sequence path and marker)")
+
     def __init__(self, **params):
         self._sliders = pn.Column(sizing_mode="stretch_width")
         super().__init__(**params)
@@ -214,7 +222,9 @@ class LatentView(_Rebuilding):
         overlay = overlay.opts(
             title=f"{plots.LATENT_TITLE}: {name}", width=PLOT_W, height=PLOT_H,
             xlim=(x0, x1), ylim=(y0, y1), toolbar="right", active_tools=["wheel_zoom"],
-            default_tools=["save", "pan", "wheel_zoom", "box_zoom", "reset"])
+            default_tools=["save", "pan", "wheel_zoom", "box_zoom", "reset"],
+            # outside the data area: a legend inside it hid points and swallowed mouse moves
+            legend_position="right", hooks=list(self.decorators))
         # the streams' source is the static points layer: the rendered overlay is a
         # transformed copy of ``overlay``, but its layers keep their identity
         pointer = PointerXY(source=pts)
@@ -350,8 +360,11 @@ class OutputView(_Rebuilding):
         self._az.param.watch(lambda e: setattr(s, "azimuth", e.new), "value")
         self._el.param.watch(lambda e: setattr(s, "elevation", e.new), "value")
         # fixed size: a changing text must not make the browser re-layout the page
-        self._readout = pn.pane.Markdown("", styles={"font-family": "monospace", "font-size": "13px"},
-                                         width=760, height=36, css_classes=["readout"])
+        # a plain Bokeh Div: its text changes on every mouse move, and a Markdown pane
+        # re-rendered its HTML and style sheets each time (~15 ms per move on the server)
+        self._readout_div = Div(text="", width=RIGHT_W, height=22, css_classes=["readout"],
+                                styles={"font-family": "monospace", "font-size": "13px"})
+        self._readout = pn.pane.Bokeh(self._readout_div, sizing_mode="fixed", margin=(0, 5))
         s.param.watch(self._update_readout, ["cursor", "selected_index", "pinned", "follow",
                                              "x_dim", "y_dim", "model_version"])
         s.param.watch(self._push, ["cursor", "azimuth", "elevation", "selected_index", "fixed"])
@@ -387,19 +400,19 @@ class OutputView(_Rebuilding):
         # instead of a HoloViews re-render (~20-50 ms) per mouse move.
         self._sources, self._figures = {}, {}
         train = hv.DynamicMap(self._training, streams=[Params(s, ["selected_index", "azimuth", "elevation"])])
-        size = dict(width=OUT_W, height=OUT_H, toolbar="right", default_tools=["save"])
+        size = dict(width=OUT_W, height=OUT_H, toolbar=None, default_tools=[])
         self._sd_pane.object = None
         gen = self._generated_element()
         if self.kind == "image":
             h, w = ds.renderer.image(Y[0]).shape
-            fh = 170
-            size = dict(frame_height=fh, frame_width=max(60, int(round(fh * w / h))), toolbar="above",
-                        default_tools=["save"])
+            fh = 135
+            size = dict(frame_height=fh, frame_width=max(60, int(round(fh * w / h))), toolbar=None,
+                        default_tools=[], fontsize={"title": "10pt"})
             self._train_pane.object = train.opts(**size, colorbar=False)
-            self._sd_pane.object = self._sd_element().opts(**size)
-            return gen.opts(**size)
+            self._sd_pane.object = self._sd_element().opts(**size, colorbar_opts={"width": 8})
+            return gen.opts(**size, colorbar=False)
         if self.kind == "vector":
-            size.update(width=2 * OUT_W, height=300)
+            size.update(width=OUT_W, height=OUT_H)
         self._train_pane.object = train.opts(**size)
         return gen.opts(**size)
 
@@ -425,7 +438,7 @@ class OutputView(_Rebuilding):
 
     def _title(self):
         x, y = self.state.cursor
-        what = {"pose": "Generated pose at", "image": "Generated"}.get(self.kind, f"{plots.OUTPUT_TITLE} at")
+        what = {"pose": "Generated at", "image": "Generated"}.get(self.kind, f"{plots.OUTPUT_TITLE} at")
         return f"{what} ({x:.2f}, {y:.2f})"
 
     def _columns(self) -> dict:
@@ -520,24 +533,42 @@ class OutputView(_Rebuilding):
         return hv.Curve([])
 
     def _update_readout(self, *events):
-        self._readout.object = self.state.readout() if self.state.model is not None else ""
+        text = self.state.readout() if self.state.model is not None else ""
+        with unlocked():  # stream callbacks may run without the document lock
+            self._readout_div.text = html.escape(text)
 
     def _caption(self):
-        return {"pose": "Red circles: 2 standard deviations of each joint's predicted position. "
-                        "Drag the angle sliders to turn the figure.",
-                "image": "Left: predicted mean frame; middle: per-pixel predictive standard deviation "
-                         "(brighter = less certain; the model's variance is shared by all pixels "
-                         "at a fixed latent point).",
+        return {"pose": "Left: the pose generated at the cursor; red circles: 2 sd of each joint's position. "
+                        "Right: the played sequence; discs: 2 sd per joint from the uncertain-input moments "
+                        "(covFstar), purple = forecast. Drag the angle sliders to turn both figures.",
+                "image": "Generated at the cursor: mean frame and per-pixel sd (at a fixed latent point the "
+                         "model's variance is the same for every pixel). Played: the sequence's frame and its sd "
+                         "image, which varies per pixel where q(x*) is uncertain (covFstar); it grows in the "
+                         "forecast.",
                 "vector": "Red line: predicted mean; band: +-2 sd; black diamonds: the selected "
                           "training point."}.get(self.kind, "")
 
-    def __panel__(self):
+    def caption_panel(self):
         caption = pn.pane.Markdown(pn.bind(lambda v: self._caption(), self.state.param.model_version),
-                                   styles={"font-size": "12px"}, margin=(0, 10))
+                                   styles={"font-size": "12px"}, margin=(0, 10), width=RIGHT_W)
         angle = pn.Row(self._az, self._el, visible=pn.bind(lambda v: self.kind == "pose",
                                                            self.state.param.model_version))
-        return pn.Column(self._readout, pn.Row(self._pane, self._sd_pane, self._train_pane), self._placeholder,
-                         caption, angle)
+        return pn.Column(caption, angle)
+
+    @property
+    def readout_pane(self):
+        return self._readout
+
+    def generated_panel(self):
+        """The output at the cursor (and its sd image for images)."""
+        return pn.Row(self._pane, self._sd_pane, self._placeholder)
+
+    def training_panel(self):
+        """The data of the clicked training point."""
+        return self._train_pane
+
+    def __panel__(self):
+        return pn.Column(self._readout, pn.Row(self.generated_panel(), self._train_pane), self.caption_panel())
 
 
 # --------------------------------------------------------------------------- model panel
@@ -553,38 +584,59 @@ class ModelPanel(pn.viewable.Viewer):
         opts = dataset_options or {}
         self._ds_select = pn.widgets.Select(label="Data set", options=opts,
                                             value=s.dataset_name if s.dataset_name in opts.values() else None,
-                                            width=270)
-        self._ds_load = pn.widgets.Button(label="Load data set", width=130)
+                                            width=250)
+        self._ds_load = pn.widgets.Button(label="Load data set", width=120)
         self._ds_load.on_click(self._load_dataset)
+        from bgplvm_assets import ASSETS
+
+        self._asset_select = pn.widgets.Select(label="Pre-trained model", width=250, css_classes=["asset-select"],
+                                               options={a.title: a.name for a in ASSETS.values()})
+        self._asset_open = pn.widgets.Button(label="Open model", width=120)
+        self._asset_open.on_click(self._open_asset)
+        s.param.watch(lambda e: e.new and setattr(self._asset_select, "value", e.new), "asset_name")
+        if s.asset_name:
+            self._asset_select.value = s.asset_name
         # FileDropper checks the size in the browser (so a huge file never reaches the
         # server) and uploads in chunks; the server checks size and type again. (No
         # accepted_filetypes: browsers report no MIME type for .npy, which FilePond rejects.)
         self._upload = pn.widgets.FileDropper(
-            max_file_size=f"{MAX_UPLOAD_MB}MB", multiple=False,
-            width=270, height=90, layout="compact", css_classes=["upload-array"])
+            max_file_size=f"{MAX_UPLOAD_MB}MB", multiple=True,
+            width=250, height=90, layout="compact", css_classes=["upload-array"])
         self._upload.param.watch(self._on_upload, "value")
+        self._kind = pn.widgets.RadioButtonGroup.from_param(s.param.upload_kind, width=250,
+                                                            css_classes=["upload-kind"])
+        self._H = pn.widgets.IntInput.from_param(s.param.image_height, label="height H", width=78)
+        self._W = pn.widgets.IntInput.from_param(s.param.image_width, label="width W", width=78)
+        self._order = pn.widgets.Select.from_param(s.param.image_order, label="pixels", width=78,
+                                                   options={"rows": "C", "columns": "F"})
+        self._frames = pn.widgets.Checkbox.from_param(s.param.rows_are_frames, label="rows are frames in time order")
+        self._fps = pn.widgets.FloatInput.from_param(s.param.upload_fps, label="frames/s", width=78)
+        self._sub = pn.widgets.IntInput.from_param(s.param.mocap_subsample, label="AMC: every k-th", width=110)
         self._model_upload = pn.widgets.FileDropper(
             max_file_size=f"{MAX_UPLOAD_MB}MB", multiple=False,
-            width=270, height=90, layout="compact", css_classes=["upload-model"])
+            width=250, height=90, layout="compact", css_classes=["upload-model"])
         self._model_upload.param.watch(self._on_model_upload, "value")
-        self._Q = pn.widgets.IntInput.from_param(s.param.latent_dim, label="latent dims Q", width=85)
-        self._M = pn.widgets.IntInput.from_param(s.param.num_inducing, label="inducing M", width=85)
-        self._iters = pn.widgets.IntInput.from_param(s.param.max_iters, label="iterations", width=85, step=50,
+        self._Q = pn.widgets.IntInput.from_param(s.param.latent_dim, label="latent dims Q", width=78)
+        self._M = pn.widgets.IntInput.from_param(s.param.num_inducing, label="inducing M", width=78)
+        self._iters = pn.widgets.IntInput.from_param(s.param.max_iters, label="iterations", width=78, step=50,
                                                   css_classes=["iters-input"])
-        self._kernel = pn.widgets.Select.from_param(s.param.kernel, label="kernel", width=270)
-        self._train = pn.widgets.Button(label="Train", color="primary", width=130)
-        self._stop = pn.widgets.Button(label="Stop", color="danger", width=130, disabled=True)
+        self._kernel = pn.widgets.Select.from_param(s.param.kernel, label="kernel", width=250)
+        self._prior = pn.widgets.RadioButtonGroup.from_param(s.param.prior, width=250, css_classes=["prior-choice"])
+        self._time_kernel = pn.widgets.Select.from_param(s.param.time_kernel, label="time kernel (dynamical prior)",
+                                                         width=250)
+        self._train = pn.widgets.Button(label="Train", color="primary", width=120)
+        self._stop = pn.widgets.Button(label="Stop", color="danger", width=120, disabled=True)
         self._train.on_click(self._start)
         self._stop.on_click(lambda e: self.state.stop_training())
-        self._progress = pn.indicators.Progress(value=0, max=100, width=270, visible=False, bar_color="primary")
-        self._status = pn.pane.Markdown("", width=270, styles={"font-size": "12px"}, css_classes=["train-status"])
+        self._progress = pn.indicators.Progress(value=0, max=100, width=250, visible=False, bar_color="primary")
+        self._status = pn.pane.Markdown("", width=250, styles={"font-size": "12px"}, css_classes=["train-status"])
         self._curve = pn.pane.HoloViews(
             hv.DynamicMap(lambda bound_history: plots.bound_curve(bound_history),
-                          streams=[Params(s, ["bound_history"])]).opts(width=270, height=170, toolbar=None),
+                          streams=[Params(s, ["bound_history"])]).opts(width=250, height=170, toolbar=None),
             visible=False, linked_axes=False)
-        self._summary = pn.pane.Markdown("", width=270, styles={"font-size": "12px"}, css_classes=["summary"])
+        self._summary = pn.pane.Markdown("", width=250, styles={"font-size": "12px"}, css_classes=["summary"])
         self._save = pn.widgets.FileDownload(callback=self._save_bytes, filename="model.npz",
-                                             label="Save model (download)", width=270, color="success")
+                                             label="Save model (download)", width=250, color="success")
         self._cb = None
         s.param.watch(self._on_training, ["training"])
         s.param.watch(self._on_progress, ["bound_history", "train_status"])
@@ -603,6 +655,14 @@ class ModelPanel(pn.viewable.Viewer):
         finally:
             self._ds_load.loading = False
 
+    @guarded
+    def _open_asset(self, event=None):
+        self._asset_open.loading = True
+        try:
+            self.state.open_asset(self._asset_select.value)
+        finally:
+            self._asset_open.loading = False
+
     @staticmethod
     def _one_file(value) -> tuple[str, bytes] | None:
         if not value:
@@ -612,9 +672,12 @@ class ModelPanel(pn.viewable.Viewer):
 
     @guarded
     def _on_upload(self, event):
-        f = self._one_file(event.new)
-        if f is not None:
-            self.state.load_upload(*f)
+        files = {n: (d.encode() if isinstance(d, str) else d) for n, d in (event.new or {}).items()}
+        mocap = {n: d for n, d in files.items() if n.lower().endswith((".asf", ".amc"))}
+        if mocap and list(files)[-1] in mocap:
+            self.state.load_upload_files(mocap)
+        elif files:
+            self.state.load_upload(*list(files.items())[-1])
 
     @guarded
     def _on_model_upload(self, event):
@@ -642,7 +705,8 @@ class ModelPanel(pn.viewable.Viewer):
         self._stop.disabled = not t
         self._progress.visible = t
         self._curve.visible = t or bool(self.state.bound_history)
-        for w in (self._ds_load, self._upload, self._model_upload, self._Q, self._M, self._iters, self._kernel):
+        for w in (self._ds_load, self._upload, self._model_upload, self._Q, self._M, self._iters, self._kernel,
+                  self._prior, self._time_kernel, self._asset_open):
             w.disabled = t
 
     def _on_progress(self, *events):
@@ -678,16 +742,28 @@ class ModelPanel(pn.viewable.Viewer):
 
     def __panel__(self):
         data = pn.Card(
+            self._asset_select, self._asset_open,
             self._ds_select, self._ds_load,
-            pn.pane.Markdown(f"**Or upload an array** (.npy, .npz, .csv; N rows x D columns, finite, "
-                             f"at most {MAX_UPLOAD_MB} MB):", styles={"font-size": "12px"}, margin=(5, 10, 0, 10)),
+            pn.pane.Markdown(f"**Or upload your own** (at most {MAX_UPLOAD_MB} MB): an array (.npy, .npz, .csv; "
+                             "N rows x D columns; an .npz may add time stamps `t` and sequence ids `sequence`), "
+                             "or motion capture: one .asf skeleton with its .amc motions.",
+                             styles={"font-size": "12px"}, margin=(5, 10, 0, 10)),
             self._upload,
+            pn.pane.Markdown("An array's rows are drawn as:", styles={"font-size": "12px"}, margin=(0, 10)),
+            self._kind,
+            pn.Row(self._H, self._W, self._order,
+                   visible=pn.bind(lambda k: k == "image sequence", self.state.param.upload_kind)),
+            self._frames, pn.Row(self._fps, self._sub),
             pn.pane.Markdown("**Or open a saved model** (.npz from *Save model*):",
                              styles={"font-size": "12px"}, margin=(5, 10, 0, 10)),
             self._model_upload,
-            title="1. Data", width=300)
+            title="1. Data", width=280)
         train = pn.Card(
-            pn.Row(self._Q, self._M, self._iters), self._kernel, pn.Row(self._train, self._stop),
-            self._progress, self._status, self._curve, title="2. Train", width=300)
-        summary = pn.Card(self._summary, self._save, title="3. Model", width=300)
-        return pn.Column(data, train, summary, width=310)
+            pn.Row(self._Q, self._M, self._iters), self._kernel,
+            pn.pane.Markdown("**Latent prior** (dynamical: a GP over time, for sequences):",
+                             styles={"font-size": "12px"}, margin=(5, 10, 0, 10)),
+            self._prior, pn.Row(self._time_kernel, visible=pn.bind(lambda p: p == "dynamical", self.state.param.prior)),
+            pn.Row(self._train, self._stop),
+            self._progress, self._status, self._curve, title="2. Train", width=280)
+        summary = pn.Card(self._summary, self._save, title="3. Model", width=280)
+        return pn.Column(data, train, summary, width=290)

@@ -1,24 +1,94 @@
-"""Process-wide warm-up: compile the Numba kernels and import the plotting stack once,
-at server start (``panel serve --setup``) so the first click does not wait."""
+"""Process-wide warm-up: compile (or load from the on-disk cache) the Numba kernels, read
+the default model and its data, import the plotting stack and render one throwaway page,
+once, at server start (``panel serve --setup``, as ``bgplvm serve`` does), so that the
+first page and the first mouse move do not wait.
+
+What it is waiting for is said on the console: with an empty Numba cache the kernels are
+compiled (about a minute on 2 cores, once per installation); afterwards they load in
+well under a second.
+"""
 
 from __future__ import annotations
 
-import functools
 import logging
+import os
+import sys
+import threading
 import time
+from pathlib import Path
 
 log = logging.getLogger("explorer")
+#: seconds after which a load from the cache is taken to be a compile (a load takes < 1 s)
+SLOW_LOAD_S = 5.0
+_done = False
+_lock = threading.Lock()
+_seconds = 0.0
 
 
-@functools.lru_cache(maxsize=None)
-def ensure_warm() -> float:
-    """Idempotent; returns the seconds the first call took."""
-    t0 = time.perf_counter()
+def _print(msg: str) -> None:
+    print(f"[bgplvm explorer] {msg}", file=sys.stderr, flush=True)
+
+
+def numba_cache_is_warm() -> bool:
+    """True when the model's Numba kernels have cache files (index .nbi) on disk: beside the
+    sources, or in ``NUMBA_CACHE_DIR`` when that is set (Numba then keeps every cache there,
+    one folder ``<source folder>_<hash>`` per source folder)."""
+    import model
+
+    cache_dir = os.environ.get("NUMBA_CACHE_DIR")
+    if cache_dir:
+        return any(Path(cache_dir).glob("kernels_*/*.nbi"))
+    root = Path(model.__file__).resolve().parent
+    return any(root.rglob("__pycache__/*.nbi"))
+
+
+def limit_server_blas() -> None:
+    """One BLAS thread in the serving process: the sessions' small matrix products gain
+    nothing from more, and a multi-threaded BLAS competing with Numba's threads and the
+    other sessions for 2 cores made some calls ~70x slower (measured: q(X) of the CMU
+    model 0.47 s single-threaded against 37 s under load)."""
     try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=1, user_api="blas")
+    except Exception:  # an optimisation, never fatal
+        log.exception("could not limit BLAS threads")
+
+
+def is_warm() -> bool:
+    return _done
+
+
+def ensure_warm(console=_print) -> float:
+    """Idempotent; returns the seconds the first call took. ``console(msg)`` hears what
+    it is waiting for (None: silent)."""
+    with _lock:
+        if not _done:
+            _warm(console or (lambda msg: None))
+    return _seconds
+
+
+def _warm(say) -> None:
+    global _done, _seconds
+    t0 = time.perf_counter()
+    limit_server_blas()
+    try:
+        cold = not numba_cache_is_warm()
+        say("compiling the Numba kernels (empty compile cache: about a minute on 2 cores, once; "
+            "later starts load them in under a second)..." if cold else "loading the compiled Numba kernels...")
         from model import warmup
 
-        # says on the console when it compiles (empty Numba cache) and what waits for it
-        warmup(verbose=True, waiting="the explorer answers when this is done")
+        # cache files of older sources are recompiled too: say so if the load drags on
+        slow = threading.Timer(SLOW_LOAD_S, say, ("the cached kernels are out of date: compiling "
+                                                 "them (about a minute on 2 cores, once)...",))
+        slow.daemon = True
+        if not cold:
+            slow.start()
+        try:
+            warmup()
+        finally:
+            slow.cancel()
+        say(f"kernels ready ({time.perf_counter() - t0:.1f} s)")
     except Exception:  # warm-up is an optimisation: never fatal
         log.exception("numba warm-up failed")
     import holoviews as hv
@@ -27,14 +97,20 @@ def ensure_warm() -> float:
     try:
         # build and render one throwaway page: imports the whole plotting path, reads the
         # start-up model and data set into their caches and runs every kernel the first
-        # page needs (prediction, variance grid) with the real shapes
+        # page needs (prediction, variance grid, the played sequence) with the real shapes
+        t1 = time.perf_counter()
+        say("loading the default model and its data (CMU motion capture) and rendering a first page...")
         from bokeh.document import Document
 
         from explorer.app import create_app
 
-        create_app().get_root(Document())
+        page = create_app()
+        page.get_root(Document())
+        say(f"default page ready ({time.perf_counter() - t1:.1f} s): {page.state.dataset_name}")
     except Exception:
         log.exception("explorer page warm-up failed")
     dt = time.perf_counter() - t0
     log.info("explorer warm-up took %.2f s", dt)
-    return dt
+    say(f"warm-up done in {dt:.1f} s; serving")
+    _seconds = dt
+    _done = True

@@ -69,21 +69,26 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+#: entry-point group of the sub-commands that live with the other parts of the project
+#: (``datasets``, ``serve``, ``reproduce``; see pyproject.toml): the model does not import them
+COMMANDS_GROUP = "bgplvm.commands"
+
+
+def _plugin_commands() -> dict:
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep for ep in entry_points(group=COMMANDS_GROUP)}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    # sub-commands owned by the other halves of the project
-    if argv and argv[0] == "datasets":
-        from bgplvm_datasets.cli import main as datasets_main
-
-        return datasets_main(argv[1:])
-    if argv and argv[0] == "reproduce":
-        from bgplvm_reproduce.cli import main as reproduce_main
-
-        return reproduce_main(argv[1:])
-    if argv and argv[0] == "serve":
-        from explorer.cli import main as serve_main
-
-        return serve_main(argv[1:])
+    if argv and argv[0] in ("datasets", "serve", "reproduce"):
+        plugins = _plugin_commands()
+        if argv[0] not in plugins:
+            print(f"bgplvm {argv[0]}: not installed; reinstall the project (pip install -e .) "
+                  "so that its commands are registered", file=sys.stderr)
+            return 2
+        return plugins[argv[0]].load()(argv[1:])
     args = _parser().parse_args(argv)
     try:
         return {"fit": _fit, "summary": _summary}[args.command](args)

@@ -1,8 +1,11 @@
 """The variational (Bayesian) GP-LVM: q(X), inducing inputs, kernel, noise; fit and predict.
 
-Bound: F(q(X)) = sum_j F_j(q(X)) - KL(q(X) || N(0, I))   (jensensSplit2, FdFinal, KLstatic).
-Parameters live in one unconstrained vector (``ParamLayout``): mu and Z as they are,
-S, the kernel parameters and the noise variance through softplus.
+Bound: F(q(X)) = sum_j F_j(q(X)) - KL(q(X) || p(X))   (jensensSplit2, FdFinal).
+q(X) and p(X) belong to a replaceable latent prior (``model.priors``: static N(0, I) here,
+the dynamical one in ``DynamicalGPLVM``), which gives (mu, S) to the psi statistics, the KL
+term and the chain rule back to its own parameters; everything else is shared.
+Parameters live in one unconstrained vector (``ParamLayout``): the prior's blocks (mu, S for
+the static prior), Z as it is, the kernel parameters and the noise variance through softplus.
 """
 
 from __future__ import annotations
@@ -15,11 +18,12 @@ import numpy as np
 from .bound import OutputStats, collapsed_bound, posterior
 from .init import init_params
 from .kernels import Kernel, make_kernel
-from .kl import kl_static
 from .optimize import Optimisation, block_scales
 from ._threads import blas_single_threaded
 from .params import Block, ParamLayout
-from .transforms import IDENTITY, POSITIVE, POSITIVE_FLOOR
+from .priors import LatentPrior, StaticPrior
+from .testbound import TrainingStats, check_test_outputs, infer_latent
+from .transforms import IDENTITY, POSITIVE
 
 #: Defaults of ``fit`` (the reasons: bench/README.md, "Fit quality").
 #: most iterations of the initial phase with the noise held fixed (vargplvm's initVardistIters)
@@ -89,13 +93,28 @@ class BayesianGPLVM:
         self.seed = seed
         self.metadata: dict = {}
         self.fit_info: dict = {}
-        init = init_params(self._Yc, Q, M, np.random.default_rng(seed))
+        self._Q = Q
+        init = self._initial_state(Q, M, np.random.default_rng(seed))
+        self.prior: LatentPrior = self._make_prior(N, Q, init)
         self._init_kernel(init)
-        self._layout = self._make_layout(N, Q, M)
-        self._x = self._layout.pack({"mu": init["mu"], "S": init["S"], "Z": init["Z"],
+        self._layout = ParamLayout(self.prior.blocks() + self._model_blocks(M, Q))
+        self._x = self._layout.pack({**self.prior.initial_values(init["mu"], init["S"]),
+                                     "Z": init["Z"],
                                      "noise_variance": np.asarray(init["noise_variance"]),
                                      **self._kernel_values()})
         self._cache: dict = {}
+
+    #: parameters held fixed in the initial phase of ``fit``
+    _init_held: tuple[str, ...] = ("noise_variance",)
+
+    def _initial_state(self, Q: int, M: int, rng: np.random.Generator) -> dict:
+        """Initial values (``init_params``'s keys) from the data (subclasses whose inputs
+        are observed start from those instead)."""
+        return init_params(self._Yc, Q, M, rng)
+
+    def _make_prior(self, N: int, Q: int, init: dict) -> LatentPrior:
+        """The latent prior owning q(X)'s parameters (subclasses replace it)."""
+        return StaticPrior(N, Q)
 
     # --- construction helpers -------------------------------------------------------------
     def _init_kernel(self, init: dict) -> None:
@@ -112,12 +131,12 @@ class BayesianGPLVM:
             elif isinstance(k, Linear):
                 k.set_params(variances=init["fracs"] * init["data_var"])
 
-    def _make_layout(self, N: int, Q: int, M: int) -> ParamLayout:
-        blocks = [Block("mu", (N, Q), IDENTITY), Block("S", (N, Q), POSITIVE_FLOOR),
-                  Block("Z", (M, Q), IDENTITY)]
+    def _model_blocks(self, M: int, Q: int) -> list[Block]:
+        """Inducing inputs, kernel parameters and noise: the blocks every prior shares."""
+        blocks = [Block("Z", (M, Q), IDENTITY)]
         blocks += [Block("kernel." + k, v.shape, POSITIVE) for k, v in self.kernel.params.items()]
         blocks.append(Block("noise_variance", (), POSITIVE))
-        return ParamLayout(blocks)
+        return blocks
 
     def _kernel_values(self) -> dict:
         return {"kernel." + k: v for k, v in self.kernel.params.items()}
@@ -143,30 +162,57 @@ class BayesianGPLVM:
         self._cache.clear()
 
     def _values(self, x: np.ndarray | None = None) -> dict:
-        return self._layout.unpack(self._x if x is None else x)
+        """Constrained parameter values (read-only); those of the current x are unpacked
+        once and cached (a prediction reads them several times: ~1 ms each for CMU's
+        N x Q blocks through softplus)."""
+        if x is not None:
+            return self._layout.unpack(x)
+        cache = getattr(self, "_cache", None)
+        if cache is None:
+            return self._layout.unpack(self._x)
+        if "values" not in cache:
+            cache["values"] = self._layout.unpack(self._x)
+        return cache["values"]
 
     def freeze(self, *names: str) -> None:
-        """Hold parameters fixed during ``fit`` ("mu", "S", "Z", "kernel.<name>", "noise_variance")."""
+        """Hold parameters fixed during ``fit`` (names in ``param_names``: the prior's, e.g.
+        "mu", "S", then "Z", "kernel.<name>", "noise_variance")."""
         self._layout.freeze(*names)
 
     def unfreeze(self, *names: str) -> None:
         self._layout.unfreeze(*names)
 
+    def freeze_entries(self, name: str, mask) -> None:
+        """Hold the entries of parameter ``name`` where the bool ``mask`` (the parameter's
+        shape) is True, e.g. observed features of q(X); ``unfreeze_entries`` releases them."""
+        self._layout.freeze_entries(name, mask)
+
+    def unfreeze_entries(self, *names: str) -> None:
+        self._layout.unfreeze_entries(*names)
+
     @property
     def latent_dim(self) -> int:
-        return self._layout.blocks[0].shape[1]
+        return self._Q
 
     @property
     def num_inducing(self) -> int:
-        return self._layout.blocks[2].shape[0]
+        return self._layout.blocks[self._layout.names.index("Z")].shape[0]
+
+    def _qx(self):
+        """q(X) at the current parameters (marginals and KL; no gradient)."""
+        if "qx" not in self._cache:
+            self._cache["qx"] = self.prior.q(self._values(), grad=False)
+        return self._cache["qx"]
 
     @property
     def latent_mean(self) -> np.ndarray:
-        return self._values()["mu"]
+        """(N, Q) means of q(X)."""
+        return self._qx().mu
 
     @property
     def latent_variance(self) -> np.ndarray:
-        return self._values()["S"]
+        """(N, Q) marginal variances of q(X)."""
+        return self._qx().S
 
     @property
     def inducing_inputs(self) -> np.ndarray:
@@ -213,18 +259,18 @@ class BayesianGPLVM:
         """Bound and (optionally) its gradient w.r.t. the full unconstrained vector x."""
         v = self._values(x)
         self._sync_kernel(v)
-        k, mu, S, Z = self.kernel, v["mu"], v["S"], v["Z"]
+        qx = self.prior.q(v, grad=grad)
+        k, mu, S, Z = self.kernel, qx.mu, qx.S, v["Z"]
         beta = 1.0 / float(v["noise_variance"])
         psi0, Psi1, Psi2 = k.psi0(mu, S), k.psi1(mu, S, Z), k.psi2(mu, S, Z)
         terms = collapsed_bound(k.K(Z), psi0, Psi1, Psi2, beta, self._data, grad=grad)
-        kl, dkl_dmu, dkl_dS = kl_static(mu, S)
-        F = terms.F - kl
+        F = terms.F - qx.kl
         if not grad:
             return F, None
         dmu, dS, dZ, dth = k.psi_gradients(terms.dL_dpsi0, terms.dL_dPsi1, terms.dL_dPsi2, mu, S, Z)
         dZ_K, dth_K = k.K_gradients(terms.dL_dKuu, Z)
-        grads = {"mu": dmu - dkl_dmu, "S": dS - dkl_dS, "Z": dZ + dZ_K,
-                 "noise_variance": -beta**2 * terms.dL_dbeta}
+        grads = qx.chain(dmu, dS)
+        grads.update({"Z": dZ + dZ_K, "noise_variance": -beta**2 * terms.dL_dbeta})
         for name in k.params:
             grads["kernel." + name] = dth[name] + dth_K[name]
         return F, self._layout.chain(x, grads)
@@ -246,17 +292,17 @@ class BayesianGPLVM:
         """Maximise the bound with L-BFGS-B until it stops moving.
 
         Two phases (as the paper's code does): first the noise variance is held fixed so
-        that q(X) fits first, for at most ``init_iters`` iterations (default
-        ``INIT_ITERS``), then all free parameters. Each phase ends when the bound has grown
-        by less than ``tol`` (default ``TOL``) per data value N x D and iteration over the
-        last ``CONVERGENCE_WINDOW`` iterations (the init phase with the looser
-        ``INIT_TOL``), or at ``max_iters`` iterations in all (default ``MAX_ITERS``);
-        ``tol=0`` runs to ``max_iters``. The optimiser works on per-block scaled parameters
-        (``optimize.block_scales``, re-estimated at the start of each phase).
-        ``callback(FitProgress)`` is called after each iteration; returning True stops the
-        fit. Ctrl-C stops it too. The model keeps the best accepted point; a non-finite step
-        is never written. See bench/README.md ("Fit quality") for the measurements behind
-        the defaults.
+        that q(X) fits first (subclasses name what they hold in ``_init_held``), for at most
+        ``init_iters`` iterations (default ``INIT_ITERS``), then all free parameters. Each
+        phase ends when the bound has grown by less than ``tol`` (default ``TOL``) per data
+        value N x D and iteration over the last ``CONVERGENCE_WINDOW`` iterations (the init
+        phase with the looser ``INIT_TOL``), or at ``max_iters`` iterations in all (default
+        ``MAX_ITERS``); ``tol=0`` runs to ``max_iters``. The optimiser works on per-block
+        scaled parameters (``optimize.block_scales``, re-estimated at the start of each
+        phase). ``callback(FitProgress)`` is called after each iteration; returning True
+        stops the fit. Ctrl-C stops it too. The model keeps the best accepted point; a
+        non-finite step is never written. See bench/README.md ("Fit quality") for the
+        measurements behind the defaults.
         """
         max_iters = MAX_ITERS if max_iters is None else _check_int("max_iters", max_iters, 0)
         if init_iters is None:
@@ -277,12 +323,12 @@ class BayesianGPLVM:
             try:
                 phases = [("init", init_iters, True, INIT_TOL * tol / TOL if TOL else 0.0),
                           ("main", max_iters - init_iters, False, tol)]
-                for phase, iters, hold_noise, ptol in phases:
+                for phase, iters, hold_first, ptol in phases:
                     if iters <= 0 or opt.stopped:
                         continue
-                    was_frozen = "noise_variance" in layout.frozen
-                    if hold_noise:
-                        layout.freeze("noise_variance")
+                    held = [n for n in self._init_held if n in layout.slices and n not in layout.frozen]
+                    held = held if hold_first else []
+                    layout.freeze(*held)
                     try:
                         free = layout.free_mask()
                         scale = None
@@ -293,8 +339,7 @@ class BayesianGPLVM:
                         x = opt.run(fun, x, free, iters, phase, scale=scale, window=window,
                                     min_gain=ptol * n_values * window)
                     finally:
-                        if hold_noise and not was_frozen:
-                            layout.unfreeze("noise_variance")
+                        layout.unfreeze(*held)
             except KeyboardInterrupt:
                 interrupted = True
                 x = opt.best_x if opt.best_x is not None else x
@@ -313,7 +358,7 @@ class BayesianGPLVM:
         if "posterior" not in self._cache:
             v = self._values()
             self._sync_kernel(v)
-            k, mu, S, Z = self.kernel, v["mu"], v["S"], v["Z"]
+            k, mu, S, Z = self.kernel, self.latent_mean, self.latent_variance, v["Z"]
             beta = 1.0 / float(v["noise_variance"])
             self._cache["posterior"] = posterior(k.K(Z), k.psi1(mu, S, Z), k.psi2(mu, S, Z),
                                                  beta, self._Yc)
@@ -372,6 +417,39 @@ class BayesianGPLVM:
             tr = float(np.sum(post.Cw * Psi2n[i]))  # tr((Kuu^-1 - (Kuu + beta Psi2)^-1) Psi2*)
             var[i] = quad + psi0[i] - tr
         return mean, np.maximum(var, 0.0) + noise
+
+    # --- new outputs: q(x*), reconstruction, density (model/testbound.py) ----------------------
+    def _test_stats(self):
+        """Training statistics of the test-time bound, computed once per parameter setting."""
+        if "test_stats" not in self._cache:
+            self._sync_kernel()
+            self._cache["test_stats"] = TrainingStats.from_model(self)
+        return self._cache["test_stats"]
+
+    def infer_latent(self, Y_star, n_init: int = 1, max_iters: int = 200, return_fit: bool = False):
+        """q(x*) = N(mu_s, diag S_s) for new outputs Y_star (n*, D), NaN = missing (any
+        pattern per row). The model and q(X) are held fixed; every row is optimised, all
+        together, from the q(x_n) of the nearest of ``n_init`` training rows in its observed
+        dims (eq:predictive1, app:partialtestBound). Returns (mu_s, S_s), each (n*, Q), or
+        with ``return_fit`` the whole ``testbound.LatentFit`` (log densities, iterations)."""
+        Ys, observed = check_test_outputs(Y_star, self.Y.shape[1])
+        fit = infer_latent(self._test_stats(), Ys, observed, n_init=n_init, max_iters=max_iters)
+        return fit if return_fit else (fit.mu, fit.S)
+
+    def reconstruct(self, Y_star, **infer_kw):
+        """Mean and variance (n*, D) of y* given its observed entries: meanFstar / covFstar
+        at the inferred q(x*) plus the noise variance; observed entries are passed through
+        with variance 0. ``infer_kw`` go to ``infer_latent``."""
+        Ys, observed = check_test_outputs(Y_star, self.Y.shape[1])
+        fit = infer_latent(self._test_stats(), Ys, observed, **infer_kw)
+        mean, var = self.predict(fit.mu, fit.S)
+        return np.where(observed, Ys, mean), np.where(observed, 0.0, var)
+
+    def log_density(self, Y_star, **infer_kw) -> np.ndarray:
+        """(n*,) log p(y*_O | Y) ~ F(q(X), q(x*)) - F(q(X)) over the observed dims O of each row
+        (eq:predictive1), at the q(x*) of ``infer_latent``."""
+        Ys, observed = check_test_outputs(Y_star, self.Y.shape[1])
+        return infer_latent(self._test_stats(), Ys, observed, **infer_kw).log_density
 
     # --- persistence ---------------------------------------------------------------------------
     def save(self, path) -> None:

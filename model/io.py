@@ -19,7 +19,24 @@ from pathlib import Path
 import numpy as np
 
 FORMAT_NAME = "bgplvm-model"
-FORMAT_VERSION = 1
+#: 2: the latent prior is recorded ("model_class", "prior" and its arrays "prior.<name>");
+#: version-1 files (static models) are still read. Optional members of version 2: per-entry
+#: freeze masks ("frozen_entries" names, arrays "frozen_entries.<name>") and the settings of
+#: registered model classes ("model_args", arrays "model.<name>").
+FORMAT_VERSION = 2
+
+#: model classes registered by their modules (``register_model_class``): name -> class
+MODEL_CLASSES: dict[str, type] = {}
+
+
+def register_model_class(cls):
+    """Make ``cls`` loadable from model files (usable as a class decorator). The class gives
+    ``_file_args() -> (JSON-able settings, {name: array})`` and the classmethod
+    ``_from_file(Y, common, args, arrays)`` returning a fresh model of the saved sizes
+    (``common``: latent_dim, num_inducing, kernel, seed; ``arrays``: every array of the file
+    by member name, e.g. "prior.inputs", "model.series")."""
+    MODEL_CLASSES[cls.__name__] = cls
+    return cls
 
 
 class ModelFileError(ValueError):
@@ -34,7 +51,9 @@ def kernel_spec(kernel) -> str:
     return "+".join(p.name for p in parts)
 
 
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename:
+    an interrupted write never leaves a partial file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -60,28 +79,37 @@ def save_model(m, target) -> None:
         "format_version": FORMAT_VERSION,
         "library_version": __version__,
         "saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "model_class": type(m).__name__,
+        "prior": m.prior.spec(),
         "kernel": kernel_spec(m.kernel),
         "latent_dim": m.latent_dim,
         "num_inducing": m.num_inducing,
         "param_names": m.param_names,
         "frozen": sorted(m._layout.frozen),
+        "frozen_entries": sorted(m._layout.frozen_entries),
         "seed": m.seed,
         "metadata": m.metadata,
         "fit_info": {k: v for k, v in m.fit_info.items() if k != "history"},
         "bound_history": [float(h) for h in m.fit_info.get("history", [])],
     }
+    model_args, model_arrays = m._file_args() if hasattr(m, "_file_args") else ({}, {})
+    if model_args or model_arrays:
+        meta["model_args"] = model_args
     try:
         meta_bytes = json.dumps(meta, allow_nan=True).encode("utf-8")
     except TypeError as e:
         raise ValueError(f"model metadata must be JSON-serialisable: {e}") from None
     arrays = {"x": m._x, "Y": m.Y, "meta.json": np.frombuffer(meta_bytes, dtype=np.uint8)}
     arrays.update({"value." + k: np.asarray(v) for k, v in values.items()})
+    arrays.update({"prior." + k: np.asarray(v) for k, v in m.prior.arrays().items()})
+    arrays.update({"model." + k: np.asarray(v) for k, v in model_arrays.items()})
+    arrays.update({"frozen_entries." + k: v for k, v in m._layout.frozen_entries.items()})
     buf = io.BytesIO()
     np.savez_compressed(buf, **arrays)
     if hasattr(target, "write"):
         target.write(buf.getvalue())
     else:
-        _atomic_write_bytes(Path(target), buf.getvalue())
+        atomic_write_bytes(Path(target), buf.getvalue())
 
 
 def _read(source) -> tuple[dict, dict]:
@@ -117,16 +145,30 @@ def _read(source) -> tuple[dict, dict]:
     return meta, arrays
 
 
-def load_model(source):
-    """Read a model written by ``save_model`` (path or binary file object)."""
+def _construct(meta: dict, arrays: dict):
+    """A fresh model of the saved class with the saved sizes (parameters set after)."""
+    from .dynamical import DynamicalGPLVM
     from .gplvm import BayesianGPLVM
 
+    cls_name = meta.get("model_class", "BayesianGPLVM")
+    common = dict(latent_dim=int(meta["latent_dim"]), num_inducing=int(meta["num_inducing"]),
+                  kernel=meta["kernel"], seed=meta.get("seed"))
+    if cls_name == "BayesianGPLVM":
+        return BayesianGPLVM(arrays["Y"], **common)
+    if cls_name == "DynamicalGPLVM":
+        return DynamicalGPLVM(arrays["Y"], arrays["prior.t"], sequences=arrays["prior.sequences"],
+                              time_kernel=meta["prior"]["time_kernel"], **common)
+    if cls_name in MODEL_CLASSES:
+        return MODEL_CLASSES[cls_name]._from_file(arrays["Y"], common, meta.get("model_args", {}), arrays)
+    raise ModelFileError(f"model class {cls_name!r} is not known to this bgplvm; upgrade bgplvm")
+
+
+def load_model(source):
+    """Read a model written by ``save_model`` (path or binary file object); the class
+    (``BayesianGPLVM``, ``DynamicalGPLVM`` or a registered one) is the one that was saved."""
     meta, arrays = _read(source)
-    Y = arrays["Y"]
     try:
-        m = BayesianGPLVM(Y, latent_dim=int(meta["latent_dim"]),
-                          num_inducing=int(meta["num_inducing"]), kernel=meta["kernel"],
-                          seed=meta.get("seed"))
+        m = _construct(meta, arrays)
     except (KeyError, ValueError, TypeError) as e:
         raise ModelFileError(f"model file {source!r} has inconsistent contents: {e}") from None
     x = np.asarray(arrays["x"], dtype=np.float64)
@@ -134,8 +176,15 @@ def load_model(source):
         raise ModelFileError(f"model file {source!r}: parameter vector does not match its "
                              "metadata (corrupt file)")
     m._set_x(x)
+    m.unfreeze(*m.param_names)  # exactly the saved set (constructors may freeze by default)
+    m.unfreeze_entries(*m.param_names)
     for name in meta.get("frozen", []):
         m.freeze(name)
+    for name in meta.get("frozen_entries", []):
+        key = "frozen_entries." + name
+        if key not in arrays:
+            raise ModelFileError(f"model file {source!r} lacks the array {key!r}: truncated or corrupt")
+        m.freeze_entries(name, np.asarray(arrays[key], dtype=bool))
     m.metadata = dict(meta.get("metadata") or {})
     m.fit_info = dict(meta.get("fit_info") or {})
     m.fit_info["history"] = list(meta.get("bound_history", []))
@@ -146,12 +195,22 @@ def load_model(source):
 def summary_text(m) -> str:
     """Bound, noise, signal-to-noise, ARD weights sorted, dimensions switched on."""
     N, D = m.Y.shape
-    lines = [f"Bayesian GP-LVM  N={N}  D={D}  Q={m.latent_dim}  M={m.num_inducing}  "
+    lines = [f"{type(m).__name__}  N={N}  D={D}  Q={m.latent_dim}  M={m.num_inducing}  "
              f"kernel={kernel_spec(m.kernel)}",
              f"  bound (ELBO)      {m.elbo():.4f}",
              f"  noise variance    {m.noise_variance:.6g}",
              f"  kernel variance   {m.kernel_variance:.6g}",
              f"  signal-to-noise   {m.kernel_variance / m.noise_variance:.4g}"]
+    if m.prior.kind == "dynamical":
+        lines.append(f"  time kernel       {m.time_kernel!r}  "
+                     f"({len(m.prior.sequence_ids)} sequence(s))")
+    if m.prior.kind == "uncertain":
+        if m.fixed_inputs:
+            lines.append("  inputs            fixed at the observations (GP regression)")
+        else:
+            sz = m.input_noise_variance
+            lines.append(f"  input noise       Sigma_z in [{sz.min():.3g}, {sz.max():.3g}], q(X) means "
+                         + ("tied to the inputs" if m.tie_mean else "free"))
     try:
         w = m.ard_weights
     except AttributeError:

@@ -71,7 +71,7 @@ def block_scales(fun_and_grad: Callable, x: np.ndarray, free: np.ndarray, blocks
         try:
             with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
                 f1, g1 = fun_and_grad(x1)
-        except (CholeskyError, FloatingPointError, np.linalg.LinAlgError, ValueError):
+        except (CholeskyError, ArithmeticError, np.linalg.LinAlgError, ValueError):
             continue
         finally:
             n_evals += 1
@@ -105,7 +105,8 @@ class Optimisation:
         """Maximise fun_and_grad over the ``free`` entries of x for ``iters`` iterations.
 
         fun_and_grad(x_full) -> (bound, gradient (size of x_full)); may raise CholeskyError /
-        FloatingPointError. ``scale`` (one per free entry): the optimiser works on
+        ArithmeticError (FloatingPointError; ZeroDivisionError when a trial step underflows the
+        noise variance to 0). ``scale`` (one per free entry): the optimiser works on
         x_free / scale. Convergence test: with ``window`` > 0, the phase ends once the best
         bound has grown by less than ``min_gain`` over the last ``window`` iterations.
         Returns the best full vector seen (also in ``best_x``).
@@ -119,7 +120,7 @@ class Optimisation:
             try:
                 with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
                     f, g = fun_and_grad(x_full)
-            except (CholeskyError, FloatingPointError, np.linalg.LinAlgError, ValueError):
+            except (CholeskyError, ArithmeticError, np.linalg.LinAlgError, ValueError):
                 f, g = np.nan, None
             if not np.isfinite(f) or g is None or not np.all(np.isfinite(g)):
                 self.n_rejected += 1

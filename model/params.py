@@ -2,7 +2,9 @@
 
 Each block has a name, a shape and a transform (identity for means and inducing inputs,
 softplus for anything positive). The optimiser only sees the unconstrained entries of the
-blocks that are not frozen.
+blocks that are not frozen. Freezing is per block (``freeze``) or per entry of a block
+(``freeze_entries``, e.g. the observed features of q(X) in the semi-supervised GP); the
+free mask combines both.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ class Block:
 
 
 class ParamLayout:
-    """Ordered blocks -> one flat vector; ``frozen`` names are left out of ``free`` vectors."""
+    """Ordered blocks -> one flat vector; ``frozen`` names are left out of ``free`` vectors,
+    and so are the entries marked in ``frozen_entries`` (name -> bool array of the block's
+    shape, True = held fixed)."""
 
     def __init__(self, blocks: list[Block]):
         self.blocks = list(blocks)
@@ -35,6 +39,7 @@ class ParamLayout:
             i += b.size
         self.size = i
         self.frozen: set[str] = set()
+        self.frozen_entries: dict[str, np.ndarray] = {}
 
     @property
     def names(self) -> list[str]:
@@ -50,8 +55,26 @@ class ParamLayout:
     def unfreeze(self, *names: str) -> None:
         self.frozen.difference_update(names)
 
+    def freeze_entries(self, name: str, mask) -> None:
+        """Hold the entries of block ``name`` where ``mask`` (the block's shape) is True;
+        replaces an earlier entry mask of that block. Block freezing is independent."""
+        if name not in self.slices:
+            raise KeyError(f"unknown parameter {name!r}; known: {self.names}")
+        shape = self.blocks[self.names.index(name)].shape
+        mask = np.asarray(mask)
+        if mask.dtype != bool or mask.shape != shape:
+            raise ValueError(f"entry mask of {name!r} must be a bool array of shape {shape}, "
+                             f"got {mask.dtype} {mask.shape}")
+        self.frozen_entries[name] = mask.copy()
+
+    def unfreeze_entries(self, *names: str) -> None:
+        for n in names:
+            self.frozen_entries.pop(n, None)
+
     def free_mask(self) -> np.ndarray:
         mask = np.ones(self.size, dtype=bool)
+        for n, m in self.frozen_entries.items():
+            mask[self.slices[n]] = ~m.ravel()
         for n in self.frozen:
             mask[self.slices[n]] = False
         return mask

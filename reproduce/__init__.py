@@ -36,3 +36,10 @@ def run(name: str, ctx: Context) -> Result:
     result.write(ctx.out_dir / name)
     gather_report(ctx.out_dir)
     return result
+register("mackey-glass", "mackey_glass", "iterative k-step forecasts with uncertain inputs (Mackey-Glass)")
+register("semi-supervised", "semi_supervised", "semi-supervised GP with missing inputs (simulated)")
+register("semi-supervised-mocap", "semi_supervised_mocap", "semi-supervised GP with missing inputs (CMU 35 walks)")
+register("cmu35", "cmu35", "CMU 35 mocap: legs/body reconstruction table (dynamical, static, NN)")
+register("cmu35-static", "cmu35_static", "CMU 35 mocap: the static variational GP-LVM rows + NN")
+register("video", "video", "Frey faces as a video: missing-pixel reconstruction (dyn., static, k-NN) and generated frames")
+register("walk", "walk", "CMU 35 walk forecast beyond its last training frame (strip of generated skeletons)")

@@ -7,10 +7,11 @@ import json
 import os
 import platform
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from model.io import atomic_write_bytes
 
 REPORT_NAME = "REPORT.md"
 
@@ -105,30 +106,8 @@ class Result:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """UTF-8 text, written atomically (``model.io.atomic_write_bytes``)."""
+    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def gather_report(out_dir: Path) -> Path:

@@ -2,10 +2,11 @@
 
 With an empty Numba cache (a fresh clone, CI) the server compiles the kernels before it
 opens its port (``panel serve --setup``, ``explorer.warm``), which takes from ~20 s on an
-idle 2-core machine to minutes on a loaded one. The server says so on its console
-("compiling the Numba kernels ...", then "... compiled in X s"); while that is the last
-word in its log, the wait goes on (up to ``COMPILE_TIMEOUT``); otherwise the server must
-answer within ``READY_TIMEOUT`` seconds of starting or of finishing the compile.
+idle 2-core machine to many minutes on a loaded one. The warm-up says on the console what
+it is doing ("[bgplvm explorer] compiling the Numba kernels ...", "kernels ready (X s)",
+..., "warm-up done in X s; serving"). While it has started and not finished, the wait goes
+on (up to ``COMPILE_TIMEOUT``); otherwise the server must answer within ``READY_TIMEOUT``
+seconds of starting or of finishing its warm-up.
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 READY_TIMEOUT = 90.0
 COMPILE_TIMEOUT = 1500.0
+WARMING = "[bgplvm explorer]"
+WARM = "warm-up done in"
 COMPILING = "compiling the Numba kernels"
-COMPILED = "Numba kernels compiled in"
+COMPILED = "kernels ready ("
 
 
 def free_port() -> int:
@@ -65,7 +68,7 @@ def start_server(log_path: Path, env_extra: dict | None = None) -> Server:
     url = f"http://127.0.0.1:{port}"
     t0 = time.time()
     deadline = t0 + READY_TIMEOUT
-    compiled_seen = False
+    warm_seen = False
     while True:
         try:
             if urllib.request.urlopen(f"{url}/liveness", timeout=1).status == 200:
@@ -74,10 +77,10 @@ def start_server(log_path: Path, env_extra: dict | None = None) -> Server:
             pass
         now = time.time()
         text = log_path.read_text(errors="replace")
-        if COMPILING in text and COMPILED not in text:  # still compiling: keep waiting
+        if WARMING in text and WARM not in text:  # compiling / warming up: keep waiting
             deadline = max(deadline, min(now + READY_TIMEOUT, t0 + COMPILE_TIMEOUT))
-        elif COMPILED in text and not compiled_seen:  # the page build and the port follow
-            compiled_seen = True
+        elif WARM in text and not warm_seen:  # the port opens next
+            warm_seen = True
             deadline = max(deadline, now + READY_TIMEOUT)
         if proc.poll() is not None or now > deadline:
             state = "exited" if proc.poll() is not None else f"not answering after {now - t0:.0f} s"

@@ -101,3 +101,20 @@ def assert_directional(f_and_grad, x, rtol: float = 1e-5, atol: float = 1e-8, ep
         ana = float(g @ d)
         tol = atol + rtol * max(abs(num), abs(ana), np.linalg.norm(g))
         assert abs(ana - num) <= tol, f"directional derivative {ana!r} vs numeric {num!r} (tol {tol:.3g})"
+
+
+def assert_model_block_gradients(m, rtol: float = 1e-5, eps: float = 1e-6, seed: int = 3) -> None:
+    """A model's bound gradient (``m._bound(x) -> (F, g)`` over its full unconstrained vector)
+    along a random direction inside each parameter block in turn, then along one random
+    direction of the whole vector; the failing block is named."""
+    x = m._x.copy()
+    _, g = m._bound(x)
+    rng = np.random.default_rng(seed)
+    blocks = [(b.name, m._layout.slices[b.name]) for b in m._layout.blocks] + [("all", slice(0, x.size))]
+    for name, sl in blocks:
+        d = np.zeros_like(x)
+        d[sl] = rng.standard_normal(sl.stop - sl.start)
+        num = (m._bound(x + eps * d, grad=False)[0] - m._bound(x - eps * d, grad=False)[0]) / (2 * eps)
+        ana = float(g @ d)
+        tol = max(rtol * abs(num), 1e-6 * np.linalg.norm(g))  # as pytest.approx(num, rel, abs)
+        assert abs(ana - num) <= tol, f"block {name}: analytic {ana!r} vs numeric {num!r}"

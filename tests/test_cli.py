@@ -37,3 +37,19 @@ def test_errors_are_reported_not_raised(tmp_path, capsys):
     assert main(["summary", str(tmp_path / "missing.npz")]) == 2
     assert main(["fit", "--dataset", "no_such_set", "--out", str(tmp_path / "o.npz")]) == 2
     assert "synth_walk" in capsys.readouterr().err  # the list of known names
+
+
+def test_commands_of_the_other_parts_are_found_through_entry_points(capsys):
+    assert main(["datasets", "list"]) == 0
+    assert "synth_walk" in capsys.readouterr().out
+    assert main(["reproduce", "--list"]) == 0
+
+
+def test_model_package_does_not_import_the_app():
+    import subprocess
+    import sys
+
+    code = ("import sys, model, model.cli; from model import DynamicalGPLVM; "
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('explorer', 'bgplvm_reproduce', 'panel')]; "
+            "print(bad); assert not bad")
+    subprocess.run([sys.executable, "-c", code], check=True)

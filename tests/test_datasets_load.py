@@ -136,6 +136,14 @@ def test_cmu35_first_row_follows_the_recipe(load):
     assert ds.label_names[ds.labels[0]].startswith("walk")
 
 
+def test_cmu35_taylor_scale_bias_is_fetched_and_cached(load, cache):
+    """The scale file is a verified file of "cmu35": fetched into the cache with the others."""
+    scale, bias = bd.cmu35_taylor_scale_bias(mirror=SHARED, cache_dir=cache, progress=False)
+    assert (cache / "cmu_mocap_35" / "cmu35TaylorScaleBias.mat").is_file()
+    assert scale.shape == bias.shape == (59,) and np.all(scale > 0) and np.all(np.isfinite(bias))
+    assert "cmu35TaylorScaleBias.mat" in load("cmu35").meta["sha256"]
+
+
 # --------------------------------------------------------------------------- image orientation
 def _mean_image(ds, rows=None):
     rows = np.arange(ds.N) if rows is None else rows

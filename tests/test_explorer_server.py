@@ -20,7 +20,7 @@ def test_server_starts_with_an_empty_numba_cache(tmp_path):
     try:
         log = srv.log()
         assert COMPILING in log and COMPILED in log, log[-2000:]
-        seconds = float(re.search(COMPILED + r" ([0-9.]+) s", log).group(1))
+        seconds = float(re.search(re.escape(COMPILED) + r"([0-9.]+) s\)", log).group(1))
         assert 0 < seconds <= srv.startup_s
         page = urllib.request.urlopen(f"{srv.url}/app", timeout=60).read().decode()
         assert "bgplvm explorer" in page

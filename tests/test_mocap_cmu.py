@@ -262,3 +262,23 @@ def test_renderer_survives_json(train):
     r2 = cmu35.CMU35PoseRenderer(**d)
     assert r2 == r
     np.testing.assert_array_equal(r2.positions(train.Y[5]), r.positions(train.Y[5]))
+
+
+# ------------------------------------------------------------------ Taylor scale / bias
+def test_taylor_scale_bias(tmp_path):
+    scale, bias = cmu35.read_taylor_scale_bias(CMU / "cmu35TaylorScaleBias.mat")
+    assert scale.shape == bias.shape == (59,) and np.all(scale > 0)
+    # known values (MATLAB file of 2007): root TX scale and TY bias; the first joint angle
+    np.testing.assert_allclose([scale[0], bias[1], scale[cmu35.TAYLOR_ANGLE_OFFSET]],
+                               [0.670553822, 17.8870285, 0.0619384064], rtol=1e-8)
+
+    bad = tmp_path / "cmu35TaylorScaleBias.mat"
+    bad.write_bytes((CMU / "cmu35TaylorScaleBias.mat").read_bytes()[:300])
+    with pytest.raises(MocapParseError, match="cmu35TaylorScaleBias.mat"):
+        cmu35.read_taylor_scale_bias(bad)
+    scipy.io.savemat(bad, {"scale": scale[None, :58], "bias": bias[None]})
+    with pytest.raises(MocapParseError, match=r"scale has shape \(1, 58\)"):
+        cmu35.read_taylor_scale_bias(bad)
+    scipy.io.savemat(bad, {"scale": -scale[None], "bias": bias[None]})
+    with pytest.raises(MocapParseError, match="<= 0"):
+        cmu35.read_taylor_scale_bias(bad)

@@ -363,3 +363,74 @@ def test_psi_gradients_with_zero_weight_blocks(case, zero):
     _, g = compiled_objective(k, pk, w0, W1, W2)(x)
     fref = reference_objective(k, pk, w0, W1, W2)
     assert_close_gradient(g, complex_step_gradient(fref, x), rtol=1e-10, atol=0.0, names=pk.names())
+
+
+# ------------------------------------------------------------------------------------------
+# per-point Psi2 weights (test time): psi_gradients_n
+# ------------------------------------------------------------------------------------------
+def weights_n(N, M, seed=21, symmetric=True):
+    rng = np.random.default_rng(seed)
+    W2n = rng.standard_normal((N, M, M))
+    if symmetric:
+        W2n = W2n + np.transpose(W2n, (0, 2, 1))
+    return W2n
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+@pytest.mark.parametrize("case", CASES)
+def test_psi_gradients_n_match_complex_step(case, symmetric):
+    """psi_gradients_n equals the complex-step derivative (w.r.t. mu, S) of the naive
+    reference L = sum w0 psi0 + sum W1 Psi1 + sum_n sum W2n[n] Psi2^n."""
+    N, M, Q = 5, 4, 3
+    k = build(case, Q)
+    mu, S, Z = gaussians(N, M, Q, seed=22)
+    w0, W1, _ = weights(N, M, seed=23)
+    W2n = weights_n(N, M, symmetric=symmetric)
+    parts = ref_parts(k)
+
+    def f(x):
+        m, s = x[:N * Q].reshape(N, Q), x[N * Q:].reshape(N, Q)
+        p0, p1, p2 = ref.sum_psi(parts, m, s, Z)
+        return np.sum(w0 * p0) + np.sum(W1 * p1) + np.sum(W2n * p2)
+
+    dmu, dS = k.psi_gradients_n(w0, W1, W2n, mu, S, Z)
+    assert dmu.shape == dS.shape == (N, Q)
+    g_ref = complex_step_gradient(f, np.concatenate([mu.ravel(), S.ravel()]))
+    assert_close_gradient(np.concatenate([dmu.ravel(), dS.ravel()]), g_ref, rtol=1e-10, atol=0.0)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_psi_gradients_n_equal_per_point_psi_gradients(case):
+    """Row n of psi_gradients_n is psi_gradients of the single point n with dL_dPsi2 = W2n[n]."""
+    N, M, Q = 6, 5, 3
+    k = build(case, Q)
+    mu, S, Z = gaussians(N, M, Q, seed=24)
+    w0, W1, _ = weights(N, M, seed=25)
+    W2n = weights_n(N, M, seed=26, symmetric=False)
+    dmu, dS = k.psi_gradients_n(w0, W1, W2n, mu, S, Z)
+    for n in range(N):
+        gmu, gS, _, _ = k.psi_gradients(w0[n:n + 1], W1[n:n + 1], W2n[n], mu[n:n + 1], S[n:n + 1], Z)
+        assert_rel(dmu[n], gmu[0], 1e-11)
+        assert_rel(dS[n], gS[0], 1e-11)
+
+
+@pytest.mark.parametrize("case", ["rbf", "linear", "rbf+linear+bias", "linear+linear"])
+def test_psi_gradients_n_serial_and_parallel_agree(case):
+    N, M, Q = 37, 6, 3
+    k = build(case, Q)
+    mu, S, Z = gaussians(N, M, Q, seed=27)
+    w0, W1, _ = weights(N, M, seed=28)
+    W2n = weights_n(N, M, seed=29)
+    out = []
+    for par in (False, True):
+        with cfg.parallel_mode(par):
+            out.append(k.psi_gradients_n(w0, W1, W2n, mu, S, Z))
+    for a, b in zip(*out):
+        assert_rel(a, b, 1e-12)
+
+
+def test_psi_gradients_n_rejects_wrong_shapes():
+    k = build("rbf", 2)
+    mu, S, Z = gaussians(3, 4, 2)
+    with pytest.raises(ValueError, match="dL_dPsi2n"):
+        k.psi_gradients_n(np.zeros(3), np.zeros((3, 4)), np.zeros((4, 4)), mu, S, Z)

@@ -53,6 +53,8 @@ __all__ = [
     "pose_channels",
     "CMU35PoseRenderer",
     "load_walk_jog",
+    "read_taylor_scale_bias",
+    "TAYLOR_ANGLE_OFFSET",
     "build",
 ]
 
@@ -310,6 +312,41 @@ def load_walk_jog(path: str | os.PathLike, split: str = "train") -> list[tuple[s
     else:
         raise ValueError(f"split must be 'train', 'test' or 'test_all', got {split!r}")
     return [(t, m, np.array(Y[first:first + n], dtype=np.float64)) for t, first, n, m in trials]
+
+
+# Taylor et al.'s 59 single-frame features are [root TX TY TZ, sin RX RY RZ, cos RX RY RZ,
+# the 50 joint angles in degrees]: 'cmu35gplvm' joint angle c (0..49) is Taylor feature c + 9
+# (the ``scale(missingInd + 9)`` of GPmat's fgplvmTaylorAngleErrors.m).
+TAYLOR_ANGLE_OFFSET = 9
+
+
+def read_taylor_scale_bias(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
+    """``scale`` and ``bias`` (59,) each of GPmat's ``cmu35TaylorScaleBias.mat``.
+
+    The per-feature normalisation of Taylor et al.'s 'cmu35Taylor' features (a feature
+    x is used as (x - bias) * scale); the paper's SC error multiplies joint-angle errors
+    in degrees by ``scale[c + TAYLOR_ANGLE_OFFSET]``.  The file stores both as 1 x 59.
+    """
+    import scipy.io
+
+    path = Path(path)
+    try:
+        d = scipy.io.loadmat(path)
+    except Exception as e:  # scipy raises several types for corrupt files
+        raise MocapParseError(path.name, f"cannot read as a MATLAB file: {e}") from None
+    out = []
+    for k in ("scale", "bias"):
+        if k not in d:
+            raise MocapParseError(path.name, f"no variable {k!r}")
+        v = np.asarray(d[k], dtype=np.float64)
+        if v.shape != (1, N_FEATURES):
+            raise MocapParseError(path.name, f"{k} has shape {v.shape}, expected (1, {N_FEATURES})")
+        if not np.all(np.isfinite(v)):
+            raise MocapParseError(path.name, f"{k} has non-finite values")
+        out.append(v.ravel().copy())
+    if np.any(out[0] <= 0):
+        raise MocapParseError(path.name, "scale has entries <= 0")
+    return out[0], out[1]
 
 
 def build(paths: dict[str, Path], split: str = "train"):

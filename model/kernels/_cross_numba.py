@@ -189,3 +189,46 @@ def grad(mu, S, Z, sf2, alpha, V, nchunks):
         dth += dthc[c]
         H += Hc[c]
     return dmu, dS, dZ, dth[0], dth[1:].copy(), H
+
+
+# --- per-point gradients (test time): a different V for every point ---------------------------
+@njit(**_SERIAL)
+def _grad_n_rows(n0, n1, mu, S, Z, sf2, alpha, Vn, dmu, dS):
+    """Rows n of dmu, dS (added to) of L_x = sum_{n, m} Psi1_rbf[n, m] mhat[n, m, :] . Vn[n, m, :]
+    (the formulas of ``_grad_rows`` with V replaced by the point's own Vn[n])."""
+    M, Q = Z.shape
+    d1 = np.empty(Q)
+    ad1 = np.empty(Q)
+    for n in range(n0, n1):
+        logc = _point_setup(n, mu, S, sf2, alpha, d1, ad1)
+        V = Vn[n]
+        for m in range(M):
+            psi = _psi1_entry(n, m, mu, Z, ad1, logc)
+            g = 0.0
+            for q in range(Q):
+                mh = mu[n, q] - ad1[q] * S[n, q] * (mu[n, q] - Z[m, q])
+                g += mh * V[m, q]
+            pg = psi * g
+            for q in range(Q):
+                u = mu[n, q] - Z[m, q]
+                a, e = alpha[q], d1[q]
+                pv = psi * V[m, q]
+                dmu[n, q] += -pg * ad1[q] * u + pv * e
+                dS[n, q] += 0.5 * pg * ad1[q] * (ad1[q] * u * u - 1.0) - pv * a * e * e * u
+
+
+@njit(**_PARALLEL)
+def _grad_n_blocks(N, nchunks, mu, S, Z, sf2, alpha, Vn, dmu, dS):
+    """The only parallel code: one block of points per iteration (see grad_n)."""
+    for c in prange(nchunks):
+        _grad_n_rows(c * N // nchunks, (c + 1) * N // nchunks, mu, S, Z, sf2, alpha, Vn, dmu, dS)
+
+
+@njit(**_SERIAL)
+def grad_n(mu, S, Z, sf2, alpha, Vn, nchunks):
+    """(dmu (N, Q), dS (N, Q)) of L_x with per-point Vn (N, M, Q)."""
+    N, Q = mu.shape
+    dmu = np.zeros((N, Q))
+    dS = np.zeros((N, Q))
+    _grad_n_blocks(N, nchunks, mu, S, Z, sf2, alpha, Vn, dmu, dS)
+    return dmu, dS

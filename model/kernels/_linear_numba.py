@@ -203,3 +203,62 @@ def psi_gradients(dL_dpsi0, dL_dPsi1, mu, S, A, K2, b, nchunks):
         C += Cc[c]
         db += dbc[c]
     return dmu, dS, R, C, db
+
+
+# --------------------------------------------------------------------------------------
+# per-point gradients (test time): dL_dPsi2n differs for every point
+# --------------------------------------------------------------------------------------
+@njit(**_SERIAL)
+def _grad_n_rows(n0, n1, w0, W1, W2n, mu, S, A, b, dmu, dS):
+    """Rows n of dmu, dS for L = sum w0 psi0 + sum W1 * Psi1 + sum_n sum W2n[n] * Psi2^n.
+
+    With K2n = A^T W2n[n] A (Q, Q):
+        dL/dmu_n = 2 w0_n b * mu_n + W1[n] A + (K2n + K2n^T) mu_n,
+        dL/dS_n  = w0_n b + diag(K2n).
+    """
+    M, Q = A.shape
+    T = np.empty((M, Q))
+    K2 = np.empty((Q, Q))
+    for n in range(n0, n1):
+        W = W2n[n]
+        for m in range(M):  # T = W A
+            for q in range(Q):
+                T[m, q] = 0.0
+            for m2 in range(M):
+                w = W[m, m2]
+                for q in range(Q):
+                    T[m, q] += w * A[m2, q]
+        for q in range(Q):  # K2 = A^T T
+            for r in range(Q):
+                K2[q, r] = 0.0
+        for m in range(M):
+            for q in range(Q):
+                a = A[m, q]
+                for r in range(Q):
+                    K2[q, r] += a * T[m, r]
+        for q in range(Q):
+            g = 2.0 * w0[n] * b[q] * mu[n, q]
+            for m in range(M):
+                g += W1[n, m] * A[m, q]
+            for r in range(Q):
+                g += (K2[q, r] + K2[r, q]) * mu[n, r]
+            dmu[n, q] = g
+            dS[n, q] = w0[n] * b[q] + K2[q, q]
+
+
+@njit(**_PARALLEL)
+def _psi_gradients_n_blocks(N, nchunks, dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, A, b, dmu, dS):
+    """The only parallel code: one block of points per iteration (see psi_gradients_n)."""
+    for c in prange(nchunks):
+        _grad_n_rows(c * N // nchunks, (c + 1) * N // nchunks,
+                     dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, A, b, dmu, dS)
+
+
+@njit(**_SERIAL)
+def psi_gradients_n(dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, A, b, nchunks):
+    """(dL_dmu (N, Q), dL_dS (N, Q)) for per-point weights dL_dPsi2n (N, M, M); A = Z diag(b)."""
+    N, Q = mu.shape
+    dmu = np.empty((N, Q))
+    dS = np.empty((N, Q))
+    _psi_gradients_n_blocks(N, nchunks, dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, A, b, dmu, dS)
+    return dmu, dS

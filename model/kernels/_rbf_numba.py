@@ -41,10 +41,15 @@ on (n, q), so they are folded to three multiply-adds per (n, pair, q):
     sum_p G_p t_p, sum_p G_p t_p^2          (dL/dmu_n, dL/dS_n, dL/dalpha)
     T[q, p] += G_p d2_q t_p                 (dL/dZ, summed over n, scattered once at the end)
 
+Test time (``psi_gradients_n``): every point has its own dL/dPsi2^n, so the sums over pairs
+are done per point on the direct form of Psi2^n (as ``psi2n``), giving dL/dmu_n and dL/dS_n
+only.
+
 Every ``*_rows`` function is serial and processes the points n0 <= n < n1; each
 ``*_blocks`` function is the kernel's one ``prange`` loop over blocks of points; the public
-functions (``K``, ``psi1``, ``psi2``, ``psi2n``, ``psi_gradients``) allocate, run the blocks
-and reduce them in block order; the caller sets the number of threads (see
+functions (``K``, ``psi1``, ``psi2``, ``psi2n``, ``psi_gradients``, ``psi_gradients_n``)
+allocate, run the blocks and reduce them in block order; the caller sets the number of
+threads (see
 ``model/_numba_config.py``).
 """
 
@@ -614,3 +619,88 @@ def psi_gradients(dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z, sf2, alpha, do1, do2, 
     for n in range(N):
         dsf2 += dL_dpsi0[n]
     return dmu, dS, dZ, dsf2, dth[1:].copy()
+
+
+# --------------------------------------------------------------------------------------
+# per-point gradients (test time): dL_dPsi2n differs for every point
+# --------------------------------------------------------------------------------------
+@njit(**_SERIAL)
+def _grad_n_rows(n0, n1, dL_dPsi1, dL_dPsi2n, mu, S, ZT, zbar, D0, pm, pm2, sf2, alpha,
+                 do1, do2, dmu, dS):
+    """Rows n0 <= n < n1 of dmu, dS (N, Q) for L = sum W1 * Psi1 + sum_n W2n[n] * Psi2^n.
+
+    Psi2^n in the direct per-point form (as ``psi2n``); per point and pair p = (m, m'),
+    G_p = w_p Psi2^n_p with w_p the folded weight of W2n[n] (pair_weights), then
+        dL/dmu_nq = -2 alpha_q d2_q sum_p G_p t_qp,
+        dL/dS_nq  = alpha_q d2_q (2 alpha_q d2_q sum_p G_p t_qp^2 - sum_p G_p).
+    The Psi1 part is ``_psi1_grad_point``; its Z and parameter sums go to scratch arrays
+    (test time holds Z and the kernel fixed).
+    """
+    Q, M = ZT.shape
+    P = zbar.shape[1]
+    d1 = np.empty(Q)
+    ad1 = np.empty(Q)
+    ex1 = np.empty(M)
+    G1 = np.empty(M)
+    scratch = np.empty(max(P, M))
+    dZT_unused = np.zeros((Q, M))
+    dth_unused = np.zeros(Q + 1)
+    ex = np.empty(P)
+    G = np.empty(P)
+    d2 = np.empty(Q)
+    for n in range(n0, n1):
+        for q in range(Q):
+            dmu[n, q] = 0.0
+            dS[n, q] = 0.0
+        if do1:
+            _psi1_grad_point(n, dL_dPsi1, mu, S, ZT, sf2, alpha, dmu, dS, dZT_unused,
+                             dth_unused, d1, ad1, ex1, G1, scratch)
+        if not do2:
+            continue
+        _psi2_log_exponent(n, mu, S, zbar, D0, sf2, alpha, d2, ex)
+        exp_into(ex, G, scratch[:P])
+        W = dL_dPsi2n[n]
+        gsum = 0.0
+        for p in range(P):
+            m, m2 = pm[p], pm2[p]
+            w = W[m, m] if m == m2 else W[m, m2] + W[m2, m]
+            g = G[p] * w
+            G[p] = g
+            gsum += g
+        for q in range(Q):
+            muq = mu[n, q]
+            s1 = 0.0
+            s2 = 0.0
+            for p in range(P):
+                t = muq - zbar[q, p]
+                gt = G[p] * t
+                s1 += gt
+                s2 += gt * t
+            a = alpha[q]
+            e = d2[q]
+            dmu[n, q] -= 2.0 * a * e * s1
+            dS[n, q] += a * e * (2.0 * a * e * s2 - gsum)
+
+
+@njit(**_PARALLEL)
+def _psi_gradients_n_blocks(N, nchunks, dL_dPsi1, dL_dPsi2n, mu, S, ZT, zbar, D0, pm, pm2,
+                            sf2, alpha, do1, do2, dmu, dS):
+    """The only parallel code: one block of points per iteration (see psi_gradients_n)."""
+    for c in prange(nchunks):
+        _grad_n_rows(c * N // nchunks, (c + 1) * N // nchunks,
+                     dL_dPsi1, dL_dPsi2n, mu, S, ZT, zbar, D0, pm, pm2, sf2, alpha, do1, do2,
+                     dmu, dS)
+
+
+@njit(**_SERIAL)
+def psi_gradients_n(dL_dPsi1, dL_dPsi2n, mu, S, Z, sf2, alpha, do1, do2, nchunks):
+    """(dL_dmu (N, Q), dL_dS (N, Q)) of L = sum W1 * Psi1 + sum_n sum W2n[n] * Psi2^n,
+    dL_dPsi2n (N, M, M) any (not necessarily symmetric) per-point weights. psi0 = sf2 does
+    not depend on mu, S."""
+    N, Q = mu.shape
+    pm, pm2, zbar, D0 = pair_tables(Z, alpha)
+    dmu = np.empty((N, Q))
+    dS = np.empty((N, Q))
+    _psi_gradients_n_blocks(N, nchunks, dL_dPsi1, dL_dPsi2n, mu, S, np.ascontiguousarray(Z.T),
+                            zbar, D0, pm, pm2, sf2, alpha, do1, do2, dmu, dS)
+    return dmu, dS

@@ -77,3 +77,13 @@ def psi_gradient_inputs(kernel, dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z):
     N, M = mu.shape[0], Z.shape[0]
     return (as_array(dL_dpsi0, (N,), "dL_dpsi0"), as_array(dL_dPsi1, (N, M), "dL_dPsi1"),
             as_array(dL_dPsi2, (M, M), "dL_dPsi2"), mu, S, Z)
+
+
+def psi_gradient_n_inputs(kernel, dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, Z):
+    """Validated (dL_dpsi0 (N,), dL_dPsi1 (N, M), dL_dPsi2n (N, M, M), mu, S (N, Q), Z (M, Q)),
+    the arguments of every ``psi_gradients_n``."""
+    mu, S = as_gaussians(mu, S, kernel.input_dim)
+    Z = as_points(Z, kernel.input_dim, "Z")
+    N, M = mu.shape[0], Z.shape[0]
+    return (as_array(dL_dpsi0, (N,), "dL_dpsi0"), as_array(dL_dPsi1, (N, M), "dL_dPsi1"),
+            as_array(dL_dPsi2n, (N, M, M), "dL_dPsi2n"), mu, S, Z)

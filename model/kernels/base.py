@@ -85,6 +85,17 @@ class Kernel:
         """
         raise NotImplementedError
 
+    def psi_gradients_n(self, dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, Z):
+        """Chain rule through the psi statistics with a different Psi2 weight per point.
+
+        L = sum_n [dL_dpsi0_n psi0_n + dL_dPsi1[n] . Psi1[n] + sum dL_dPsi2n[n] * Psi2^n]
+        with dL_dpsi0 (N,), dL_dPsi1 (N, M), dL_dPsi2n (N, M, M) (any, not necessarily
+        symmetric). Used at test time, where every test point has its own factorisation
+        (``model/testbound.py``). Returns (dL_dmu (N, Q), dL_dS (N, Q)) only: Z and the
+        kernel parameters are held fixed there, so their gradients are not computed.
+        """
+        raise NotImplementedError
+
     # --- ARD ------------------------------------------------------------------------------
     @property
     def ard_weights(self) -> np.ndarray | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._util import as_array, as_gaussians, as_points, positive_scalar
+from ._util import as_array, as_gaussians, as_points, positive_scalar, psi_gradient_n_inputs
 from .base import Kernel
 
 
@@ -19,6 +19,11 @@ class _ScalarVariance(Kernel):
     @property
     def variance(self) -> float:
         return float(self.params["variance"])
+
+    def psi_gradients_n(self, dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, Z):
+        """See :meth:`Kernel.psi_gradients_n`: the statistics do not depend on mu, S."""
+        _, _, _, mu, S, _ = psi_gradient_n_inputs(self, dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, Z)
+        return np.zeros_like(mu), np.zeros_like(S)
 
 
 class Bias(_ScalarVariance):

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import _linear_numba as _nb
-from ._util import as_array, as_gaussians, as_points, positive_vector, psi_gradient_inputs, run_blocks
+from ._util import (as_array, as_gaussians, as_points, positive_vector, psi_gradient_inputs,
+                    psi_gradient_n_inputs, run_blocks)
 from .base import Kernel
 
 
@@ -89,3 +90,12 @@ class Linear(Kernel):
                                  dL_dpsi0, dL_dPsi1, mu, S, A, K2, b)
         G = R + 2.0 * (Wsym @ A @ C)  # dL/dA
         return dmu, dS, G * b, {"variances": db + np.sum(G * Z, axis=0)}
+
+    def psi_gradients_n(self, dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, Z):
+        """See :meth:`Kernel.psi_gradients_n`; formulas in ``_linear_numba._grad_n_rows``."""
+        dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, Z = psi_gradient_n_inputs(
+            self, dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, Z)
+        b = self.variances
+        A = np.ascontiguousarray(Z * b)
+        return run_blocks(_nb.psi_gradients_n, mu.shape[0],
+                    dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, A, b)

@@ -6,7 +6,7 @@ import numpy as np
 
 from . import _rbf_numba as _nb
 from ._util import (as_array, as_gaussians, as_points, positive_scalar, positive_vector,
-                    psi_gradient_inputs, run_blocks)
+                    psi_gradient_inputs, psi_gradient_n_inputs, run_blocks)
 from .base import Kernel
 
 
@@ -92,3 +92,11 @@ class RBF(Kernel):
         dmu, dS, dZ, dsf2, dalpha = run_blocks(
             _nb.psi_gradients, N, dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z, self.sf2, self.alpha, do1, do2)
         return dmu, dS, dZ, self._theta_grads(dsf2, dalpha)
+
+    def psi_gradients_n(self, dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, Z):
+        """See :meth:`Kernel.psi_gradients_n` (psi0 = sf2 does not depend on mu, S)."""
+        dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, Z = psi_gradient_n_inputs(
+            self, dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, Z)
+        do1, do2 = bool(dL_dPsi1.any()), bool(dL_dPsi2n.any())
+        return run_blocks(_nb.psi_gradients_n, mu.shape[0],
+                    dL_dPsi1, dL_dPsi2n, mu, S, Z, self.sf2, self.alpha, do1, do2)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _cross_numba as _cx
-from ._util import as_gaussians, as_points, psi_gradient_inputs, run_blocks
+from ._util import as_gaussians, as_points, psi_gradient_inputs, psi_gradient_n_inputs, run_blocks
 from .base import Kernel
 from .bias import Bias, White
 from .linear import Linear
@@ -225,3 +225,38 @@ class Sum(Kernel):
             for key, g in gth.items():
                 grads[f"{self.prefixes[i]}.{key}"] += g
         return dmu, dS, dZ, grads
+
+    def psi_gradients_n(self, dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, Z):
+        """See :meth:`Kernel.psi_gradients_n`: ``psi_gradients`` with a weight W2n[n] per point.
+
+        Cross terms per point, with Ws_n = W2n[n] + W2n[n]^T: bias folds v_b (row sums of
+        Ws_n) into the other part's dL_dPsi1[n]; rbf x linear uses V_n = (Ws_n Z) diag(b)
+        (``_cross_numba.grad_n``); linear x linear G_n = A_i^T Ws_n A_j gives
+        dmu_n = (G_n + G_n^T) mu_n, dS_n = diag(G_n).
+        """
+        dL_dpsi0, dL_dPsi1, W2n, mu, S, Z = psi_gradient_n_inputs(
+            self, dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, Z)
+        N = mu.shape[0]
+        Ws = W2n + np.transpose(W2n, (0, 2, 1))  # (N, M, M)
+        dmu, dS = np.zeros_like(mu), np.zeros_like(S)
+        W1 = [dL_dPsi1] * len(self.parts)
+        for kind, i, j in self._pairs():
+            a, b = self.parts[i], self.parts[j]
+            if kind == "bias":  # a is the bias
+                W1[j] = W1[j] + a.variance * Ws.sum(1)
+            elif kind == "rbf_linear":  # a rbf, b linear
+                Vn = np.ascontiguousarray((Ws @ Z) * b.variances)  # (N, M, Q)
+                gmu, gS = run_blocks(_cx.grad_n, N,
+                               mu, S, Z, a.sf2, a.alpha, Vn)
+                dmu += gmu
+                dS += gS
+            else:  # linear_linear
+                Ai, Aj = Z * a.variances, Z * b.variances
+                G = np.einsum("mq,nmk,kr->nqr", Ai, Ws, Aj)  # (N, Q, Q)
+                dmu += np.einsum("nqr,nr->nq", G + np.transpose(G, (0, 2, 1)), mu)
+                dS += np.einsum("nqq->nq", G)
+        for i, p in enumerate(self.parts):
+            gmu, gS = p.psi_gradients_n(dL_dpsi0, W1[i], W2n, mu, S, Z)
+            dmu += gmu
+            dS += gS
+        return dmu, dS

@@ -20,6 +20,8 @@ pytestmark = pytest.mark.browser
 LATENT = "Latent space"
 ARD = "ARD relevance"
 OUTPUT = "Generated"
+PLAYING = "Playing"
+TIMELINE = "Latent trajectory over time"
 
 # BokehJS's own view of a plot, found by the start of its title: the canvas's page box,
 # the frame (data area) inside it, axis labels, and data -> page pixel mapping.
@@ -55,8 +57,13 @@ def plot_info(page, prefix, xs=None, ys=None, timeout=30.0):
 def open_app(page, server):
     page.goto(server)
     plot_info(page, LATENT)
-    plot_info(page, ARD)
     plot_info(page, OUTPUT)
+    plot_info(page, PLAYING)
+    page.wait_for_timeout(300)
+
+
+def show_tab(page, name):
+    page.get_by_text(name, exact=True).first.click()
     page.wait_for_timeout(300)
 
 
@@ -88,6 +95,7 @@ def test_page_loads_with_ard_and_latent_view(page, server):
     open_app(page, server)
     load_s = time.time() - t0
     lat = plot_info(page, LATENT)
+    show_tab(page, "Relevance (ARD)")
     ard = plot_info(page, ARD)
     assert lat["box"][2] > 300 and ard["box"][2] > 200
     assert lat["xlabel"].startswith("latent dimension") and lat["ylabel"].startswith("latent dimension")
@@ -154,6 +162,7 @@ def test_clicking_an_ard_bar_changes_the_axes(page, server):
     cur = int(before.split()[-1])
     ylab = int(lat["ylabel"].split()[-1])
     target = next(q for q in range(5) if q not in (cur, ylab))
+    show_tab(page, "Relevance (ARD)")
     ard = plot_info(page, ARD)
     fx, fy, fw, fh = ard["frame"]
     cats = page.evaluate("""() => { for (const v of Bokeh.index.all_views()) { const m = v.model;
@@ -170,7 +179,7 @@ def test_clicking_an_ard_bar_changes_the_axes(page, server):
 def test_training_from_the_page_shows_progress_and_finishes(page, server):
     """Choose the embedded video, train from the page, get an image output."""
     open_app(page, server)
-    sel = page.locator("select").first
+    sel = page.locator("select", has=page.locator("option", has_text="Synthetic video")).first
     sel.select_option(label=sel.locator("option", has_text="Synthetic video").first.inner_text())
     page.get_by_role("button", name="Load data set").click()
     page.get_by_text(re.compile(r"^Loaded synth_video")).wait_for(timeout=20000)
@@ -226,13 +235,15 @@ def test_export_downloads(page, server):
     for label, magic in (("Latent view PNG", b"\x89PNG"), ("Latent view SVG", b"<svg"),
                          ("ARD chart PNG", b"\x89PNG"), ("ARD chart SVG", b"<svg"),
                          ("Generated output PNG", b"\x89PNG"), ("Generated output SVG", b"<svg"),
+                         ("Trajectory PNG", b"\x89PNG"), ("Trajectory SVG", b"<svg"),
+                         ("Played sequence GIF", b"GIF8"),
                          ("Latent coords CSV", b"index,"), ("Latent coords NPZ", b"PK")):
         with page.expect_download(timeout=30000) as dl:
             page.get_by_role("button", name=label).click()
         data = open(dl.value.path(), "rb").read()
         assert data.startswith(magic), (label, data[:40])
         name = dl.value.suggested_filename
-        assert name.startswith("bgplvm-synth_walk-") and name.endswith("." + label.split()[-1].lower()), name
+        assert name.startswith("bgplvm-cmu35-") and name.endswith("." + label.split()[-1].lower()), name
         if magic == b"<svg":
             root = ET.fromstring(data)
             assert root.tag.endswith("svg") and len(list(root.iter())) > 20
@@ -241,6 +252,9 @@ def test_export_downloads(page, server):
             im.load()
             assert im.size[0] > 400
             im.save(ARTIFACTS / f"browser-export-{name}")
+        elif magic == b"GIF8":
+            im = Image.open(io.BytesIO(data))
+            assert im.n_frames > 100  # the sequence (89 frames) and its forecast
 
 
 def test_invalid_upload_shows_error_and_page_keeps_working(page, server, tmp_path):

@@ -1,0 +1,498 @@
+"""The sequence player: a training sequence (and its forecast) played in the browser.
+
+The server computes all frames of the chosen sequence in one batched call
+(``ExplorerState.playback``: q(X*) along time, then meanFstar / covFstar) and sends them
+once, as arrays in Bokeh data sources. Playing is then done by BokehJS alone: a
+``requestAnimationFrame`` loop moves the time slider, and one ``CustomJS`` copies frame i
+into the drawn sources (pose or frame, the per-joint discs or sd image, the marker on the
+latent view, the time cursor). The models that change on every frame are
+``syncable=False``: nothing goes back to the server while a sequence plays, so playing
+costs the server nothing, whatever the number of sessions.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import panel as pn
+import param
+from bokeh.layouts import column, row
+from bokeh.models import (BoxAnnotation, CheckboxGroup, ColumnDataSource, CustomJS, Label, Range1d, Select,
+                          Slider, Span, Toggle)
+from bokeh.plotting import figure
+from panel.io.document import unlocked
+
+from . import sequences as seqs
+from .plots import X_COLOR, Y_COLOR
+from .state import ExplorerState, UserError
+from .views import guarded
+
+log = logging.getLogger("explorer")
+
+PLAY_TITLE = "Playing"
+TIME_TITLE = "Latent trajectory over time"
+FORECAST_COLOR = "#8e44ad"  # purple: distinct from the label colours and the axis colours
+TRAIN_PATH_COLOR = "#222222"
+SPEEDS = ["0.25x", "0.5x", "1x", "2x", "4x"]
+
+# Copy frame i of the sent frames into the drawn sources. Runs on every slider change
+# (from the play loop, a drag, or the server when a new sequence arrives).
+JS_RENDER = """
+const T = traj.data.t.length;
+if (T === 0) { return; }
+const i = Math.max(0, Math.min(T - 1, Math.round(slider.value)));
+const fc = traj.data.fc[i] > 0;
+marker.data = {lx: [traj.data.lx[i]], ly: [traj.data.ly[i]], color: [fc ? '%(fc)s' : '%(tr)s']};
+span.location = traj.data.t[i];
+span.line_color = fc ? '%(fc)s' : '#333333';
+const kind = meta.data.kind[0];
+if (kind === 'pose') {
+  const J = meta.data.J[0], u = frames.data.u, v = frames.data.v, r = frames.data.r;
+  const a = bones.data.a, b = bones.data.b, o = i * J;
+  const x0 = [], y0 = [], x1 = [], y1 = [];
+  for (let k = 0; k < a.length; k++) {
+    x0.push(u[o + a[k]]); y0.push(v[o + a[k]]); x1.push(u[o + b[k]]); y1.push(v[o + b[k]]);
+  }
+  pose_bones.data = {x0: x0, y0: y0, x1: x1, y1: y1};
+  const x = [], y = [], rr = [];
+  for (let j = 0; j < J; j++) { x.push(u[o + j]); y.push(v[o + j]); rr.push(2 * r[o + j]); }
+  pose_joints.data = {x: x, y: y, r: rr};
+  pose_glyph.line_color = fc ? '%(fc)s' : '#1f3b73';
+} else if (kind === 'image') {
+  const W = meta.data.W[0], H = meta.data.H[0];
+  img_src.data = {image: [images.data.img[i]], x: [0], y: [0], dw: [W], dh: [H]};
+  sd_src.data = {image: [images.data.sd[i]], x: [0], y: [0], dw: [W], dh: [H]};
+} else if (kind === 'vector') {
+  const D = meta.data.J[0], y = frames.data.u, s = frames.data.r, o = i * D;
+  const d = [], m = [], lo = [], hi = [];
+  for (let k = 0; k < D; k++) { d.push(k); m.push(y[o + k]); lo.push(y[o + k] - 2 * s[o + k]); hi.push(y[o + k] + 2 * s[o + k]); }
+  vec_src.data = {d: d, y: m, lo: lo, hi: hi};
+}
+const n = meta.data.n_train[0], unit = meta.data.unit[0], t = traj.data.t[i];
+// a canvas label, not a DOM element: changing it repaints one small plot, no page layout
+info.text = `frame ${i + 1}/${T}  t = ${t.toFixed(2)} ${unit}` + (fc ? `  forecast +${(t - traj.data.t[n - 1]).toFixed(2)}` : '');
+info.text_color = fc ? '%(fc)s' : '#333333';
+window.__bgplvm_frames = window.__bgplvm_frames || [];
+window.__bgplvm_frames.push([performance.now(), i]);
+if (window.__bgplvm_frames.length > 5000) { window.__bgplvm_frames.splice(0, 2500); }
+""" % {"fc": FORECAST_COLOR, "tr": TRAIN_PATH_COLOR}
+
+# Play / pause: a requestAnimationFrame loop that advances the slider at fps x speed.
+JS_PLAY = """
+const key = '__bgplvm_play_' + slider.id;
+const st = window[key] || (window[key] = {raf: null, t0: 0, i0: 0});
+if (st.raf !== null) { cancelAnimationFrame(st.raf); st.raf = null; }
+if (!toggle.active) { toggle.label = '\\u25B6 Play'; return; }
+toggle.label = '\\u275A\\u275A Pause';
+const T0 = traj.data.t.length;
+if (T0 === 0) { toggle.active = false; return; }
+if (slider.value >= T0 - 1) { slider.value = 0; }
+st.t0 = performance.now(); st.i0 = slider.value;
+function tick(now) {
+  if (!toggle.active) { st.raf = null; return; }
+  const T = traj.data.t.length;
+  const fps = meta.data.fps[0] * parseFloat(speed.value);
+  let i = st.i0 + Math.floor((now - st.t0) / 1000 * fps);
+  if (i >= T) {
+    if (loop.active.length > 0) { st.t0 = now; st.i0 = 0; i = 0; }
+    else { slider.value = T - 1; toggle.active = false; st.raf = null; return; }
+  }
+  if (i !== slider.value) { slider.value = i; }
+  st.raf = requestAnimationFrame(tick);
+}
+st.raf = requestAnimationFrame(tick);
+"""
+
+# A new speed takes effect from the current frame.
+JS_SPEED = """
+const st = window['__bgplvm_play_' + slider.id];
+if (st) { st.t0 = performance.now(); st.i0 = slider.value; }
+"""
+
+
+def _cds(**cols) -> ColumnDataSource:
+    return ColumnDataSource(data={k: v for k, v in cols.items()})
+
+
+def _local(model):
+    """A model the browser changes on every frame: never synchronised back to Python."""
+    model.syncable = False
+    return model
+
+
+class PlayerView(pn.viewable.Viewer):
+    """Sequence choice, forecast horizon, play/pause/speed/loop, the played output and
+    the latent coordinates against time with their 2-sd bands."""
+
+    state = param.ClassSelector(class_=ExplorerState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        s = self.state
+        # ---- data sent once per sequence
+        self.meta = _cds(kind=["none"], J=[0], W=[1], H=[1], fps=[30.0], n_train=[0], unit=["s"])
+        self.traj = _cds(t=[], lx=[], ly=[], xlo=[], xhi=[], ylo=[], yhi=[], fc=[])
+        self.frames = _cds(u=[], v=[], r=[])
+        self.images = _cds(img=[], sd=[])
+        self.bones = _cds(a=[], b=[])
+        # latent-view layers (attached to the latent figure by ``attach_latent``)
+        self.path_src = _cds(xs=[], ys=[], color=[], dash=[])
+        self.ellipse_src = _cds(xs=[], ys=[], color=[], fill=[])
+        # ---- drawn, changed by the browser on every frame
+        self.marker = _local(_cds(lx=[], ly=[], color=[]))
+        self.pose_bones = _local(_cds(x0=[], y0=[], x1=[], y1=[]))
+        self.pose_joints = _local(_cds(x=[], y=[], r=[]))
+        self.img_src = _local(_cds(image=[np.zeros((1, 1))], x=[0], y=[0], dw=[1], dh=[1]))
+        self.sd_src = _local(_cds(image=[np.zeros((1, 1))], x=[0], y=[0], dw=[1], dh=[1]))
+        self.vec_src = _local(_cds(d=[], y=[], lo=[], hi=[]))
+        self.span = _local(Span(location=0, dimension="height", line_color="#333333", line_width=2, level="overlay"))
+        self.forecast_box = BoxAnnotation(left=None, fill_color=FORECAST_COLOR, fill_alpha=0.08, line_alpha=0)
+        self.slider = _local(Slider(start=0, end=1, value=0, step=1, title="frame", width=300,
+                                    show_value=False, css_classes=["play-slider"]))
+        self.toggle = _local(Toggle(label="\u25B6 Play", button_type="primary", width=90, css_classes=["play-toggle"]))
+        self.speed = _local(Select(options=SPEEDS, value="1x", width=70, css_classes=["play-speed"]))
+        self.loop = _local(CheckboxGroup(labels=["loop"], active=[0], css_classes=["play-loop"]))
+        self.info = _local(Label(x=6, y=4, x_units="screen", y_units="screen", text="", text_font_size="12px",
+                                 level="overlay", background_fill_color="white", background_fill_alpha=0.7))
+        self.pose_glyph = None
+        self._figs = {}
+        self._kind = None
+        self._out_pane = pn.pane.Bokeh(None)
+        self._time_pane = pn.pane.Bokeh(None)
+        self._seq = pn.widgets.Select(label="sequence", width=220, css_classes=["play-sequence"])
+        self._horizon = pn.widgets.IntSlider(label="forecast steps past the end", start=0,
+                                             end=s.param.forecast_steps.bounds[1], step=10,
+                                             value=s.forecast_steps, width=230)
+        self._seq.param.watch(self._on_seq, "value")
+        self._horizon.param.watch(self._on_horizon, "value_throttled")
+        self._note = pn.pane.Markdown("", styles={"font-size": "12px"}, width=540, margin=(0, 10))
+        s.param.watch(self._sync_widgets, ["model_version", "play_sequence"])
+        s.param.watch(self._refresh, ["model_version", "play_sequence", "forecast_steps"])
+        s.param.watch(self._reproject, ["azimuth", "elevation"])
+        s.param.watch(self._relatent, ["x_dim", "y_dim"])
+        self._sync_widgets()
+        self._refresh()
+
+    # ------------------------------------------------------------------ widgets
+    def _sync_widgets(self, *events):
+        opts = self.state.sequence_options()
+        self._seq.options = opts
+        self._seq.disabled = not opts
+        if self.state.play_sequence in opts.values():
+            self._seq.value = self.state.play_sequence
+        self._horizon.disabled = not self.state.is_dynamical
+
+    @guarded
+    def _on_seq(self, event):
+        if event.new is not None and event.new != self.state.play_sequence:
+            self.state.set_play_sequence(event.new)
+
+    @guarded
+    def _on_horizon(self, event):
+        self.state.forecast_steps = int(event.new)
+
+    @property
+    def kind(self) -> str:
+        ds = self.state.dataset
+        return getattr(getattr(ds, "renderer", None), "kind", "vector") if ds is not None else "vector"
+
+    # ------------------------------------------------------------------ latent layers
+    def attach_latent(self, plot, element):
+        """HoloViews hook of the latent view: draw the played sequence's path, its 2-sd
+        ellipses and the moving marker into that figure (the sources stay ours)."""
+        fig = plot.state
+        fig.patches(xs="xs", ys="ys", source=self.ellipse_src, fill_color="color", fill_alpha="fill",
+                    line_color="color", line_alpha=0.5, line_width=1)
+        fig.multi_line(xs="xs", ys="ys", source=self.path_src, line_color="color", line_width=2.5,
+                       line_dash="dash", line_alpha=0.9)
+        r = fig.scatter(x="lx", y="ly", source=self.marker, size=15, marker="circle", fill_color="color",
+                        line_color="white", line_width=2.5)
+        r.level = "overlay"  # moving it repaints only the overlay layer
+
+    # ------------------------------------------------------------------ figures
+    def _build_figures(self, kind: str):
+        s = self.state
+        figs = {}
+        common = dict(toolbar_location=None, tools="", min_border=4)
+        if kind == "pose":
+            p = figure(width=270, height=270, title=PLAY_TITLE, match_aspect=True, **common)
+            p.axis.visible = False
+            p.grid.visible = False
+            p.circle(x="x", y="y", radius="r", source=self.pose_joints, fill_color="#e6194b", fill_alpha=0.22,
+                     line_color="#e6194b", line_alpha=0.55)
+            self.pose_glyph = p.segment(x0="x0", y0="y0", x1="x1", y1="y1", source=self.pose_bones,
+                                        line_width=4, line_color="#1f3b73").glyph
+            p.scatter(x="x", y="y", source=self.pose_joints, size=5, color="#1f3b73")
+            figs["out"] = p
+        elif kind == "image":
+            for name, src, pal in (("out", self.img_src, "Greys256"), ("sd", self.sd_src, "Magma256")):
+                p = figure(width=100, height=165, title=PLAY_TITLE if name == "out" else "Played: sd",
+                           x_range=Range1d(0, 1), y_range=Range1d(0, 1), **common)
+                p.axis.visible = False
+                p.grid.visible = False
+                p.image(image="image", x="x", y="y", dw="dw", dh="dh", source=src, palette=pal)
+                figs[name] = p
+        else:
+            p = figure(width=270, height=270, title=PLAY_TITLE, **common)
+            p.varea(x="d", y1="lo", y2="hi", source=self.vec_src, fill_color="#e6194b", fill_alpha=0.2)
+            p.line(x="d", y="y", source=self.vec_src, line_color="#e6194b", line_width=2)
+            figs["out"] = p
+        tp = figure(width=540, height=200,
+                    title=TIME_TITLE, x_axis_label=f"time ({self._unit()})", y_axis_label="latent coordinate",
+                    toolbar_location=None, tools="", min_border=4)
+        tp.varea(x="t", y1="xlo", y2="xhi", source=self.traj, fill_color=X_COLOR, fill_alpha=0.18)
+        tp.varea(x="t", y1="ylo", y2="yhi", source=self.traj, fill_color=Y_COLOR, fill_alpha=0.18)
+        self._xline = tp.line(x="t", y="lx", source=self.traj, line_color=X_COLOR, line_width=2)
+        self._yline = tp.line(x="t", y="ly", source=self.traj, line_color=Y_COLOR, line_width=2)
+        tp.add_layout(self.forecast_box)
+        tp.add_layout(self.span)
+        tp.add_layout(self.info)
+        tp.title.text_font_size = "12px"
+        figs["time"] = tp
+        for f in figs.values():
+            f.title.text_font_size = "12px"
+        self._figs = figs
+        self._kind = kind
+        args = dict(slider=self.slider, traj=self.traj, meta=self.meta, frames=self.frames, images=self.images,
+                    bones=self.bones, marker=self.marker, span=self.span, pose_bones=self.pose_bones,
+                    pose_joints=self.pose_joints, img_src=self.img_src, sd_src=self.sd_src, vec_src=self.vec_src,
+                    info=self.info, pose_glyph=self.pose_glyph or self.span)
+        self.slider.js_property_callbacks = {}
+        self.toggle.js_property_callbacks = {}
+        self.speed.js_property_callbacks = {}
+        self.slider.js_on_change("value", CustomJS(args=args, code=JS_RENDER))
+        self.toggle.js_on_change("active", CustomJS(args=dict(toggle=self.toggle, slider=self.slider, traj=self.traj,
+                                                              meta=self.meta, speed=self.speed, loop=self.loop),
+                                                    code=JS_PLAY))
+        self.speed.js_on_change("value", CustomJS(args=dict(slider=self.slider), code=JS_SPEED))
+        controls = row(self.toggle, self.slider, self.speed, self.loop)
+        out = row(figs["out"], figs["sd"]) if kind == "image" else figs["out"]
+        return out, column(controls, figs["time"])
+
+    def _unit(self) -> str:
+        meta = getattr(self.state.dataset, "meta", None) or {}
+        return str(meta.get("time_unit", "s"))
+
+    def _fps(self) -> float:
+        meta = getattr(self.state.dataset, "meta", None) or {}
+        for k in ("frame_rate_hz", "fps"):
+            if meta.get(k):
+                return float(meta[k])
+        return 30.0 if self._unit() == "s" else 15.0
+
+    # ------------------------------------------------------------------ data
+    @guarded
+    def _refresh(self, *events):
+        s = self.state
+        pb = s.playback() if s.model is not None else None
+        if pb is None:
+            self._out_pane.object = self._time_pane.object = None
+            self._out_pane.visible = self._time_pane.visible = False
+            self._note.object = ("*No sequences to play: this data set has no sequence ids or time stamps.*"
+                                 if s.model is not None else "*No model yet.*")
+            with unlocked():
+                self.path_src.data = dict(xs=[], ys=[], color=[], dash=[])
+                self.ellipse_src.data = dict(xs=[], ys=[], color=[], fill=[])
+                self.marker.data = dict(lx=[], ly=[], color=[])
+            return
+        kind = self.kind
+        if kind != self._kind or self._out_pane.object is None:
+            self._out_pane.object, self._time_pane.object = self._build_figures(kind)
+        self._out_pane.visible = self._time_pane.visible = True
+        self._push(pb)
+        if pb.dynamical:
+            self._note.object = (
+                f"**{pb.label}**: {pb.n_train} training frames, then {pb.T - pb.n_train} forecast from the "
+                "time prior (purple). Lines and bands: the latent coordinates on the view's axes with 2 sd "
+                "of q(x*); discs / sd image: 2 sd of the output from the uncertain-input moments (covFstar). "
+                "Playing runs in the browser.")
+        else:
+            self._note.object = (
+                f"**{pb.label}**: {pb.n_train} frames of a static model (no forecast: train a *dynamical* model "
+                "for that). Bands: 2 sd of q(x_n); discs / sd image: 2 sd of the output (covFstar).")
+
+    def _frames_columns(self, pb) -> dict:
+        s = self.state
+        r = s.dataset.renderer
+        kind = self.kind
+        if kind == "pose":
+            zc, _ = self._pose_extent()
+            d = seqs.pose_frames(r, pb.mean, pb.var, s.azimuth, s.elevation, zc)
+            uv, sp = d["uv"], d["spread"]
+            return dict(u=uv[..., 0].ravel().astype(np.float32), v=uv[..., 1].ravel().astype(np.float32),
+                        r=sp.ravel().astype(np.float32)), uv.shape[1]
+        if kind == "vector":
+            return dict(u=pb.mean.ravel().astype(np.float32), v=np.zeros(pb.mean.size, np.float32),
+                        r=np.sqrt(pb.var).ravel().astype(np.float32)), pb.mean.shape[1]
+        return None, 0
+
+    def _pose_extent(self):
+        s = self.state
+        key = (s.model_version, id(s.dataset))
+        if getattr(self, "_extent_key", None) != key:
+            self._extent = seqs.pose_extent(s.dataset.renderer, s.dataset.Y)
+            self._extent_key = key
+        return self._extent
+
+    def _traj_columns(self, pb) -> dict:
+        xd, yd = self.state.dims
+        sx, sy = np.sqrt(pb.S[:, xd]), np.sqrt(pb.S[:, yd])
+        lx, ly = pb.mu[:, xd], pb.mu[:, yd]
+        return dict(t=pb.t, lx=lx, ly=ly, xlo=lx - 2 * sx, xhi=lx + 2 * sx, ylo=ly - 2 * sy, yhi=ly + 2 * sy,
+                    fc=pb.is_forecast.astype(np.int8))
+
+    def _latent_layers(self, pb):
+        xd, yd = self.state.dims
+        n = pb.n_train
+        xs, ys, col, dash = [pb.mu[:n, xd]], [pb.mu[:n, yd]], [TRAIN_PATH_COLOR], ["solid"]
+        if pb.T > n:
+            xs.append(pb.mu[n - 1:, xd])
+            ys.append(pb.mu[n - 1:, yd])
+            col.append(FORECAST_COLOR)
+            dash.append("dashed")
+        # 2-sd ellipses of q(x*) along the path: ~25 over the training frames (filled
+        # faintly), ~6 over the forecast (outlines only: they grow to the prior's size and
+        # filled ones would cover the data)
+        idx = np.unique(np.r_[np.arange(0, n, max(1, n // 25)), n - 1])
+        if pb.T > n:
+            idx = np.r_[idx, np.unique(np.r_[np.arange(n, pb.T, max(1, (pb.T - n) // 6)), pb.T - 1])]
+        th = np.linspace(0, 2 * np.pi, 33)
+        ex, ey, ec, ef = [], [], [], []
+        for i in idx:
+            ax, ay = 2 * np.sqrt(pb.S[i, xd]), 2 * np.sqrt(pb.S[i, yd])
+            ex.append(pb.mu[i, xd] + ax * np.cos(th))
+            ey.append(pb.mu[i, yd] + ay * np.sin(th))
+            ec.append(FORECAST_COLOR if i >= n else "#1f77b4")
+            ef.append(0.0 if i >= n else 0.12)
+        return dict(xs=xs, ys=ys, color=col, dash=dash), dict(xs=ex, ys=ey, color=ec, fill=ef)
+
+    def _push(self, pb):
+        s = self.state
+        kind = self.kind
+        cols, J = self._frames_columns(pb)
+        if kind == "image":
+            fr = seqs.image_frames(s.dataset.renderer, pb.mean, pb.var)
+            H, W = fr["img"].shape[1:]
+            images = dict(img=[np.ascontiguousarray(im[::-1], dtype=np.float32) for im in fr["img"]],
+                          sd=[np.ascontiguousarray(im[::-1], dtype=np.float32) for im in fr["sd"]])
+        else:
+            H = W = 1
+            images = dict(img=[], sd=[])
+        path, ell = self._latent_layers(pb)
+        traj = self._traj_columns(pb)
+        with unlocked():
+            self.meta.data = dict(kind=[kind], J=[J], W=[W], H=[H], fps=[self._fps()], n_train=[pb.n_train],
+                                  unit=[self._unit()])
+            if kind == "pose":
+                conns = np.asarray(s.dataset.renderer.connections, dtype=np.int32).reshape(-1, 2)
+                self.bones.data = dict(a=conns[:, 0], b=conns[:, 1])
+            self.frames.data = cols if cols is not None else dict(u=[], v=[], r=[])
+            self.images.data = images
+            self.traj.data = traj
+            self.path_src.data = path
+            self.ellipse_src.data = ell
+            self.forecast_box.left = float(pb.t[pb.n_train - 1]) if pb.T > pb.n_train else None
+            self.forecast_box.visible = pb.T > pb.n_train
+            self._set_ranges(pb, kind, W, H)
+            self.slider.end = max(1, pb.T - 1)
+            self.slider.title = f"frame (of {pb.T})"
+            for f in self._figs.values():
+                if f.title.text.startswith(PLAY_TITLE):  # narrow image plots: the label is in the note
+                    f.title.text = PLAY_TITLE if kind == "image" else f"{PLAY_TITLE}: {pb.label}"
+            xd, yd = s.dims
+            self._figs["time"].title.text = f"{TIME_TITLE}: x{xd} (red), x{yd} (blue)"
+            self._show_frame(0)
+
+    def _show_frame(self, i):
+        """Draw frame i from the data just sent, as the browser's render callback does (so
+        that the first frame is on screen before anything is played), and put the slider
+        there. Call inside ``unlocked()``."""
+        tr = self.traj.data
+        T = len(tr["t"])
+        if T == 0:
+            return
+        i = int(min(max(round(i), 0), T - 1))
+        fc = bool(tr["fc"][i])
+        col = FORECAST_COLOR if fc else TRAIN_PATH_COLOR
+        self.marker.data = dict(lx=[float(tr["lx"][i])], ly=[float(tr["ly"][i])], color=[col])
+        self.span.location = float(tr["t"][i])
+        self.span.line_color = FORECAST_COLOR if fc else "#333333"
+        meta = self.meta.data
+        kind, J = meta["kind"][0], int(meta["J"][0])
+        if kind == "pose":
+            u = np.asarray(self.frames.data["u"])[i * J:(i + 1) * J]
+            v = np.asarray(self.frames.data["v"])[i * J:(i + 1) * J]
+            r = np.asarray(self.frames.data["r"])[i * J:(i + 1) * J]
+            a, b = np.asarray(self.bones.data["a"]), np.asarray(self.bones.data["b"])
+            self.pose_bones.data = dict(x0=u[a], y0=v[a], x1=u[b], y1=v[b])
+            self.pose_joints.data = dict(x=u, y=v, r=2 * r)
+            if self.pose_glyph is not None:
+                self.pose_glyph.line_color = FORECAST_COLOR if fc else "#1f3b73"
+        elif kind == "image":
+            W, H = meta["W"][0], meta["H"][0]
+            self.img_src.data = dict(image=[self.images.data["img"][i]], x=[0], y=[0], dw=[W], dh=[H])
+            self.sd_src.data = dict(image=[self.images.data["sd"][i]], x=[0], y=[0], dw=[W], dh=[H])
+        elif kind == "vector":
+            y = np.asarray(self.frames.data["u"])[i * J:(i + 1) * J]
+            sd = np.asarray(self.frames.data["r"])[i * J:(i + 1) * J]
+            self.vec_src.data = dict(d=np.arange(J), y=y, lo=y - 2 * sd, hi=y + 2 * sd)
+        n, unit, t = int(meta["n_train"][0]), meta["unit"][0], float(tr["t"][i])
+        self.info.text = f"frame {i + 1}/{T}  t = {t:.2f} {unit}" + (
+            f"  forecast +{t - float(tr['t'][n - 1]):.2f}" if fc else "")
+        self.info.text_color = FORECAST_COLOR if fc else "#333333"
+        self.slider.value = i
+
+    def _set_ranges(self, pb, kind, W, H):
+        f = self._figs
+        if kind == "pose":
+            _, R = self._pose_extent()
+            f["out"].x_range = Range1d(-R, R)
+            f["out"].y_range = Range1d(-R, R)
+        elif kind == "image":
+            for name in ("out", "sd"):
+                f[name].x_range.start, f[name].x_range.end = 0, W
+                f[name].y_range.start, f[name].y_range.end = 0, H
+        tr = self.traj.data
+        lo = float(min(np.min(tr["xlo"]), np.min(tr["ylo"])))
+        hi = float(max(np.max(tr["xhi"]), np.max(tr["yhi"])))
+        pad = 0.05 * (hi - lo or 1.0)
+        f["time"].x_range = Range1d(float(pb.t[0]), float(pb.t[-1]) if pb.T > 1 else float(pb.t[0]) + 1)
+        f["time"].y_range = Range1d(lo - pad, hi + pad)
+
+    @guarded
+    def _reproject(self, *events):
+        if self._kind != "pose" or self.state.model is None:
+            return
+        pb = self.state.playback()
+        if pb is None:
+            return
+        cols, _ = self._frames_columns(pb)
+        with unlocked():
+            self.frames.data = cols
+            self._show_frame(self.slider.value)
+
+    @guarded
+    def _relatent(self, *events):
+        pb = self.state.playback() if self.state.model is not None else None
+        if pb is None or self._kind is None:
+            return
+        path, ell = self._latent_layers(pb)
+        with unlocked():
+            self.traj.data = self._traj_columns(pb)
+            self.path_src.data = path
+            self.ellipse_src.data = ell
+            xd, yd = self.state.dims
+            self._figs["time"].title.text = f"{TIME_TITLE}: x{xd} (red), x{yd} (blue)"
+            self._show_frame(self.slider.value)
+
+    def output_panel(self):
+        """The played pose / frame (and its sd image)."""
+        return self._out_pane
+
+    def timeline_panel(self):
+        """Sequence and horizon choice, play controls, the latent coordinates against time."""
+        return pn.Column(pn.Row(self._seq, self._horizon), self._time_pane, self._note)
+
+    def __panel__(self):
+        return pn.Column(self.output_panel(), self.timeline_panel())

@@ -1,0 +1,196 @@
+"""Sequences in time: what the player plays, computed in one batched call per sequence.
+
+Pure functions (numpy in, numpy out; no Panel, no Bokeh). For a training sequence s of a
+dynamical model, the frames are q(X*) at the sequence's own time stamps followed by
+``horizon`` time steps past its end (qxstar: the GP conditional of the time prior; past
+the end q(X*) relaxes to the prior and its variance grows), and the outputs there from the
+uncertain-input moments (meanFstar / covFstar): a latent point that is uncertain gives an
+output whose uncertainty differs per dimension. For a static model the frames are q(x_n)
+of the sequence's rows in time order, and there is nothing to forecast from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Posterior samples per frame for the per-joint spread of renderers that are not linear
+#: in the output (forward kinematics); the same draws for every frame (common random
+#: numbers), so the spread moves smoothly in time instead of flickering.
+SPREAD_SAMPLES = 32
+
+
+@dataclass(frozen=True)
+class Playback:
+    """Frames of one sequence, ready to be drawn.
+
+    t (T,) time stamps; the first ``n_train`` are the sequence's training times, the rest
+    forecasts. mu, S (T, Q): q(x*) per frame. mean, var (T, D): predictive mean and variance
+    of f (noise excluded; ``noise_variance`` is the model's). rows (n_train,): the data rows
+    of the training frames (-1: none).
+    """
+
+    sequence: object
+    label: str
+    t: np.ndarray
+    n_train: int
+    mu: np.ndarray
+    S: np.ndarray
+    mean: np.ndarray
+    var: np.ndarray
+    rows: np.ndarray
+    noise_variance: float
+    dynamical: bool
+
+    @property
+    def T(self) -> int:
+        return int(self.t.shape[0])
+
+    @property
+    def is_forecast(self) -> np.ndarray:
+        f = np.zeros(self.T, dtype=bool)
+        f[self.n_train:] = True
+        return f
+
+
+def is_dynamical(model) -> bool:
+    return getattr(getattr(model, "prior", None), "kind", "") == "dynamical"
+
+
+def sequence_ids(ds, model=None) -> list:
+    """Sequence ids in order of first appearance (the model's own when it is dynamical)."""
+    if model is not None and is_dynamical(model):
+        return list(model.prior.sequence_ids.tolist())
+    if ds is None or ds.sequence is None:
+        return []
+    seq = np.asarray(ds.sequence)
+    _, first = np.unique(seq, return_index=True)
+    return [seq[i].item() for i in sorted(first)]
+
+
+def sequence_label(ds, s) -> str:
+    """A short name: the trial name and motion when the data set has them."""
+    meta = getattr(ds, "meta", None) or {}
+    trials = meta.get("trials")
+    name = f"sequence {s}"
+    if trials is not None and isinstance(s, (int, np.integer)) and 0 <= int(s) < len(trials):
+        name = f"{trials[int(s)]}"
+    if ds is not None and ds.labels is not None and ds.sequence is not None:
+        rows = np.flatnonzero(np.asarray(ds.sequence) == s)
+        if rows.size and ds.label_names is not None:
+            lab = int(ds.labels[rows[0]])
+            if 0 <= lab < len(ds.label_names):
+                name += f" ({ds.label_names[lab]})"
+    return name
+
+
+def sequence_rows(model, ds, s) -> np.ndarray:
+    """Row indices of sequence s in time order."""
+    if is_dynamical(model):
+        return np.asarray(model.prior.rows_of(s))
+    rows = np.flatnonzero(np.asarray(ds.sequence) == s)
+    if ds.times is not None:
+        rows = rows[np.argsort(np.asarray(ds.times)[rows], kind="stable")]
+    return rows
+
+
+def time_step(t: np.ndarray) -> float:
+    d = np.diff(np.asarray(t, dtype=np.float64))
+    d = d[d > 0]
+    return float(np.median(d)) if d.size else 1.0
+
+
+def playback(model, ds, s, horizon: int = 0) -> Playback:
+    """The frames of training sequence ``s`` plus ``horizon`` forecast steps (dynamical
+    models only; ignored otherwise), in one batched prediction."""
+    rows = sequence_rows(model, ds, s)
+    if rows.size == 0:
+        raise ValueError(f"sequence {s!r} has no rows")
+    dyn = is_dynamical(model)
+    if dyn:
+        t_train = np.asarray(model.t)[rows]
+        dt = time_step(t_train)
+        H = max(int(horizon), 0)
+        t = np.concatenate([t_train, t_train[-1] + dt * np.arange(1, H + 1)])
+        mu, S = model.latent_at(t, sequence=s)
+    else:
+        times = np.asarray(ds.times)[rows] if ds.times is not None else np.arange(rows.size, dtype=float)
+        t = np.asarray(times, dtype=np.float64)
+        mu = np.asarray(model.latent_mean)[rows]
+        S = np.asarray(model.latent_variance)[rows]
+    mean, var = model.predict(mu, S, include_noise=False)
+    return Playback(sequence=s, label=sequence_label(ds, s), t=t, n_train=int(rows.size),
+                    mu=np.asarray(mu), S=np.asarray(S), mean=np.asarray(mean),
+                    var=np.maximum(np.asarray(var), 0.0), rows=rows,
+                    noise_variance=float(model.noise_variance), dynamical=dyn)
+
+
+# --------------------------------------------------------------------------- outputs
+def pose_positions(renderer, Y: np.ndarray) -> np.ndarray:
+    """(n, D) rows -> (n, J, 3) points, z up (batched when the renderer can)."""
+    Y = np.atleast_2d(np.asarray(Y, dtype=np.float64))
+    many = getattr(renderer, "positions_many", None)
+    if many is not None:
+        return np.asarray(many(Y))
+    return np.stack([renderer.positions(y) for y in Y])
+
+
+def joint_spread(renderer, mean: np.ndarray, var: np.ndarray, n_samples: int = SPREAD_SAMPLES,
+                 seed: int = 0) -> np.ndarray:
+    """(T, J) one-standard-deviation spread of each joint's position per frame.
+
+    Exact for marker renderers (positions are a reshape of the output, so a joint's
+    variance is the mean of its three coordinates' variances); otherwise estimated from
+    ``n_samples`` output draws pushed through the renderer, with the same standard-normal
+    draws for every frame.
+    """
+    from bgplvm_datasets.record import StickFigureRenderer
+
+    mean = np.atleast_2d(np.asarray(mean, dtype=np.float64))
+    var = np.maximum(np.atleast_2d(np.asarray(var, dtype=np.float64)), 0.0)
+    T, D = mean.shape
+    if isinstance(renderer, StickFigureRenderer):
+        return np.sqrt(np.stack([renderer.positions(v).mean(axis=1) for v in var]))
+    z = np.random.default_rng(seed).standard_normal((n_samples, D))
+    draws = mean[:, None, :] + np.sqrt(var)[:, None, :] * z[None]  # (T, n, D)
+    P = pose_positions(renderer, draws.reshape(T * n_samples, D)).reshape(T, n_samples, -1, 3)
+    return np.sqrt(P.var(axis=1).mean(axis=2))
+
+
+def centre_poses(P: np.ndarray, zc: float) -> np.ndarray:
+    """(T, J, 3) -> each pose centred on its ground-plane mean, heights shifted by zc."""
+    C = np.array(P, dtype=np.float64, copy=True)
+    C[..., :2] -= C[..., :2].mean(axis=-2, keepdims=True)
+    C[..., 2] -= zc
+    return C
+
+
+def pose_extent(renderer, Y: np.ndarray, max_rows: int = 300) -> tuple[float, float]:
+    """(zc, R): the height the poses are centred on and the radius that holds every
+    (ground-centred) training pose, from up to ``max_rows`` rows of Y."""
+    sub = np.asarray(Y)[:: max(1, len(Y) // max_rows)]
+    Ps = pose_positions(renderer, sub)
+    zc = 0.5 * (float(Ps[..., 2].min()) + float(Ps[..., 2].max()))
+    C = centre_poses(Ps, zc)
+    return zc, float(np.sqrt((C ** 2).sum(-1)).max()) * 1.08 + 1e-9
+
+
+def pose_frames(renderer, mean: np.ndarray, var: np.ndarray, azimuth: float, elevation: float,
+                zc: float = 0.0) -> dict:
+    """Screen arrays of T generated poses: ``uv`` (T, J, 2) joints and ``spread`` (T, J)
+    (one sd; drawn as 2-sd discs), projected at the view angle."""
+    from .plots import rotation
+
+    P = centre_poses(pose_positions(renderer, mean), zc)
+    R = rotation(azimuth, elevation)
+    uv = P @ R.T
+    return {"uv": uv, "spread": joint_spread(renderer, mean, var)}
+
+
+def image_frames(renderer, mean: np.ndarray, var: np.ndarray) -> dict:
+    """``img`` and ``sd`` (T, H, W): upright mean frames and per-pixel standard deviations."""
+    mean = np.atleast_2d(mean)
+    sd = np.sqrt(np.maximum(np.atleast_2d(var), 0.0))
+    return {"img": np.stack([renderer.image(m) for m in mean]),
+            "sd": np.stack([renderer.image(v) for v in sd])}

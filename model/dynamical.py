@@ -1,0 +1,186 @@
+"""The dynamical variational GP-LVM (VGPDS) for sequences: a temporal GP prior on X.
+
+Paper sections "The Dynamical Variational GP-LVM for Sequence Data" and "Predictions in
+the Dynamical Model". Only the latent prior differs from ``BayesianGPLVM``
+(``model.priors.DynamicalPrior``): the bound, psi statistics, fitting, saving and the
+uncertain-input predictions (meanFstar / covFstar) are the same code.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .gplvm import BayesianGPLVM, _check_Y
+from .priors import DynamicalPrior, LatentPrior
+from .priors.dynamical import sequence_index
+from .time_kernels import make_time_kernel
+
+
+def check_times(t, N: int, sequences=None) -> tuple[np.ndarray, np.ndarray]:
+    """Validate time stamps t (N,) and sequence ids (N,) (None: one sequence, id 0).
+
+    Within each sequence the rows must be in time order with distinct times."""
+    try:
+        t = np.asarray(t, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"t must be a numeric array of N={N} time stamps: {e}") from None
+    if t.ndim == 2 and t.shape[1] == 1:
+        t = t[:, 0]
+    if t.ndim != 1 or t.shape[0] != N:
+        raise ValueError(f"t must hold one time stamp per row of Y: expected shape ({N},), got {t.shape}")
+    if not np.all(np.isfinite(t)):
+        bad = np.flatnonzero(~np.isfinite(t))
+        raise ValueError(f"t contains NaN or inf at rows {bad[:5].tolist()}")
+    if sequences is None:
+        sequences = np.zeros(N, dtype=np.int64)
+    else:
+        sequences = np.asarray(sequences)
+        if sequences.ndim != 1 or sequences.shape[0] != N:
+            raise ValueError(f"sequences must give one id per row of Y: expected shape ({N},), "
+                             f"got {sequences.shape}")
+        if sequences.dtype.kind not in "iub":
+            if sequences.dtype.kind == "f" and np.all(np.isfinite(sequences)) and \
+                    np.all(sequences == np.round(sequences)):
+                sequences = sequences.astype(np.int64)
+            elif sequences.dtype.kind not in "US":
+                raise ValueError("sequences must be integer or string ids, one per row of Y")
+    ids, index = sequence_index(sequences)
+    for s, ix in zip(ids, index):
+        dt = np.diff(t[ix])
+        if np.any(dt <= 0):
+            row = int(ix[1:][dt <= 0][0])
+            what = "duplicated" if np.any(dt == 0) else "unsorted"
+            raise ValueError(f"time stamps of sequence {s!r} are {what} (first at row {row}): the "
+                             "rows of each sequence must be in time order with distinct times")
+    return t, sequences
+
+
+#: initial inverse squared time lengthscale times the longest sequence's span squared, as
+#: the paper's CMU demo sets it (vargplvm's ``inverseWidth`` 30 / (max t - min t)^2)
+INVERSE_WIDTH = 30.0
+
+
+def initial_lengthscale(t: np.ndarray, index: list[np.ndarray]) -> float:
+    """The time lengthscale to start from: span / sqrt(INVERSE_WIDTH), span = the longest
+    sequence's duration (about 5 zero crossings of a latent path per sequence), at least 2
+    median spacings."""
+    spans = [t[ix[-1]] - t[ix[0]] for ix in index if len(ix) > 1]
+    steps = np.concatenate([np.diff(t[ix]) for ix in index if len(ix) > 1] or [np.ones(1)])
+    span = float(np.max(spans)) if spans else 1.0
+    return max(span / np.sqrt(INVERSE_WIDTH), 2.0 * float(np.median(steps)), 1e-6)
+
+
+class DynamicalGPLVM(BayesianGPLVM):
+    """Variational GP-LVM with a temporal GP prior p(X | t) = prod_q N(x_q | 0, Kt).
+
+    Parameters
+    ----------
+    Y : (N, D) outputs; t : (N,) time stamps.
+    sequences : (N,) ids of independent sequences (rows of one id in time order), or None
+        for one sequence. Kt is block-diagonal over them; the mapping is shared.
+    time_kernel : "matern32" (default), "rbf", "matern52", "periodic", "white", "bias" or
+        sums such as "rbf+white+bias" (the paper's code default), or a
+        ``model.time_kernels.TimeKernel``.
+    learn_time_variance : learn the variance of the smooth time-kernel parts (rbf, matern,
+        periodic). Off by default, as in the paper's code: it trades off against the scale
+        of X and the ARD weights, and the lengthscale compensates (white/bias variances are
+        always learned). ``unfreeze("time_kernel.<name>")`` also turns it on.
+    Other arguments as ``BayesianGPLVM``.
+    """
+
+    def __init__(self, Y, t, latent_dim: int = 2, num_inducing: int = 20, kernel="rbf",
+                 time_kernel="matern32", sequences=None, seed: int | None = 0,
+                 learn_time_variance: bool = False):
+        Y = _check_Y(Y)
+        self.t, self.sequences = check_times(t, Y.shape[0], sequences)
+        self._time_kernel_arg = time_kernel
+        self._time_kernel = make_time_kernel(time_kernel)
+        super().__init__(Y, latent_dim=latent_dim, num_inducing=num_inducing, kernel=kernel, seed=seed)
+        if not learn_time_variance:
+            self.freeze(*self.smooth_time_variances())
+
+    def smooth_time_variances(self) -> list[str]:
+        """Parameter names of the variances of the smooth time-kernel parts."""
+        tk = self.prior.time_kernel
+        return [f"time_kernel.{p.name}.variance" if len(tk.parts) > 1 else "time_kernel.variance"
+                for p in tk.parts if p.name in ("rbf", "matern32", "matern52", "periodic")]
+
+    def _make_prior(self, N: int, Q: int, init: dict) -> LatentPrior:
+        prior = DynamicalPrior(self.t, self.sequences, Q, self._time_kernel)
+        if not isinstance(self._time_kernel_arg, str):
+            return prior  # a kernel object keeps the parameters it was given
+        ell = initial_lengthscale(self.t, prior._index)
+        for part in prior.time_kernel.parts:
+            if part.name in ("rbf", "matern32", "matern52"):
+                part.set_params(lengthscale=ell)
+            elif part.name == "periodic":  # a few periods per sequence to start from
+                part.set_params(period=5.0 * ell)
+        return prior
+
+    @property
+    def time_kernel(self):
+        self.prior.sync(self._values())
+        return self.prior.time_kernel
+
+    # --- forecasting -------------------------------------------------------------------------
+    def _check_t_new(self, t_new) -> np.ndarray:
+        t_new = np.asarray(t_new, dtype=np.float64).reshape(-1)
+        if t_new.size == 0 or not np.all(np.isfinite(t_new)):
+            raise ValueError("t_new must be a non-empty array of finite time stamps")
+        return t_new
+
+    def latent_at(self, t_new, sequence=0) -> tuple[np.ndarray, np.ndarray]:
+        """q(X*) at times t_new of training sequence ``sequence`` (qxstar): means and
+        variances (n*, Q) from the GP conditional, no optimisation. ``sequence=None``: a
+        new sequence (the prior)."""
+        return self.prior.latent_at(self._values(), self._check_t_new(t_new), sequence)
+
+    def forecast(self, t_new, sequence=0, include_noise: bool = True):
+        """Predictive mean and variance (n*, D) of y at times t_new of ``sequence``: q(X*)
+        from ``latent_at``, then the uncertain-input moments (meanFstar / covFstar)."""
+        mu, S = self.latent_at(t_new, sequence)
+        return self.predict(mu, S, include_noise=include_noise)
+
+    # --- reconstruction of partially observed frames ----------------------------------------------
+    def infer_sequence(self, Y_star, t_star, sequence=None, max_iters: int = 500, callback=None,
+                       progress: bool | None = False):
+        """q(X*) for frames Y_star (n*, D; NaN = missing) at times t_star (n*,), optimised
+        jointly with the model fixed (``model.sequence_inference``). ``sequence``: None for a
+        new sequence, or the id of the training sequence the frames belong to (coupled to its
+        latent path through the time prior). Returns a ``SequenceFit`` (mu, S, bound, ...)."""
+        from .sequence_inference import infer_sequence
+        from .testbound import check_test_outputs
+
+        Ys, observed = check_test_outputs(Y_star, self.Y.shape[1])
+        t_star, _ = check_times(t_star, Ys.shape[0])
+        if sequence is not None:
+            clash = np.intersect1d(t_star, self.prior.t[self.prior.rows_of(sequence)])
+            if clash.size:
+                raise ValueError(f"times {clash[:5].tolist()} are training frames of sequence "
+                                 f"{sequence!r}; new frames of a sequence need new times")
+        return infer_sequence(self, Ys, observed, t_star, sequence, max_iters, callback, progress)
+
+    def reconstruct(self, Y_star, t_star, sequence=None, max_iters: int = 500, progress: bool | None = False):
+        """Fill the NaN entries of frames Y_star (n*, D) at times t_star: predictive mean and
+        variance (n*, D) from q(X*) (``infer_sequence``) through meanFstar / covFstar plus the
+        noise; observed entries are passed through with variance 0."""
+        from .testbound import check_test_outputs
+
+        fit = self.infer_sequence(Y_star, t_star, sequence, max_iters=max_iters, progress=progress)
+        Ys, observed = check_test_outputs(Y_star, self.Y.shape[1])
+        mean, var = self.predict(fit.mu, fit.S)
+        return np.where(observed, Ys, mean), np.where(observed, 0.0, var)
+
+    def infer_latent(self, *args, **kwargs):
+        """Not for sequences: frames are coupled through time; see ``infer_sequence``."""
+        raise TypeError("DynamicalGPLVM couples frames through time: use "
+                        "infer_sequence(Y_star, t_star, sequence=...) for q(X*) and "
+                        "reconstruct(Y_star, t_star, sequence=...) for the outputs")
+
+    log_density = infer_latent
+
+    def __repr__(self) -> str:
+        N, D = self.Y.shape
+        return (f"DynamicalGPLVM(N={N}, D={D}, sequences={len(self.prior.sequence_ids)}, "
+                f"latent_dim={self.latent_dim}, num_inducing={self.num_inducing}, "
+                f"kernel={self.kernel!r}, time_kernel={self.prior.time_kernel!r})")

@@ -1,0 +1,125 @@
+"""Reconstruction of partially observed frames with the dynamical model (test time).
+
+Paper sections "Predictions in the Dynamical Model" and the appendix on the test bound
+(app:partialtestBound). The model's parameters and the training q(X) are held fixed; the
+new frames Y* (NaN = missing) at times t* get q(X*) with the temporal prior's
+parametrisation (SFixedPointQ) and are optimised jointly, as one batch of the test bound
+(``model.testbound``: every frame's observed dims enter the collapsed bound together with
+the training data):
+
+    maximise  F_hat(q(X), q(X*)) - KL(q(X*) || p(X*))   over (mu_bar*, lambda*)  (n*, Q)
+
+The prior p(X*) is the time prior of a new sequence, N(0, Kt(t*)), or, for new frames of a
+training sequence s, the prior conditioned on that sequence's latent path: with q(X_s)
+fixed, E_q(X_s)[KL(q(X*) || p(X* | X_s))] differs from KL(q(X*) || N(m, C)) by a constant,
+
+    m = K_*s mu_bar_s  (= K_*s Kss^{-1} mu_s),   C = K_** - K_*s Kss^{-1} K_s*,
+
+so the coupling through time costs one Cholesky of Kss. q(X*) = N(m + C mu_bar*,
+(C^{-1} + Lambda*)^{-1}) per latent dimension (``GaussianBlocks`` with a mean offset).
+Initialisation: each frame starts at q(x_n) of the training frame nearest in its observed
+dims. The reconstruction is meanFstar / covFstar at q(X*) plus the noise variance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .linalg import JITTER, jittered_cholesky, solve_lower
+from .optimize import Optimisation
+from .params import Block, ParamLayout
+from .priors import GaussianBlocks
+from .testbound import TestBound, TrainingStats, nearest_rows
+from .priors.dynamical import LAMBDA_POSITIVE
+from .transforms import IDENTITY
+
+
+@dataclass
+class SequenceFit:
+    """q(X*) of reconstructed frames: mu, S (n*, Q); bound = F_hat(q(X), q(X*)) - KL(q(X*))
+    at the optimum; gain its first part minus F_hat(q(X)); iterations, evaluations."""
+
+    mu: np.ndarray
+    S: np.ndarray
+    bound: float
+    gain: float
+    kl: float
+    iterations: int
+    evaluations: int
+
+
+def _conditional_prior(model, t_star: np.ndarray, sequence):
+    """(m (n*, Q), C (n*, n*)): the time prior of X* alone (sequence None) or given the
+    training frames of ``sequence``."""
+    prior = model.prior
+    tk = model.time_kernel
+    Kss_star = tk.K(t_star)
+    Q = model.latent_dim
+    if sequence is None:
+        return np.zeros((t_star.shape[0], Q)), Kss_star
+    ix = prior.rows_of(sequence)
+    t_s = prior.t[ix]
+    L = jittered_cholesky(tk.K(t_s), JITTER * float(np.mean(tk.Kdiag(t_s))),
+                          what="Kt of the training sequence")
+    Ksn = tk.K(t_star, t_s)
+    A = solve_lower(L, Ksn.T)  # L^{-1} K_s*
+    m = Ksn @ model._values()["mu_bar"][ix]
+    C = Kss_star - A.T @ A
+    return m, 0.5 * (C + C.T)
+
+
+class SequenceObjective:
+    """F_hat(q(X), q(X*)) - F_hat(q(X)) - KL(q(X*) || p(X*)) as a function of the packed
+    unconstrained (mu_bar*, lambda*) vector ``x`` (``layout``), with its gradient.
+
+    Ys, observed : (n*, D) frames (any value where not observed) and the observed mask;
+    t_star : (n*,) times; sequence : None (a new sequence) or a training sequence's id.
+    ``x0`` starts every frame at q(x_n) of the training frame nearest in its observed dims.
+    """
+
+    def __init__(self, model, Ys, observed, t_star, sequence=None):
+        stats = TrainingStats.from_model(model)
+        n, Q = Ys.shape[0], model.latent_dim
+        self.F_train = stats.F_hat
+        self.tb = TestBound(stats, Ys, observed, batch=np.zeros(n, dtype=np.int64))
+        self.m, self.C = _conditional_prior(model, t_star, sequence)
+        self.blocks = GaussianBlocks([np.arange(n)])
+        self.layout = ParamLayout([Block("mu_bar", (n, Q), IDENTITY),
+                                   Block("lambda", (n, Q), LAMBDA_POSITIVE)])
+        nn = nearest_rows(stats, Ys, observed)[:, 0]
+        mu0, S0 = model.latent_mean[nn], model.latent_variance[nn]
+        ridge = 0.1 * max(float(np.mean(np.diag(self.C))), 1e-12)
+        mb0 = np.linalg.solve(self.C + ridge * np.eye(n), mu0 - self.m)
+        self.x0 = self.layout.pack({"mu_bar": mb0, "lambda": 1.0 / np.maximum(S0, 1e-8)})
+
+    def moments(self, x):
+        """(mu, S (n*, Q), KL) of q(X*) at x."""
+        v = self.layout.unpack(x)
+        mu, S, kl, _ = self.blocks.q([self.C], v["mu_bar"], v["lambda"], m=self.m, grad=False)
+        return mu, S, kl
+
+    def __call__(self, x, grad: bool = True):
+        v = self.layout.unpack(x)
+        mu, S, kl, chain = self.blocks.q([self.C], v["mu_bar"], v["lambda"], m=self.m, grad=grad)
+        gain, dmu, dS = self.tb.evaluate(mu, S, grad=grad)
+        F = float(gain[0]) - kl
+        if not grad:
+            return F, None
+        dmb, dlam, _ = chain(dmu, dS)
+        return F, self.layout.chain(x, {"mu_bar": dmb, "lambda": dlam})
+
+
+def infer_sequence(model, Ys, observed, t_star, sequence=None, max_iters: int = 500,
+                   callback=None, progress: bool | None = False) -> SequenceFit:
+    """Optimise q(X*) for frames Ys (n*, D) observed where ``observed`` (n*, D) is True, at
+    times t_star (n*,) (checked by the caller: ``DynamicalGPLVM.infer_sequence``)."""
+    obj = SequenceObjective(model, Ys, observed, t_star, sequence)
+    opt = Optimisation(max_iters, callback, progress)
+    with opt.bar:
+        x = opt.run(obj, obj.x0, np.ones(obj.layout.size, dtype=bool), max_iters, "q(X*)")
+    mu, S, kl = obj.moments(x)
+    F = obj(x, grad=False)[0]
+    return SequenceFit(mu=mu, S=S, bound=F + obj.F_train, gain=F + kl, kl=kl,
+                       iterations=opt.iteration, evaluations=opt.n_evals)

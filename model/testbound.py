@@ -1,0 +1,805 @@
+"""The bound for new outputs taken jointly with the training data (test time).
+
+Paper: section "Predictions with the Standard Variational GP-LVM" (eq:predictive1) and the
+appendix "The Variational Bound in the Test Phase" (app:partialtestBound). With the model's
+parameters and q(X) held fixed, test rows y*_i (some entries missing) enter the collapsed
+bound (FdFinal) of each output dimension j that they observe:
+
+    F_hat(q(X), q(X*)) = sum_j F_j(training rows + the test rows of the batch observing j)
+
+and log p(Y*_O | Y) ~ F_hat(q(X), q(X*)) - F_hat(q(X)) - KL(q(X*) || p(X*)). This module
+gives that bound and its gradients w.r.t. the means mu* and variances S* of q(X*), however
+q(X*) is parametrised: the KL term is the caller's (``model.kl.kl_static`` for the static
+model; the dynamical model adds its own), and so is the optimisation of its parameters
+(``infer_latent`` below does it for independent points).
+
+Algebra (notation of ``model/bound.py``). From the training data, once (``TrainingStats``):
+Kuu = Luu Luu^T, B0 = I + beta Luu^-1 Psi2 Luu^-T = LB0 LB0^T, R0 = LB0^-1 Luu^-1 (M, M,
+lower triangular) and C = R0 Psi1^T Yc (M, D), whose column c_j is the c of FdFinal for
+output j. A group g of test rows r (of one batch) observing the same output columns J
+(d = |J| of them) adds P = sum_{i in r} Psi2*_i to Psi2 and Psi1*_r to Psi1, so that
+
+    B_g = LB0 (I + beta K) LB0^T,   K = R0 P R0^T,   I + beta K = Lc Lc^T   (eigenvalues >= 1)
+    c_j -> Lc^-1 w_j,   w_j = c_j + V y*_rj,   V = R0 Psi1*_r^T   (M, |r|)
+
+and the change of sum_{j in J} F_j is (y* centred with the training mean)
+
+    Delta_g = -d log|Lc| + beta^2/2 (sum_j ||Lc^-1 w_j||^2 - ||c_j||^2)
+              + |r| d/2 (log beta - log 2pi) - beta/2 ||Y*_rJ||^2
+              - beta d/2 sum_{i in r} psi0*_i + beta d/2 tr(Kuu^-1 P).
+
+F_hat of a batch = F_hat(q(X)) + sum of its groups' Delta_g: only the training statistics
+and the group's own M x M algebra are touched, so the cost per test point does not grow
+with N. Columns that no test row of the batch observes keep their training F_j. Gradients,
+with U = (I + beta K)^-1 W (M, k), GU = R0^T U and G = R0^T (I + beta K)^-1 R0
+(= (Kuu + beta (Psi2 + P))^-1, as in bound.py):
+
+    dDelta/dP       = beta d/2 (Kuu^-1 - G) - beta^3/2 GU GU^T      (every row of the group)
+    dDelta/dPsi1*_r = beta^2 Y_c GU^T,    dDelta/dpsi0*_i = -beta d/2
+
+where W = F + V Y_c is the group's data with W W^T unchanged: for d <= M, F = C[:, J] and
+Y_c = Y*_rJ; for d > M the d columns are first projected onto the row space of C[:, J]
+(``_compress_pattern``, ``_compress_rows``), so W has at most M + |r| columns. The kernel maps these to mu*, S* (``Kernel.psi_gradients_n``).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit, prange
+
+from .kernels._util import run_blocks
+from ._numba_config import CACHE, FASTMATH
+from ._threads import blas_single_threaded, single_threaded_blas
+from .bound import LOG_2PI, _factors
+from .kernels import Kernel
+from .linalg import solve_lower
+
+_SERIAL = dict(cache=CACHE, fastmath=set(FASTMATH), nogil=True)
+_PARALLEL = dict(cache=CACHE, fastmath=set(FASTMATH), nogil=True, parallel=True)
+
+
+# ==========================================================================================
+# training statistics
+# ==========================================================================================
+@dataclass(frozen=True)
+class TrainingStats:
+    """What the test bound needs of a fitted model, computed once (O(N M^2 + N M D)).
+
+    kernel : a copy of the model's kernel;  Z (M, Q);  beta = 1 / noise variance
+    mu, S : (N, Q) the training q(X) (for initialising test points);  Yc (N, D) centred
+    Y_mean : (D,);  N, D
+    Luu, LB0 : (M, M) Cholesky factors of Kuu (+ jitter) and of B0 (bound.py)
+    R0 : (M, M) LB0^-1 Luu^-1 (lower triangular);  R0T its transpose (contiguous)
+    Kinv : (M, M) Kuu^-1 = Luu^-T Luu^-1
+    Psi2 : (M, M);  psi0_sum : sum_n psi0_n;  E : (M, D) Psi1^T Yc
+    C : (M, D) R0 E, column j the c of FdFinal for output j;  yy : (D,) column sums of Yc^2
+    F_hat : the training F_hat (FdFinal summed over j, without KL)
+    """
+
+    kernel: Kernel
+    Z: np.ndarray
+    beta: float
+    mu: np.ndarray
+    S: np.ndarray
+    Yc: np.ndarray
+    Y_mean: np.ndarray
+    Luu: np.ndarray
+    LB0: np.ndarray
+    R0: np.ndarray
+    R0T: np.ndarray
+    Kinv: np.ndarray
+    Psi2: np.ndarray
+    psi0_sum: float
+    E: np.ndarray
+    C: np.ndarray
+    yy: np.ndarray
+    F_hat: float
+
+    @property
+    def N(self) -> int:
+        return self.Yc.shape[0]
+
+    @property
+    def D(self) -> int:
+        return self.Yc.shape[1]
+
+    @property
+    def M(self) -> int:
+        return self.Z.shape[0]
+
+    @property
+    def Q(self) -> int:
+        return self.Z.shape[1]
+
+    @classmethod
+    def from_model(cls, m) -> "TrainingStats":
+        """From a fitted model's public attributes: ``kernel``, ``inducing_inputs``,
+        ``latent_mean``, ``latent_variance`` (the marginals of q(X)), ``noise_variance``,
+        ``Y`` and ``Y_mean``. The kernel must hold the model's current parameters."""
+        return cls.from_arrays(m.kernel, m.inducing_inputs, m.latent_mean, m.latent_variance,
+                               m.noise_variance, m.Y, m.Y_mean)
+
+    @classmethod
+    @blas_single_threaded
+    def from_arrays(cls, kernel: Kernel, Z, mu, S, noise_variance: float, Y, Y_mean) -> "TrainingStats":
+        kernel = copy.deepcopy(kernel)
+        Z = np.ascontiguousarray(Z, dtype=np.float64)
+        mu = np.ascontiguousarray(mu, dtype=np.float64)
+        S = np.ascontiguousarray(S, dtype=np.float64)
+        Y_mean = np.asarray(Y_mean, dtype=np.float64).copy()
+        Yc = np.ascontiguousarray(np.asarray(Y, dtype=np.float64) - Y_mean)
+        N, D = Yc.shape
+        M = Z.shape[0]
+        beta = 1.0 / float(noise_variance)
+        psi0 = kernel.psi0(mu, S)
+        Psi1 = kernel.psi1(mu, S, Z)
+        Psi2 = kernel.psi2(mu, S, Z)
+        Luu, A, LB0 = _factors(kernel.K(Z), Psi2, beta)
+        Li = solve_lower(Luu, np.eye(M))  # Luu^-1
+        R0 = np.tril(solve_lower(LB0, Li))
+        Kinv = Li.T @ Li
+        E = Psi1.T @ Yc
+        C = R0 @ E
+        yy = np.sum(Yc * Yc, axis=0)
+        psi0_sum = float(np.sum(psi0))
+        F = (-0.5 * N * D * LOG_2PI + 0.5 * N * D * math.log(beta)
+             - D * float(np.sum(np.log(np.diag(LB0)))) - 0.5 * beta * float(yy.sum())
+             + 0.5 * beta**2 * float(np.sum(C * C)) - 0.5 * beta * D * psi0_sum
+             + 0.5 * beta * D * float(np.trace(A)))
+        return cls(kernel=kernel, Z=Z, beta=beta, mu=mu, S=S, Yc=Yc, Y_mean=Y_mean, Luu=Luu,
+                   LB0=LB0, R0=R0, R0T=np.ascontiguousarray(R0.T), Kinv=0.5 * (Kinv + Kinv.T),
+                   Psi2=Psi2, psi0_sum=psi0_sum, E=E, C=np.ascontiguousarray(C), yy=yy, F_hat=F)
+
+
+# ==========================================================================================
+# test outputs: validation
+# ==========================================================================================
+def check_test_outputs(Y_star, D: int, name: str = "Y_star", allow_empty_rows: bool = False):
+    """(Ys (n*, D) float64 with 0 at missing entries, observed (n*, D) bool) from an array
+    with NaN marking missing entries. A 1-D array is one row. Raises ValueError for a wrong
+    number of columns, inf, or (unless ``allow_empty_rows``) rows with nothing observed."""
+    try:
+        Ys = np.array(Y_star, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{name} must be a numeric (n*, {D}) array (NaN = missing): {e}") from None
+    if Ys.ndim == 1:
+        Ys = Ys[None, :]
+    if Ys.ndim != 2 or Ys.shape[1] != D:
+        raise ValueError(f"{name} must have shape (n*, {D}) -- the model was fitted on D={D} "
+                         f"outputs -- got an array of shape {np.shape(Y_star)}")
+    if Ys.shape[0] == 0:
+        raise ValueError(f"{name} has no rows")
+    if np.isinf(Ys).any():
+        rows = np.unique(np.nonzero(np.isinf(Ys))[0])
+        raise ValueError(f"{name} contains inf (rows {rows[:5].tolist()}); mark missing entries with NaN")
+    observed = ~np.isnan(Ys)
+    if not allow_empty_rows:
+        empty = np.flatnonzero(~observed.any(axis=1))
+        if empty.size:
+            raise ValueError(f"{'row' if empty.size == 1 else 'rows'} {empty[:10].tolist()}"
+                             f"{' ...' if empty.size > 10 else ''} of {name} "
+                             f"{'is' if empty.size == 1 else 'are'} entirely NaN: nothing is "
+                             "observed there to infer a latent point from")
+    Ys[~observed] = 0.0
+    return np.ascontiguousarray(Ys), observed
+
+
+# ==========================================================================================
+# compiled algebra of the groups
+# ==========================================================================================
+@njit(**_SERIAL)
+def _cholesky_inplace(A):
+    """Lower Cholesky factor of the symmetric A (M, M), written over A (upper part zeroed).
+    Returns False if a pivot is not positive (A is then garbage)."""
+    M = A.shape[0]
+    for j in range(M):
+        s = A[j, j]
+        for k in range(j):
+            s -= A[j, k] * A[j, k]
+        if not s > 0.0:
+            return False
+        ljj = math.sqrt(s)
+        A[j, j] = ljj
+        for i in range(j + 1, M):
+            t = A[i, j]
+            for k in range(j):
+                t -= A[i, k] * A[j, k]
+            A[i, j] = t / ljj
+        for i in range(j):
+            A[i, j] = 0.0
+    return True
+
+
+@njit(**_SERIAL)
+def _solve_lower_inplace(L, X):
+    """X <- L^-1 X, L (M, M) lower triangular, X (M, k)."""
+    M, k = X.shape
+    for i in range(M):
+        xi = X[i]
+        for j in range(i):
+            lij = L[i, j]
+            xj = X[j]
+            for c in range(k):
+                xi[c] -= lij * xj[c]
+        inv = 1.0 / L[i, i]
+        for c in range(k):
+            xi[c] *= inv
+
+
+@njit(**_SERIAL)
+def _solve_lower_t_inplace(L, X):
+    """X <- L^-T X, L (M, M) lower triangular, X (M, k)."""
+    M, k = X.shape
+    for i in range(M - 1, -1, -1):
+        xi = X[i]
+        for j in range(i + 1, M):
+            lji = L[j, i]
+            xj = X[j]
+            for c in range(k):
+                xi[c] -= lji * xj[c]
+        inv = 1.0 / L[i, i]
+        for c in range(k):
+            xi[c] *= inv
+
+
+@njit(**_SERIAL)
+def _solve_lower_tri_inplace(L, X):
+    """X <- L^-1 X for lower-triangular L and X (M, M): the result is lower triangular too,
+    so row i only touches columns <= i."""
+    M = X.shape[0]
+    for i in range(M):
+        xi = X[i]
+        for j in range(i):
+            lij = L[i, j]
+            xj = X[j]
+            for c in range(j + 1):
+                xi[c] -= lij * xj[c]
+        inv = 1.0 / L[i, i]
+        for c in range(i + 1):
+            xi[c] *= inv
+
+
+@njit(**_SERIAL)
+def _group_rows(i0, i1, sel, g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_flat, g_ysq,
+                pat_foff, pat_k, F_flat, pos, psi0, Psi1, Psi2n, R0, R0T, Kinv,
+                beta, grad, gain, dP, dPsi1):
+    """Groups sel[i0:i1]: gain[i] = Delta_g and, with ``grad``, dP[i] = dDelta/dP (M, M) and
+    dPsi1[e] = dDelta/dPsi1*_row (M,) for each entry e = g_ptr[g]..g_ptr[g+1]-1 of the group.
+    psi0 (n,), Psi1 (n, M), Psi2n (n, M, M) hold the rows of the selected groups at
+    positions pos[row]. Formulas: module docstring."""
+    M = R0.shape[0]
+    P = np.empty((M, M))
+    T = np.empty((M, M))
+    L = np.empty((M, M))
+    H = np.empty((M, M))
+    HT = np.empty((M, M))
+    G = np.empty((M, M))
+    log_beta_2pi = math.log(beta) - math.log(2.0 * math.pi)
+    for i in range(i0, i1):
+        g = sel[i]
+        e0, e1 = g_ptr[g], g_ptr[g + 1]
+        nr = e1 - e0
+        d = g_d[g]
+        p = g_pat[g]
+        k = pat_k[p]
+        w = g_width[g]
+        Fp = F_flat[pat_foff[p]:pat_foff[p] + M * k].reshape((M, k))
+        Yg = Yc_flat[g_yoff[g]:g_yoff[g] + nr * w].reshape((nr, w))
+        # P = sum of the rows' Psi2*; psi0 and tr(Kuu^-1 P)
+        P[:, :] = 0.0
+        psi0s = 0.0
+        for e in range(e0, e1):
+            r = pos[g_rows[e]]
+            psi0s += psi0[r]
+            P += Psi2n[r]
+        trKP = 0.0
+        for a in range(M):
+            for b in range(M):
+                trKP += Kinv[a, b] * P[a, b]
+        # I + beta K = Lc Lc^T, K = R0 P R0^T
+        np.dot(P, R0T, T)
+        np.dot(R0, T, L)
+        for a in range(M):
+            for b in range(a):
+                v = 0.5 * beta * (L[a, b] + L[b, a])
+                L[a, b] = v
+                L[b, a] = v
+            L[a, a] = 1.0 + beta * L[a, a]
+        ok = _cholesky_inplace(L)
+        if not ok:
+            gain[i] = np.nan
+            continue
+        logdet = 0.0
+        for a in range(M):
+            logdet += math.log(L[a, a])
+        # W = [F, 0] + V Yg with V = R0 Psi1*_r^T, then Lc^-1 W
+        V = np.zeros((M, nr))
+        for e in range(e0, e1):
+            r = pos[g_rows[e]]
+            for a in range(M):
+                s = 0.0
+                for b in range(a + 1):
+                    s += R0[a, b] * Psi1[r, b]
+                V[a, e - e0] = s
+        # VY = V Yg, W = [F, 0] + VY; |W|^2 - |F|^2 = 2 <F, VY> + |VY|^2 (no cancellation)
+        W = np.zeros((M, w))
+        dnorm = 0.0
+        for a in range(M):
+            for t in range(nr):
+                v = V[a, t]
+                for c in range(w):
+                    W[a, c] += v * Yg[t, c]
+            for c in range(w):
+                dnorm += W[a, c] * W[a, c]
+            for c in range(k):
+                dnorm += 2.0 * Fp[a, c] * W[a, c]
+                W[a, c] += Fp[a, c]
+        # RW = R0^T W; U = (I + beta K)^-1 W (W overwritten); GU = R0^T U
+        RW = np.empty((M, w))
+        np.dot(R0T, W, RW)
+        _solve_lower_inplace(L, W)
+        _solve_lower_t_inplace(L, W)
+        GU = np.empty((M, w))
+        np.dot(R0T, W, GU)
+        # sum_j |Lc^-1 w_j|^2 - |c_j|^2 = |W|^2 - |F|^2 - beta tr(U^T K W),
+        # tr(U^T K W) = <GU, P RW>   (I - (I + beta K)^-1 = beta (I + beta K)^-1 K)
+        PRW = np.empty((M, w))
+        np.dot(P, RW, PRW)
+        tKW = 0.0
+        for a in range(M):
+            for c in range(w):
+                tKW += GU[a, c] * PRW[a, c]
+        gain[i] = (-d * logdet + 0.5 * beta * beta * (dnorm - beta * tKW)
+                   + 0.5 * nr * d * log_beta_2pi - 0.5 * beta * g_ysq[g]
+                   - 0.5 * beta * d * psi0s + 0.5 * beta * d * trKP)
+        if not grad:
+            continue
+        # G = H^T H, H = Lc^-1 R0 (lower triangular; one GEMM beats a triangular loop here)
+        H[:, :] = R0
+        _solve_lower_tri_inplace(L, H)
+        for a in range(M):
+            for b in range(M):
+                HT[a, b] = H[b, a]
+        np.dot(HT, H, G)
+        c1 = 0.5 * beta * d
+        c3 = 0.5 * beta * beta * beta
+        dPi = dP[i]
+        for a in range(M):
+            for b in range(a + 1):
+                s = 0.0
+                for c in range(w):
+                    s += GU[a, c] * GU[b, c]
+                v = c1 * (Kinv[a, b] - G[a, b]) - c3 * s
+                dPi[a, b] = v
+                dPi[b, a] = v
+        c2 = beta * beta
+        for e in range(e0, e1):
+            t = e - e0
+            for a in range(M):
+                s = 0.0
+                for c in range(w):
+                    s += Yg[t, c] * GU[a, c]
+                dPsi1[e, a] = c2 * s
+
+
+
+@njit(**_PARALLEL)
+def _groups_blocks(n, nchunks, sel, g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_flat, g_ysq,
+                   pat_foff, pat_k, F_flat, pos, psi0, Psi1, Psi2n, R0, R0T, Kinv,
+                   beta, grad, gain, dP, dPsi1):
+    """The only parallel code: one block of groups per iteration (see groups)."""
+    for c in prange(nchunks):
+        _group_rows(c * n // nchunks, (c + 1) * n // nchunks, sel, g_ptr, g_rows, g_d, g_pat,
+                    g_yoff, g_width, Yc_flat, g_ysq, pat_foff, pat_k, F_flat, pos,
+                    psi0, Psi1, Psi2n, R0, R0T, Kinv, beta, grad, gain, dP, dPsi1)
+
+
+@njit(**_SERIAL)
+def groups(sel, g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_flat, g_ysq, pat_foff,
+           pat_k, F_flat, pos, psi0, Psi1, Psi2n, R0, R0T, Kinv, beta, grad, n_entries, nchunks):
+    """(gain (len(sel),), dP (len(sel), M, M), dPsi1 (n_entries, M)) of the groups ``sel``."""
+    n = sel.shape[0]
+    M = R0.shape[0]
+    gain = np.empty(n)
+    dP = np.zeros((n if grad else 0, M, M))
+    dPsi1 = np.zeros((n_entries if grad else 0, M))
+    _groups_blocks(n, nchunks, sel, g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_flat, g_ysq,
+                   pat_foff, pat_k, F_flat, pos, psi0, Psi1, Psi2n, R0, R0T, Kinv,
+                   beta, grad, gain, dP, dPsi1)
+    return gain, dP, dPsi1
+
+
+# ==========================================================================================
+# the prepared problem
+# ==========================================================================================
+def _compress_pattern(CJ: np.ndarray):
+    """(F, Qq) for the training columns CJ (M, d) of a pattern of d > M columns: thin QR
+    CJ^T = Qq Rq (Qq (d, M) orthonormal columns), F = Rq^T (M, M), so that CJ = F Qq^T."""
+    Qq, Rq = np.linalg.qr(CJ.T)
+    return np.ascontiguousarray(Rq.T), Qq
+
+
+def _compress_rows(YJ: np.ndarray, Qq: np.ndarray) -> np.ndarray:
+    """Y_c = [YJ Qq, Lo] (|r|, M + e) with YJ = (YJ Qq) Qq^T + Yo, Yo orthogonal to Qq and
+    Yo Yo^T = Lo Lo^T: then (F + V Y_c)(F + V Y_c)^T = (CJ + V YJ)(CJ + V YJ)^T for every V,
+    the only way the group's data enter the bound (module docstring)."""
+    Yp = YJ @ Qq
+    Yo = YJ - Yp @ Qq.T
+    w, U = np.linalg.eigh(Yo @ Yo.T)
+    keep = w > max(float(w.max(initial=0.0)), 1e-300) * 1e-14
+    return np.ascontiguousarray(np.hstack([Yp, U[:, keep] * np.sqrt(w[keep])]))
+
+
+class TestBound:
+    """The test bound of fixed test outputs as a function of q(X*), prepared once.
+
+    stats : TrainingStats;  Ys (n*, D) raw outputs (NaN allowed where not observed);
+    observed (n*, D) bool (None: the non-NaN entries);  batch (n*,) integer ids of the
+    batches taken jointly (None: every row its own batch, i.e. independent points).
+    ``batch_ids`` lists the batches in the order of the outputs (sorted ids).
+    """
+
+    __test__ = False  # not a pytest class
+
+    def __init__(self, stats: TrainingStats, Ys, observed=None, batch=None):
+        self.stats = stats
+        Ys = np.array(Ys, dtype=np.float64, ndmin=2)
+        n, D = Ys.shape
+        if D != stats.D:
+            raise ValueError(f"test outputs have {D} columns, the training data {stats.D}")
+        observed = ~np.isnan(Ys) if observed is None else np.asarray(observed, dtype=bool)
+        if observed.shape != Ys.shape:
+            raise ValueError(f"observed must have the shape of the outputs {Ys.shape}, got {observed.shape}")
+        if not np.all(np.isfinite(Ys[observed])):
+            raise ValueError("observed test outputs must be finite")
+        self.n = n
+        self.observed = observed
+        Yc = np.where(observed, Ys - stats.Y_mean, 0.0)
+        if batch is None:
+            self.independent = True
+            self.batch_ids = np.arange(n)
+            batch_index = np.arange(n)
+        else:
+            batch = np.asarray(batch)
+            if batch.shape != (n,) or batch.dtype.kind not in "iu":
+                raise ValueError(f"batch must hold one integer id per test row, shape ({n},)")
+            self.independent = False
+            self.batch_ids, batch_index = np.unique(batch, return_inverse=True)
+        self._build(Yc, batch_index)
+
+    # --- groups ------------------------------------------------------------------------------
+    def _build(self, Yc: np.ndarray, batch_index: np.ndarray) -> None:
+        st = self.stats
+        M = st.M
+        obs = self.observed
+        pat_of: dict[bytes, int] = {}
+        F_list, pat_k = [], []
+        g_rows, g_ptr, g_d, g_pat, g_batch, Y_list, g_ysq = [], [0], [], [], [], [], []
+
+        pat_Q: list = []
+
+        def pattern(J: np.ndarray) -> int:
+            key = np.packbits(J).tobytes()
+            if key not in pat_of:
+                pat_of[key] = len(pat_k)
+                CJ = st.C[:, J]
+                if CJ.shape[1] > M:  # more columns than the rank: compress (_compress_*)
+                    F, Qq = _compress_pattern(CJ)
+                else:
+                    F, Qq = np.ascontiguousarray(CJ), None
+                F_list.append(F)
+                pat_Q.append(Qq)
+                pat_k.append(F.shape[1])
+            return pat_of[key]
+
+        def add_group(rows: np.ndarray, J: np.ndarray, b: int) -> None:
+            p = pattern(J)
+            YJ = Yc[np.ix_(rows, np.flatnonzero(J))]
+            g_rows.extend(rows.tolist())
+            g_ptr.append(len(g_rows))
+            g_d.append(int(J.sum()))
+            g_pat.append(p)
+            g_batch.append(b)
+            Y_list.append(np.ascontiguousarray(YJ) if pat_Q[p] is None else _compress_rows(YJ, pat_Q[p]))
+            g_ysq.append(float(np.sum(YJ * YJ)))
+
+        if self.independent:
+            for i in np.flatnonzero(obs.any(axis=1)):
+                add_group(np.array([i]), obs[i], int(i))
+        else:
+            order = np.argsort(batch_index, kind="stable")
+            bounds = np.searchsorted(batch_index[order], np.arange(len(self.batch_ids) + 1))
+            for b in range(len(self.batch_ids)):
+                rows = order[bounds[b]:bounds[b + 1]]
+                sub = obs[rows]  # (|rows|, D)
+                cols = np.flatnonzero(sub.any(axis=0))
+                if cols.size == 0:
+                    continue
+                pats, inv = np.unique(sub[:, cols].T, axis=0, return_inverse=True)
+                for u in range(pats.shape[0]):
+                    J = np.zeros(st.D, dtype=bool)
+                    J[cols[inv.ravel() == u]] = True
+                    add_group(rows[pats[u]], J, b)
+
+        self.g_ptr = np.asarray(g_ptr, dtype=np.int64)
+        self.g_rows = np.asarray(g_rows, dtype=np.int64)
+        self.g_d = np.asarray(g_d, dtype=np.int64)
+        self.g_pat = np.asarray(g_pat, dtype=np.int64)
+        self.g_batch = np.asarray(g_batch, dtype=np.int64)
+        self.g_ysq = np.asarray(g_ysq, dtype=np.float64)
+        self.g_width = np.asarray([y.shape[1] for y in Y_list], dtype=np.int64)
+        self.g_yoff = np.concatenate([[0], np.cumsum([y.size for y in Y_list])]).astype(np.int64)
+        self.Yc_flat = np.concatenate([y.ravel() for y in Y_list]) if Y_list else np.zeros(0)
+        self.pat_k = np.asarray(pat_k, dtype=np.int64)
+        self.pat_foff = np.concatenate([[0], np.cumsum([M * k for k in pat_k])]).astype(np.int64)
+        self.F_flat = (np.concatenate([np.ascontiguousarray(F).ravel() for F in F_list])
+                       if F_list else np.zeros(0))
+        # batch -> its groups, and the rows of every batch
+        G = len(g_d)
+        order = np.argsort(self.g_batch, kind="stable")
+        self.b_groups = order
+        self.b_gptr = np.searchsorted(self.g_batch[order], np.arange(len(self.batch_ids) + 1))
+        self.n_groups = G
+        self._single_row = self.independent
+        self._row_group = np.full(self.n, -1, dtype=np.int64)
+        if self.independent:
+            self._row_group[self.g_rows] = np.arange(G)
+        self._batch_index = batch_index
+
+    # --- evaluation ----------------------------------------------------------------------------
+    @blas_single_threaded
+    def evaluate(self, mu_s, S_s, grad: bool = True, batches=None):
+        """Delta of each selected batch (F_hat of the batch minus the training F_hat) and its
+        gradients w.r.t. the means and variances of the batch's rows.
+
+        mu_s, S_s : (n*, Q) for all test rows (only the rows of the selected batches are read).
+        batches : indices into ``batch_ids`` to evaluate (None: all).
+        Returns (gain (nb,), dmu (n*, Q), dS (n*, Q)); rows outside the selected batches get
+        zero gradients (``grad=False``: None, None).
+        """
+        st = self.stats
+        mu_s = np.asarray(mu_s, dtype=np.float64)
+        S_s = np.asarray(S_s, dtype=np.float64)
+        if mu_s.shape != (self.n, st.Q) or S_s.shape != (self.n, st.Q):
+            raise ValueError(f"mu_s and S_s must have shape ({self.n}, {st.Q}), got "
+                             f"{mu_s.shape} and {S_s.shape}")
+        nb = len(self.batch_ids)
+        bsel = np.arange(nb) if batches is None else np.asarray(batches, dtype=np.int64)
+        gain, rows, gmu, gS = self._evaluate(mu_s, S_s, grad, bsel)
+        if not grad:
+            return gain, None, None
+        dmu = np.zeros((self.n, st.Q))
+        dS = np.zeros((self.n, st.Q))
+        dmu[rows] = gmu
+        dS[rows] = gS
+        return gain, dmu, dS
+
+    def _evaluate(self, mu_s, S_s, grad: bool, bsel: np.ndarray):
+        """(gain (len(bsel),), rows, dmu (len(rows), Q), dS) for the batches bsel; the caller
+        limits BLAS to one thread (this runs once per optimiser step)."""
+        st = self.stats
+        k = st.kernel
+        if self._single_row:  # independent points: group g holds row g_rows[g] only
+            gsel = self._row_group[self.batch_rows(bsel)]
+            gsel = gsel[gsel >= 0]
+            entries = gsel
+            lens = np.ones(gsel.size, dtype=np.int64)
+        else:
+            gsel = np.concatenate([self.b_groups[self.b_gptr[b]:self.b_gptr[b + 1]] for b in bsel]
+                                  + [np.zeros(0, np.int64)])
+            starts, ends = self.g_ptr[gsel], self.g_ptr[gsel + 1]
+            lens = ends - starts
+            entries = np.concatenate([np.arange(a, e) for a, e in zip(starts, ends)]
+                                     + [np.zeros(0, np.int64)])
+        erows = self.g_rows[entries]
+        rows = erows if self._single_row else np.unique(erows)
+        pos = np.full(self.n, -1, dtype=np.int64)
+        pos[rows] = np.arange(rows.size)
+        mu_r = np.ascontiguousarray(mu_s[rows])
+        S_r = np.ascontiguousarray(S_s[rows])
+        if rows.size:
+            psi0 = k.psi0(mu_r, S_r)
+            Psi1 = k.psi1(mu_r, S_r, st.Z)
+            Psi2n = k.psi2n(mu_r, S_r, st.Z)
+        else:
+            psi0, Psi1, Psi2n = np.zeros(0), np.zeros((0, st.M)), np.zeros((0, st.M, st.M))
+        l_ptr = np.zeros(gsel.size + 1, dtype=np.int64)
+        np.cumsum(lens, out=l_ptr[1:])
+        gain_g, dP, dPsi1_e = cfg_pick(
+            gsel.size, np.arange(gsel.size, dtype=np.int64), l_ptr, erows, self.g_d[gsel],
+            self.g_pat[gsel], self.g_yoff[gsel], self.g_width[gsel], self.Yc_flat,
+            self.g_ysq[gsel], self.pat_foff, self.pat_k, self.F_flat, pos, psi0, Psi1, Psi2n,
+            st.R0, st.R0T, st.Kinv, st.beta, bool(grad), int(entries.size))
+        # sums per selected batch
+        bpos = np.full(len(self.batch_ids), -1, dtype=np.int64)
+        bpos[bsel] = np.arange(bsel.size)
+        gain = np.bincount(bpos[self.g_batch[gsel]], weights=gain_g, minlength=bsel.size)
+        if not grad or rows.size == 0:
+            z = np.zeros((rows.size, st.Q))
+            return gain, rows, z, z.copy()
+        local = pos[erows]  # local row of every entry
+        entry_group = np.repeat(np.arange(gsel.size), lens)
+        if self._single_row:  # one group per row, in row order
+            dPsi2n, dPsi1 = dP, dPsi1_e
+        else:
+            dPsi2n = np.zeros((rows.size, st.M, st.M))
+            dPsi1 = np.zeros((rows.size, st.M))
+            np.add.at(dPsi1, local, dPsi1_e)
+            for e in range(local.size):
+                dPsi2n[local[e]] += dP[entry_group[e]]
+        dpsi0 = -0.5 * st.beta * np.bincount(local, weights=self.g_d[gsel][entry_group],
+                                             minlength=rows.size)
+        gmu, gS = k.psi_gradients_n(dpsi0, dPsi1, dPsi2n, mu_r, S_r, st.Z)
+        return gain, rows, gmu, gS
+
+    def batch_rows(self, bsel: np.ndarray) -> np.ndarray:
+        """The rows of batches bsel (independent points: the rows themselves)."""
+        if self.independent:
+            return np.asarray(bsel, dtype=np.int64)
+        return np.concatenate([np.flatnonzero(self._batch_index == b) for b in bsel])
+
+
+def cfg_pick(n_groups: int, *args):
+    """The group kernel over ``n_groups`` groups, on as many threads as ``_numba_config``
+    gives them (see ``kernels._util.run_blocks``)."""
+    return run_blocks(groups, n_groups, *args)
+
+
+def test_bound(stats: TrainingStats, mu_s, S_s, Ys, observed=None, batch=None, grad: bool = True):
+    """F_hat (no KL) of each batch of test rows taken jointly with the training data
+    (eq:predictive1 / app:partialtestBound), summed over output dims j using, for each j, the
+    training rows plus the test rows of the batch that observe j.
+
+    mu_s, S_s (n*, Q); Ys (n*, D) raw outputs (NaN allowed where not observed);
+    observed (n*, D) bool (None: the non-NaN entries); batch (n*,) int ids, None = every row
+    its own batch (independent points). Returns F_hat per batch (in the order of the sorted
+    batch ids) and dF_hat/dmu_s, dF_hat/dS_s (n*, Q) (None, None without ``grad``).
+    For repeated evaluations with the same outputs use ``TestBound`` (prepared once).
+    """
+    tb = TestBound(stats, Ys, observed, batch)
+    gain, dmu, dS = tb.evaluate(mu_s, S_s, grad=grad)
+    return stats.F_hat + gain, dmu, dS
+
+
+test_bound.__test__ = False  # not a pytest test
+
+
+# ==========================================================================================
+# inference of q(x*) for independent test points (static prior)
+# ==========================================================================================
+@dataclass
+class LatentFit:
+    """q(X*) inferred for independent test rows.
+
+    mu, S : (n*, Q);  gain (n*,) = F_hat(q(X), q(x*_i)) - F_hat(q(X));  kl (n*,) the
+    KL(q(x*_i) || N(0, I));  log_density = gain - kl, the estimate of log p(y*_i,O | Y)
+    (eq:predictive1 over the observed dims);  init_rows (n*,) the training row whose q(x_n)
+    started the optimisation;  iterations, status (per row, see ``batch_lbfgs``).
+    """
+
+    mu: np.ndarray
+    S: np.ndarray
+    gain: np.ndarray
+    kl: np.ndarray
+    log_density: np.ndarray
+    init_rows: np.ndarray
+    iterations: np.ndarray
+    status: np.ndarray
+    n_evals: int
+
+    @property
+    def converged(self) -> np.ndarray:
+        return np.isin(self.status, ("gtol", "ftol", "xtol"))
+
+
+def kl_rows(mu: np.ndarray, S: np.ndarray):
+    """Per-row KL(N(mu_i, diag S_i) || N(0, I)) (KLstatic) and its gradients (n, Q)."""
+    kl = 0.5 * np.sum(mu * mu + S - np.log(S) - 1.0, axis=1)
+    return kl, mu, 0.5 * (1.0 - 1.0 / S)
+
+
+def nearest_rows(stats: TrainingStats, Ys: np.ndarray, observed: np.ndarray, k: int = 1,
+                 chunk: int = 2048) -> np.ndarray:
+    """(n*, k) indices of the training rows nearest to each test row in its observed dims
+    (squared Euclidean distance over those dims only), nearest first."""
+    Yc = stats.Yc
+    k = max(1, min(int(k), Yc.shape[0]))
+    Y2 = (Yc * Yc).T  # (D, N)
+    out = np.empty((Ys.shape[0], k), dtype=np.int64)
+    for a in range(0, Ys.shape[0], chunk):
+        o = observed[a:a + chunk]
+        yc = np.where(o, Ys[a:a + chunk] - stats.Y_mean, 0.0)
+        dist = o.astype(np.float64) @ Y2 - 2.0 * yc @ Yc.T  # + |y*_O|^2, the same for a row
+        if k == 1:
+            out[a:a + chunk, 0] = np.argmin(dist, axis=1)
+        else:
+            part = np.argpartition(dist, k - 1, axis=1)[:, :k]
+            order = np.argsort(np.take_along_axis(dist, part, axis=1), axis=1)
+            out[a:a + chunk] = np.take_along_axis(part, order, axis=1)
+    return out
+
+
+def infer_latent(stats: TrainingStats, Ys, observed=None, n_init: int = 1, max_iters: int = 200,
+                 gtol: float = 1e-4, ftol: float = 1e-9, xtol: float = 1e-7,
+                 precondition: bool = True) -> LatentFit:
+    """q(x*_i) = N(mu_i, diag S_i) for independent test rows: maximises, for every row,
+    F_hat(q(X), q(x*_i)) - KL(q(x*_i) || N(0, I)) with the model and q(X) fixed
+    (eq:predictive1; the missing entries of a row simply do not enter, app:partialtestBound).
+
+    Ys (n*, D), observed (n*, D) bool (None: non-NaN entries; every row must observe
+    something). All rows are optimised together (``batch_lbfgs``), each from the q(x_n) of
+    the best of its ``n_init`` nearest training rows in the observed dims (the one with the
+    highest objective). Parameters: S through the model's softplus with a floor (log-like
+    for small S); mu = mu0 + sqrt(S0) z with (mu0, S0) the starting q(x_n), so that z is on
+    the scale of the posterior spread in every latent dimension (``precondition``): without
+    it, dimensions the ARD weights switch on and off differ in curvature by orders of
+    magnitude and L-BFGS needs several times more iterations.
+    """
+    Ys = np.array(Ys, dtype=np.float64, ndmin=2)
+    observed = ~np.isnan(Ys) if observed is None else np.asarray(observed, dtype=bool)
+    Ys = np.where(observed, Ys, 0.0)
+    empty = np.flatnonzero(~observed.any(axis=1))
+    if empty.size:
+        raise ValueError(f"test rows {empty[:10].tolist()} observe nothing")
+    n, Q = Ys.shape[0], stats.Q
+    tb = TestBound(stats, Ys, observed)
+    mu_full = np.zeros((n, Q))
+    S_full = np.ones((n, Q))
+
+    def objective_natural(mu, S, idx, grad=True):
+        """-(gain - KL) of rows idx and its gradients w.r.t. mu, S (rows idx)."""
+        mu_full[idx] = mu
+        S_full[idx] = S
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            gain, rows, dmu, dS = tb._evaluate(mu_full, S_full, grad, idx)  # rows == idx
+            kl, dkl_mu, dkl_S = kl_rows(mu, S)
+        if not grad:
+            return -(gain - kl), None, None
+        return -(gain - kl), -(dmu - dkl_mu), -(dS - dkl_S)
+
+    with single_threaded_blas():
+        return _infer(stats, tb, Ys, observed, objective_natural, n, Q, n_init, max_iters,
+                      gtol, ftol, xtol, precondition)
+
+
+def _infer(stats, tb, Ys, observed, objective_natural, n, Q, n_init, max_iters, gtol, ftol, xtol,
+           precondition) -> LatentFit:
+    """The optimisation of ``infer_latent`` (BLAS limited to one thread by the caller)."""
+    from .batch_lbfgs import minimize_batch
+    from .transforms import POSITIVE_FLOOR as tr
+
+    # start: the best of the n_init nearest training rows' q(x_n)
+    cand = nearest_rows(stats, Ys, observed, k=n_init)
+    rows_all = np.arange(n)
+    init_rows = cand[:, 0].copy()
+    n_evals = 0
+    if cand.shape[1] > 1:
+        best = np.full(n, np.inf)
+        for c in range(cand.shape[1]):
+            fc, _, _ = objective_natural(stats.mu[cand[:, c]], stats.S[cand[:, c]], rows_all, grad=False)
+            n_evals += n
+            better = fc < best
+            best[better] = fc[better]
+            init_rows[better] = cand[better, c]
+    mu0 = stats.mu[init_rows].copy()
+    S0 = np.maximum(stats.S[init_rows], 2e-10)
+    scale = np.sqrt(S0) if precondition else np.ones((n, Q))
+
+    def objective(X, idx):
+        z, s = X[:, :Q], X[:, Q:]
+        f, dmu, dS = objective_natural(mu0[idx] + scale[idx] * z, tr.forward(s), idx)
+        return f, np.hstack([dmu * scale[idx], dS * tr.gradfactor(s)])
+
+    x0 = np.hstack([np.zeros((n, Q)), tr.inverse(S0)])
+    res = minimize_batch(objective, x0, max_iters=max_iters, gtol=gtol, ftol=ftol, xtol=xtol)
+    mu = mu0 + scale * res.x[:, :Q]
+    S = tr.forward(res.x[:, Q:])
+    f, _, _ = objective_natural(mu, S, np.arange(n), grad=False)
+    kl, _, _ = kl_rows(mu, S)
+    gain = kl - f
+    return LatentFit(mu=mu, S=S, gain=gain, kl=kl, log_density=gain - kl, init_rows=init_rows,
+                     iterations=res.iterations, status=res.status, n_evals=n_evals + res.n_evals)

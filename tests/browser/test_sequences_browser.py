@@ -1,0 +1,195 @@
+"""Explorer 2 in a real browser: the default page shows real motion capture with its
+trajectories, Play animates the pose in the browser (frames counted), forecasting past the
+end draws a widening band, the page fits 1366 px, and bad uploads get clear messages.
+Screenshots go to test-artifacts/."""
+
+from __future__ import annotations
+
+import io
+import re
+import time
+
+import numpy as np
+import pytest
+
+from .conftest import ARTIFACTS
+from .test_explorer_browser import (LATENT, OUTPUT, PLAYING, TIMELINE, open_app, plot_info, readout, shot_of,
+                                    wait_for)
+
+pytestmark = pytest.mark.browser
+
+# The played sequence as BokehJS holds it: the time plot's source (t, band limits, forecast
+# flags) and the latent figure's path source.
+JS_TRAJ = """() => {
+  for (const v of Bokeh.index.all_views()) {
+    const m = v.model;
+    if (!(m.title && m.title.text && m.title.text.startsWith('Latent trajectory over time'))) continue;
+    for (const r of m.renderers) {
+      const d = r.data_source && r.data_source.data;
+      if (d && d.xhi) return {t: Array.from(d.t), xlo: Array.from(d.xlo), xhi: Array.from(d.xhi),
+                              ylo: Array.from(d.ylo), yhi: Array.from(d.yhi), fc: Array.from(d.fc)};
+    }
+  }
+  return null;
+}"""
+
+JS_PATHS = """() => {
+  for (const v of Bokeh.index.all_views()) {
+    const m = v.model;
+    if (!(m.title && m.title.text && m.title.text.startsWith('Latent space'))) continue;
+    for (const r of m.renderers) {
+      const d = r.data_source && r.data_source.data;
+      if (d && d.xs && d.dash) return d.xs.length;
+    }
+  }
+  return 0;
+}"""
+
+# Jump the player to a frame (as dragging the slider does).
+JS_SEEK = """(frac) => {
+  for (const v of Bokeh.index.all_views()) {
+    const m = v.model;
+    if (m.css_classes && m.css_classes.includes('play-slider')) {
+      m.value = Math.round(frac * m.end); return m.value;
+    }
+  }
+  return null;
+}"""
+
+
+def frames_per_second(page) -> tuple[int, int]:
+    """(most frames drawn in any 1-s window, distinct frame indices in it) since reset."""
+    fr = page.evaluate("() => window.__bgplvm_frames || []")
+    best, best_distinct = 0, 0
+    for k, (t0, _) in enumerate(fr):
+        win = [i for t, i in fr[k:] if t - t0 < 1000]
+        if len(win) > best:
+            best, best_distinct = len(win), len(set(win))
+    return best, best_distinct
+
+
+def test_default_page_shows_real_mocap_with_trajectories(page, server):
+    t0 = time.time()
+    open_app(page, server)
+    ready = time.time() - t0
+    lat = plot_info(page, LATENT)
+    assert lat["title"] == "Latent space: cmu35"
+    play = plot_info(page, PLAYING)
+    assert play["title"].startswith("Playing: 35_01")
+    assert page.get_by_text(re.compile(r"^CMU mocap subject 35 .*pre-trained dynamical model")).first.is_visible()
+    assert page.evaluate(JS_PATHS) == 2  # the sequence's path: training part and forecast
+    traj = page.evaluate(JS_TRAJ)
+    assert traj is not None and len(traj["t"]) == 89 + 60 and sum(traj["fc"]) == 60
+    # the pose and the latent view are drawn (many colours, not blank canvases)
+    for info in (lat, play, plot_info(page, OUTPUT), plot_info(page, TIMELINE)):
+        img = shot_of(page, info, "frame")
+        assert len(np.unique(img.reshape(-1, 3), axis=0)) > 20, info["title"]
+    page.screenshot(path=str(ARTIFACTS / "explorer2-01-default-page.png"), full_page=True)
+    print(f"page open to plots drawn: {ready:.2f} s")
+
+
+def test_page_fits_1366_pixels(page, server):
+    page.set_viewport_size({"width": 1366, "height": 900})
+    open_app(page, server)
+    widths = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
+    assert widths[0] <= widths[1], f"page overflows sideways: {widths}"
+    for prefix in (LATENT, OUTPUT, PLAYING, TIMELINE):
+        x, y, w, h = plot_info(page, prefix)["box"]
+        assert x >= 0 and x + w <= 1366, (prefix, x, w)
+
+
+def test_mouse_where_the_legend_was_still_generates(page, server):
+    """The legend sits outside the data: the top-left corner of the view follows the mouse."""
+    open_app(page, server)
+    lat = plot_info(page, LATENT)
+    (x0, x1), (y0, y1) = lat["xrange"], lat["yrange"]
+    tx, ty = x0 + 0.04 * (x1 - x0), y1 - 0.04 * (y1 - y0)
+    px, py = plot_info(page, LATENT, [tx], [ty])["pts"][0]
+    page.mouse.move(px - 20, py + 20, steps=2)
+    page.mouse.move(px, py, steps=2)
+
+    def followed():
+        m = re.search(r"x\d+ = (-?[\d.]+), x\d+ = (-?[\d.]+) \(following", readout(page))
+        return m and abs(float(m.group(1)) - tx) < 0.02 * (x1 - x0) and abs(float(m.group(2)) - ty) < 0.02 * (y1 - y0)
+
+    wait_for(followed, what="readout at the top-left corner")
+
+
+def test_play_animates_the_pose_in_the_browser(page, server):
+    open_app(page, server)
+    play = plot_info(page, PLAYING)
+    before = shot_of(page, play, "frame")
+    page.evaluate("() => { window.__bgplvm_frames = []; }")
+    page.locator(".play-toggle button").first.click()
+    shots = []
+    t0 = time.time()
+    while time.time() - t0 < 1.2:
+        shots.append(shot_of(page, play, "frame"))
+    page.wait_for_timeout(max(0, int(3000 - 1000 * (time.time() - t0))))
+    n, distinct = frames_per_second(page)
+    # the browser drew the pose at >= 20 different frames within one second (1x = 30 frames/s)
+    assert distinct >= 20, f"only {distinct} distinct frames in the best second ({n} renders)"
+    # and the pixels moved: screenshots taken while playing differ from each other
+    keys = {hash(s.tobytes()) for s in shots}
+    assert len(keys) >= 3 and any(np.abs(s - before).sum(axis=2).max() > 60 for s in shots)
+    page.screenshot(path=str(ARTIFACTS / "explorer2-02-playback.png"), full_page=True)
+    page.locator(".play-toggle button").first.click()  # pause
+    page.wait_for_timeout(300)
+    n_paused = len(page.evaluate("() => window.__bgplvm_frames"))
+    page.wait_for_timeout(500)
+    assert len(page.evaluate("() => window.__bgplvm_frames")) == n_paused  # paused: nothing drawn
+    print(f"playback: {distinct} distinct frames in the best second ({n} renders)")
+
+
+def _band_heights(img: np.ndarray, col: int) -> int:
+    """Pixels of a column of the time plot that are band-coloured (tinted red/blue)."""
+    c = img[:, col, :].astype(int)
+    spread = c.max(axis=1) - c.min(axis=1)
+    return int((spread > 12).sum())
+
+
+def test_forecast_past_the_end_draws_a_widening_band(page, server):
+    open_app(page, server)
+    traj = page.evaluate(JS_TRAJ)
+    n = len(traj["t"]) - sum(traj["fc"])
+    w_last = traj["xhi"][n - 1] - traj["xlo"][n - 1] + traj["yhi"][n - 1] - traj["ylo"][n - 1]
+    w_end = traj["xhi"][-1] - traj["xlo"][-1] + traj["yhi"][-1] - traj["ylo"][-1]
+    assert w_end > 3 * w_last
+    assert page.evaluate(JS_SEEK, 1.0) == len(traj["t"]) - 1  # the last forecast frame
+    page.wait_for_timeout(500)
+    # drawn: the band is taller at the end than at the last training frame
+    tl = plot_info(page, TIMELINE, [traj["t"][n - 1], traj["t"][-1] - 0.02], [0.0, 0.0])
+    img = shot_of(page, tl, "frame")
+    fx = tl["frame"][0]
+    c_last = int(round(tl["pts"][0][0] - fx))
+    c_end = int(round(tl["pts"][1][0] - fx)) - 2
+    assert _band_heights(img, c_end) > 2 * max(_band_heights(img, c_last), 1), (
+        _band_heights(img, c_end), _band_heights(img, c_last))
+    # the played pose shows the forecast (purple) and its uncertainty discs
+    play = plot_info(page, PLAYING)
+    pim = shot_of(page, play, "frame")
+    purple = (np.abs(pim[..., 0] - 0x8e) < 30) & (np.abs(pim[..., 1] - 0x44) < 30) & (np.abs(pim[..., 2] - 0xad) < 30)
+    assert purple.sum() > 50
+    page.screenshot(path=str(ARTIFACTS / "explorer2-03-forecast.png"), full_page=True)
+
+
+def test_image_sequence_upload_with_wrong_size_gets_a_message(page, server):
+    open_app(page, server)
+    page.get_by_role("button", name="image sequence").click()
+    for label, value in (("height H", "4"), ("width W", "4")):
+        box = page.get_by_label(label)
+        box.fill(value)
+        box.press("Enter")
+    page.wait_for_timeout(300)
+    buf = io.BytesIO()
+    np.save(buf, np.zeros((5, 10)))
+    page.locator(".upload-array input[type=file]").set_input_files(
+        files=[{"name": "frames.npy", "mimeType": "application/octet-stream", "buffer": buf.getvalue()}])
+    msg = page.get_by_text("rows have 10 values but a 4 x 4 frame has 16 pixels")
+    msg.wait_for(timeout=15000)
+    assert msg.is_visible()
+    assert not page.get_by_text("Traceback").count()
+    page.screenshot(path=str(ARTIFACTS / "explorer2-04-bad-image-upload.png"), full_page=True)
+    # the page still plays
+    page.locator(".play-toggle button").first.click()
+    wait_for(lambda: len(page.evaluate("() => window.__bgplvm_frames || []")) > 5, what="playback after an error")

@@ -1,0 +1,304 @@
+"""DynamicalGPLVM and its temporal prior: time kernels, the reparametrised q(X)
+(SFixedPointQ), the KL (KLasSummationOverQ) against a dense computation, gradients of every
+parameter block, forecasting (qxstar), bad input and model files."""
+
+import io
+
+import numpy as np
+import pytest
+
+from gradcheck import assert_close_gradient, assert_gradient, assert_model_block_gradients, numerical_gradient
+from model import BayesianGPLVM, DynamicalGPLVM
+from model.priors import DynamicalPrior, GaussianBlocks
+from model.time_kernels import TIME_KERNEL_NAMES, make_time_kernel
+
+TIME_KERNELS = ["matern32", "rbf", "matern52", "periodic", "rbf+white", "matern32+bias+white",
+                "rbf+periodic"]
+
+
+def _sequences():
+    """Two sequences with their own, unequally spaced time stamps."""
+    t = np.r_[np.arange(9.0), 0.5 + 1.5 * np.arange(6.0)]
+    seq = np.r_[np.zeros(9, int), np.full(6, 3)]
+    return t, seq
+
+
+def _data(t, D=4, seed=0):
+    rng = np.random.default_rng(seed)
+    X = np.c_[np.sin(t / 2.0), np.cos(t / 3.0)]
+    return np.tanh(X @ rng.standard_normal((2, D))) + 0.05 * rng.standard_normal((len(t), D))
+
+
+# --- time kernels ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", TIME_KERNEL_NAMES)
+def test_time_kernel_matrix_is_symmetric_psd(name):
+    k = make_time_kernel(name)
+    t = np.linspace(0, 5, 12)
+    K = k.K(t)
+    np.testing.assert_allclose(K, K.T)
+    assert np.linalg.eigvalsh(K).min() > -1e-10
+    np.testing.assert_allclose(np.diag(K), k.Kdiag(t))
+
+
+def test_time_kernel_closed_forms():
+    r = np.array([0.0, 0.7, 2.0])
+    t = np.r_[0.0, r[1:]]
+    m32 = make_time_kernel("matern32")
+    m32.set_params(variance=2.0, lengthscale=1.5)
+    a = np.sqrt(3) * r / 1.5
+    np.testing.assert_allclose(m32.K(t[:1], t)[0], 2.0 * (1 + a) * np.exp(-a))
+    per = make_time_kernel("periodic")
+    per.set_params(variance=1.0, lengthscale=0.8, period=2.0)
+    np.testing.assert_allclose(per.K(t[:1], t)[0], np.exp(-2 * np.sin(np.pi * r / 2.0) ** 2 / 0.64))
+    np.testing.assert_allclose(per.K(np.r_[0.0], np.r_[2.0, 4.0]), 1.0)  # period 2
+    white = make_time_kernel("white")
+    np.testing.assert_allclose(white.K(t, t + 0.0), 0.0)  # only on K(t) itself
+
+
+@pytest.mark.parametrize("name", TIME_KERNELS)
+def test_time_kernel_parameter_gradients(name):
+    k = make_time_kernel(name)
+    t = np.r_[0.0, 0.3, 1.1, 2.5, 2.6]
+    W = np.random.default_rng(0).standard_normal((5, 5))
+    names = list(k.params)
+    x0 = np.array([float(v) * 1.3 for v in k.params.values()])
+
+    def f(x):
+        k.set_params(**dict(zip(names, x)))
+        return float(np.sum(W * k.K(t))), np.array([k.grad(t, W)[n] for n in names])
+
+    assert_gradient(f, x0, rtol=1e-6)
+
+
+def test_unknown_time_kernel_is_named():
+    with pytest.raises(ValueError, match="unknown time kernel.*known"):
+        make_time_kernel("matern31")
+
+
+# --- q(X): moments and KL against dense formulas ---------------------------------------------------
+def _dense_kl(K, mu_bar, lam):
+    """KL(N(mu_q, S_q) || N(0, K)) summed over q, S_q = (K^-1 + diag lam_q)^-1, mu_q = K mu_bar_q,
+    with explicit inverses (reference only)."""
+    n, Q = mu_bar.shape
+    Kinv = np.linalg.inv(K)
+    kl, mus, Ss = 0.0, [], []
+    for q in range(Q):
+        S = np.linalg.inv(Kinv + np.diag(lam[:, q]))
+        mu = K @ mu_bar[:, q]
+        kl += 0.5 * (np.trace(Kinv @ S) + mu @ Kinv @ mu + np.linalg.slogdet(K)[1]
+                     - np.linalg.slogdet(S)[1] - n)
+        mus.append(mu)
+        Ss.append(np.diag(S))
+    return kl, np.array(mus).T, np.array(Ss).T
+
+
+@pytest.mark.parametrize("tk", ["matern32", "rbf+white"])
+def test_moments_and_kl_match_dense_block_diagonal(tk):
+    t, seq = _sequences()
+    Q = 3
+    prior = DynamicalPrior(t, seq, Q, tk)
+    rng = np.random.default_rng(1)
+    mu_bar = rng.standard_normal((len(t), Q))
+    lam = rng.uniform(0.2, 3.0, (len(t), Q))
+    qx = prior.q({"mu_bar": mu_bar, "lambda": lam, **prior.time_values()}, grad=False)
+    Kfull = np.zeros((len(t), len(t)))
+    for s in np.unique(seq):
+        ix = np.flatnonzero(seq == s)
+        Kfull[np.ix_(ix, ix)] = prior.time_kernel.K(t[ix])
+    Kfull += 1e-9 * np.eye(len(t))  # the dense reference inverts K
+    kl, mu, S = _dense_kl(Kfull, mu_bar, lam)
+    assert qx.kl == pytest.approx(kl, rel=1e-6)
+    np.testing.assert_allclose(qx.mu, mu, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(qx.S, S, rtol=1e-6, atol=1e-10)
+
+
+def test_gaussian_blocks_gradients_with_mean_offset():
+    """The block machinery alone (fixed K, prior mean m, as test-time inference uses it):
+    F = sum(w1 mu) + sum(w2 S) - KL, gradients w.r.t. mu_bar, lambda and K."""
+    rng = np.random.default_rng(2)
+    n, Q = 7, 2
+    Kt = make_time_kernel("rbf").K(np.linspace(0, 3, n)) + 0.05 * np.eye(n)
+    m = rng.standard_normal((n, Q))
+    w1, w2 = rng.standard_normal((n, Q)), rng.standard_normal((n, Q))
+    gb = GaussianBlocks([np.arange(n)])
+
+    def f(x, K=Kt):
+        mb, lam = x[: n * Q].reshape(n, Q), np.exp(x[n * Q:]).reshape(n, Q)
+        mu, S, kl, chain = gb.q([K], mb, lam, m=m)
+        dmb, dlam, dK = chain(w1, w2)
+        return float(np.sum(w1 * mu) + np.sum(w2 * S) - kl), np.r_[dmb.ravel(), (dlam * lam).ravel()], dK[0]
+
+    x0 = np.r_[rng.standard_normal(n * Q), rng.uniform(-1, 1, n * Q)]
+    assert_gradient(lambda x: f(x)[:2], x0, rtol=1e-6)
+    dK = f(x0)[2]
+    dK_num = numerical_gradient(lambda k: f(x0, k.reshape(n, n))[0], Kt.ravel()).reshape(n, n)
+    # K is symmetric: compare the symmetric parts
+    assert_close_gradient(0.5 * (dK + dK.T), 0.5 * (dK_num + dK_num.T), rtol=1e-6)
+
+
+# --- the model's gradients -------------------------------------------------------------------------
+@pytest.mark.parametrize("tk", TIME_KERNELS)
+def test_gradients_every_block_several_sequences(tk):
+    t, seq = _sequences()
+    m = DynamicalGPLVM(_data(t), t, latent_dim=3, num_inducing=5, time_kernel=tk, sequences=seq)
+    names = set(m.param_names)
+    assert {"mu_bar", "lambda", "Z", "noise_variance"} <= names
+    assert any(n.startswith("time_kernel.") for n in names)
+    assert_model_block_gradients(m)
+
+
+def test_full_gradient_one_sequence_at_a_moved_point():
+    t = np.linspace(0, 4, 10)
+    m = DynamicalGPLVM(_data(t, D=3), t, latent_dim=2, num_inducing=4, time_kernel="matern32+white")
+    rng = np.random.default_rng(4)
+    x = m._x + 0.3 * rng.standard_normal(m._x.size)
+    m._set_x(x)
+    assert_gradient(lambda v: m._bound(v), x, rtol=2e-5, atol=1e-7)
+
+
+# --- forecasting ----------------------------------------------------------------------------------
+def test_latent_at_training_times_reproduces_qX():
+    t, seq = _sequences()
+    m = DynamicalGPLVM(_data(t), t, latent_dim=2, num_inducing=5, time_kernel="matern32", sequences=seq)
+    m._set_x(m._x + 0.2 * np.random.default_rng(5).standard_normal(m._x.size))
+    for s in (0, 3):
+        ix = np.flatnonzero(seq == s)
+        mu, S = m.latent_at(t[ix], sequence=s)
+        np.testing.assert_allclose(mu, m.latent_mean[ix], rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(S, m.latent_variance[ix], rtol=1e-7, atol=1e-10)
+
+
+def test_forecast_uncertainty_grows_beyond_the_data():
+    t = np.arange(30.0)
+    Y = _data(t, D=5)
+    m = DynamicalGPLVM(Y, t, latent_dim=2, num_inducing=8, time_kernel="rbf", seed=0)
+    m.fit(max_iters=150, progress=False)
+    _, S = m.latent_at(np.array([29.0, 32.0, 40.0, 200.0]))
+    assert np.all(np.diff(S.sum(1)) > 0)
+    # far away q(X*) is the prior: mean 0, variance k(t, t)
+    mu_far, S_far = m.latent_at(np.array([1e4]))
+    np.testing.assert_allclose(mu_far, 0.0, atol=1e-8)
+    np.testing.assert_allclose(S_far, m.time_kernel.Kdiag(np.array([1e4]))[0], rtol=1e-6)
+    mean, var = m.forecast(np.array([30.0, 31.0]))
+    assert mean.shape == var.shape == (2, 5) and np.all(var > m.noise_variance)
+    # a new sequence (None) forecasts from the prior
+    mu_new, _ = m.latent_at(np.array([0.0, 1.0]), sequence=None)
+    np.testing.assert_allclose(mu_new, 0.0)
+
+
+def test_fit_increases_bound_and_gives_a_smooth_trajectory():
+    t = np.linspace(0, 6, 40)
+    Y = _data(t, D=6, seed=1)
+    dyn = DynamicalGPLVM(Y, t, latent_dim=2, num_inducing=10, time_kernel="rbf", seed=0)
+    F0 = dyn.elbo()
+    dyn.fit(max_iters=300, progress=False)
+    assert dyn.elbo() > F0 + 10
+    # the temporal prior keeps neighbouring frames close in latent space
+    steps = np.linalg.norm(np.diff(dyn.latent_mean, axis=0), axis=1)
+    spread = np.linalg.norm(dyn.latent_mean - dyn.latent_mean.mean(0), axis=1).mean()
+    assert np.median(steps) < 0.25 * spread
+
+
+# --- bad input ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("t, seq, match", [
+    (np.arange(9.0), None, r"one time stamp per row.*\(10,\)"),
+    (np.r_[np.arange(9.0), np.nan], None, "NaN or inf at rows \\[9\\]"),
+    (np.r_[np.arange(5.0), np.arange(5.0)], None, "unsorted"),
+    (np.r_[0.0, 1.0, 1.0, np.arange(3.0, 10.0)], None, "duplicated.*row 2"),
+    (np.arange(10.0), np.zeros(8, int), r"one id per row.*\(10,\)"),
+    (np.arange(10.0), np.r_[np.zeros(5, int), np.ones(4, int)], r"one id per row"),
+])
+def test_bad_times_and_sequences_get_clear_errors(t, seq, match):
+    Y = _data(np.arange(10.0))
+    with pytest.raises(ValueError, match=match):
+        DynamicalGPLVM(Y, t, latent_dim=2, num_inducing=4, sequences=seq)
+
+
+def test_two_sequences_may_share_time_stamps():
+    t = np.r_[np.arange(5.0), np.arange(5.0)]
+    m = DynamicalGPLVM(_data(t), t, latent_dim=2, num_inducing=4, sequences=np.r_[[0] * 5, [1] * 5])
+    assert np.isfinite(m.elbo())
+    with pytest.raises(ValueError, match="unknown sequence 7"):
+        m.latent_at([6.0], sequence=7)
+
+
+# --- model files ------------------------------------------------------------------------------------
+def test_save_load_round_trip_is_exact(tmp_path):
+    t, seq = _sequences()
+    m = DynamicalGPLVM(_data(t), t, latent_dim=2, num_inducing=5, time_kernel="rbf+white", sequences=seq)
+    m.fit(max_iters=20, progress=False)
+    path = tmp_path / "dyn.npz"
+    m.save(path)
+    m2 = BayesianGPLVM.load(path)
+    assert type(m2) is DynamicalGPLVM
+    np.testing.assert_array_equal(m2._x, m._x)
+    np.testing.assert_array_equal(m2.t, m.t)
+    np.testing.assert_array_equal(m2.sequences, m.sequences)
+    assert m2.time_kernel.spec == "rbf+white"
+    assert m2.elbo() == m.elbo()
+    np.testing.assert_array_equal(m2.forecast([9.0], sequence=0)[0], m.forecast([9.0], sequence=0)[0])
+    buf = io.BytesIO()
+    m.save(buf)
+    buf.seek(0)
+    assert DynamicalGPLVM.load(buf).elbo() == m.elbo()
+    assert "time kernel" in m2.summary()
+
+
+# --- reconstruction of partially observed frames ---------------------------------------------------
+@pytest.fixture(scope="module")
+def fitted():
+    t = np.arange(40.0)
+    Y = _data(t / 2.0, D=6, seed=2)
+    m = DynamicalGPLVM(Y[:30], t[:30], latent_dim=2, num_inducing=8, time_kernel="rbf", seed=0)
+    m.fit(max_iters=150, progress=False)
+    return m, Y, t
+
+
+@pytest.mark.parametrize("sequence", [None, 0])
+def test_sequence_objective_gradient(fitted, sequence):
+    from model.sequence_inference import SequenceObjective
+
+    m, Y, t = fitted
+    Ys = Y[30:36].copy()
+    observed = np.ones_like(Ys, dtype=bool)
+    observed[:, 3:] = False
+    observed[2, :] = [True, False, True, False, True, False]  # a pattern of its own
+    obj = SequenceObjective(m, np.where(observed, Ys, 0.0), observed, t[30:36], sequence)
+    x = obj.x0 + 0.1 * np.random.default_rng(6).standard_normal(obj.x0.size)
+    # the conditional prior of a continued sequence is nearly singular (eigenvalues down to
+    # 1e-11): the objective carries ~1e-11 of rounding, so the step is 1e-4, not 1e-6
+    assert_gradient(lambda v: obj(v), x, rtol=1e-5, atol=1e-7, eps=1e-4)
+
+
+def test_reconstruct_passes_observed_entries_and_fills_missing(fitted):
+    m, Y, t = fitted
+    mean, var = m.reconstruct(Y[30:34], t[30:34], sequence=0, max_iters=30)
+    np.testing.assert_array_equal(mean, Y[30:34])
+    np.testing.assert_array_equal(var, 0.0)
+    Ys = Y[30:34].copy()
+    Ys[:, 4:] = np.nan
+    mean, var = m.reconstruct(Ys, t[30:34], sequence=0, max_iters=100)
+    np.testing.assert_array_equal(mean[:, :4], Y[30:34, :4])
+    assert np.all(np.isfinite(mean)) and np.all(var[:, 4:] > m.noise_variance * 0.99)
+    fit = m.infer_sequence(Ys, t[30:34], sequence=0, max_iters=100)
+    assert fit.mu.shape == fit.S.shape == (4, 2) and np.isfinite(fit.bound)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(Y_star=np.zeros((3, 5)), t_star=[40.0, 41.0, 42.0]), r"shape \(n\*, 6\)"),
+    (dict(Y_star=np.full((2, 6), np.nan), t_star=[40.0, 41.0]), "entirely NaN"),
+    (dict(Y_star=np.zeros((2, 6)), t_star=[41.0, 40.0]), "unsorted"),
+    (dict(Y_star=np.zeros((2, 6)), t_star=[40.0]), r"one time stamp per row"),
+    (dict(Y_star=np.zeros((2, 6)), t_star=[28.0, 29.0], sequence=0), "training frames of sequence 0"),
+])
+def test_reconstruct_bad_input(fitted, kwargs, match):
+    m = fitted[0]
+    with pytest.raises(ValueError, match=match):
+        m.reconstruct(**kwargs)
+
+
+def test_independent_point_inference_points_to_the_sequence_api(fitted):
+    m = fitted[0]
+    for fn in (m.infer_latent, m.log_density):
+        with pytest.raises(TypeError, match="infer_sequence"):
+            fn(np.zeros((1, 6)))

@@ -1,0 +1,380 @@
+"""Headless tests of the explorer's sequence features: the frames the player plays (one
+batched call, forecasts whose uncertainty grows), the player's Bokeh sources and its
+latent-view layers, the sequence exports (GIF, trajectory figure), the shipped model
+assets (data-free files, the data check, the fallback when the data are unavailable),
+and training in a worker process (dynamical models, the queue)."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+
+hv = pytest.importorskip("holoviews")
+from PIL import Image  # noqa: E402
+
+from bgplvm_datasets import Dataset, load  # noqa: E402
+from model import BayesianGPLVM, DynamicalGPLVM  # noqa: E402
+
+from explorer import sequences as seqs  # noqa: E402
+from explorer.export import export_bytes, sequence_gif, trajectory_figure  # noqa: E402
+from explorer.state import ExplorerState, UserError  # noqa: E402
+
+hv.extension("bokeh")
+
+
+@pytest.fixture(scope="module")
+def walk():
+    ds = load("synth_walk")
+    sel = np.arange(0, ds.N, 4)  # 80 rows, 4 sequences, in time order within each
+    return Dataset(name="synth_walk", Y=ds.Y[sel], renderer=ds.renderer, labels=ds.labels[sel],
+                   label_names=ds.label_names, sequence=ds.sequence[sel], times=ds.times[sel], meta=ds.meta)
+
+
+@pytest.fixture(scope="module")
+def dyn_model(walk):
+    # an initialised (unfitted) model is a valid model for everything the explorer does
+    m = DynamicalGPLVM(walk.Y, walk.times, latent_dim=3, num_inducing=10, sequences=walk.sequence, seed=0)
+    m.fit(max_iters=15, progress=False)
+    m.metadata = {"dataset": "synth_walk"}
+    return m
+
+
+@pytest.fixture
+def dstate(walk, dyn_model):
+    s = ExplorerState()
+    s.set_model(dyn_model, walk)
+    return s
+
+
+def _render(*panes):
+    from bokeh.document import Document
+
+    doc = Document()
+    for p in panes:
+        p.get_root(doc)
+    return doc
+
+
+# --------------------------------------------------------------------------- frames
+def test_playback_covers_the_sequence_then_forecasts_with_growing_uncertainty(walk, dyn_model):
+    s = 1
+    rows = np.flatnonzero(walk.sequence == s)
+    pb = seqs.playback(dyn_model, walk, s, horizon=40)
+    assert pb.dynamical and pb.n_train == rows.size and pb.T == rows.size + 40
+    np.testing.assert_allclose(pb.t[:pb.n_train], walk.times[rows])
+    dt = np.diff(walk.times[rows]).mean()
+    np.testing.assert_allclose(np.diff(pb.t[pb.n_train - 1:]), dt, rtol=1e-6)
+    # at the training times q(x*) is q(X) of those rows (qxstar reproduces q(X))
+    np.testing.assert_allclose(pb.mu[:pb.n_train], dyn_model.latent_mean[rows], atol=1e-6)
+    np.testing.assert_allclose(pb.S[:pb.n_train], dyn_model.latent_variance[rows], rtol=1e-4, atol=1e-9)
+    # past the end the latent variance grows towards the prior's, and so does the output's
+    S_end, S_last = pb.S[-1].sum(), pb.S[pb.n_train - 1].sum()
+    assert S_end > 5 * S_last
+    assert np.all(np.diff(pb.S[pb.n_train - 1:].sum(1)) > -1e-9)
+    assert pb.var[-1].mean() > 2 * pb.var[pb.n_train - 1].mean()
+    # covFstar: an uncertain latent point gives different variances per output dimension
+    assert np.ptp(pb.var[-1]) > 1e-6
+    assert pb.mean.shape == pb.var.shape == (pb.T, walk.D)
+    assert pb.is_forecast.sum() == 40
+
+
+def test_playback_of_a_static_model_has_no_forecast(walk):
+    m = BayesianGPLVM(walk.Y, latent_dim=3, num_inducing=8, seed=0)
+    pb = seqs.playback(m, walk, 2, horizon=50)
+    rows = np.flatnonzero(walk.sequence == 2)
+    assert not pb.dynamical and pb.T == pb.n_train == rows.size
+    np.testing.assert_allclose(pb.mu, m.latent_mean[rows])
+
+
+def test_joint_spread_exact_for_markers_and_sampled_through_kinematics(walk):
+    r = walk.renderer
+    T, D = 3, walk.D
+    var = np.tile(np.array([0.01, 0.04, 0.04]), (T, D // 3))
+    np.testing.assert_allclose(seqs.joint_spread(r, walk.Y[:T], var), np.sqrt(0.03))
+    assert np.all(seqs.joint_spread(r, walk.Y[:T], np.zeros((T, D))) == 0)
+
+
+def test_joint_spread_through_forward_kinematics():
+    from bgplvm_datasets.mocap.asf import parse_asf
+
+    from explorer.userdata import AmcPoseRenderer
+    from tests.test_explorer_userdata import TINY_ASF
+
+    sk = parse_asf(TINY_ASF)
+    r = AmcPoseRenderer(sk, tuple(i for i, n in enumerate(sk.channel_names) if n not in ("root.TX", "root.TZ")))
+    D = len(r.kept)
+    mean = np.zeros((2, D))
+    var = np.zeros((2, D))
+    var[1] = 25.0  # 5 degrees sd on every angle
+    sp = seqs.joint_spread(r, mean, var)
+    assert sp.shape == (2, sk.n_points)
+    assert np.all(sp[0] < 1e-12) and sp[1].max() > 1e-3
+    # the same draws every frame: identical frames give identical spreads (no flicker)
+    np.testing.assert_array_equal(seqs.joint_spread(r, mean[[1, 1]], var[[1, 1]])[0],
+                                  seqs.joint_spread(r, mean[[1, 1]], var[[1, 1]])[1])
+
+
+def test_image_frames_orientation():
+    from bgplvm_datasets.record import ImageRenderer
+
+    r = ImageRenderer(height=2, width=3, order="C")
+    fr = seqs.image_frames(r, np.arange(6.0)[None], np.full((1, 6), 4.0))
+    np.testing.assert_array_equal(fr["img"][0], [[0, 1, 2], [3, 4, 5]])
+    np.testing.assert_allclose(fr["sd"][0], 2.0)
+
+
+# --------------------------------------------------------------------------- state
+def test_state_sequences_and_cached_playback(dstate, walk):
+    opts = dstate.sequence_options()
+    assert list(opts.values()) == [0, 1, 2, 3]
+    assert dstate.play_sequence == 0 and dstate.is_dynamical and dstate.prior == "dynamical"
+    pb = dstate.playback()
+    assert dstate.playback() is pb  # cached
+    dstate.forecast_steps = 10
+    pb2 = dstate.playback()
+    assert pb2 is not pb and pb2.T == pb2.n_train + 10
+    dstate.set_play_sequence(3)
+    assert dstate.playback().sequence == 3
+    with pytest.raises(UserError, match="no sequence"):
+        dstate.set_play_sequence(99)
+
+
+def test_state_without_sequences_plays_nothing():
+    s = ExplorerState()
+    ds = Dataset(name="v", Y=np.random.default_rng(0).normal(size=(20, 3)), renderer=None)
+    m = BayesianGPLVM(ds.Y, latent_dim=2, num_inducing=5, seed=0)
+    s.set_model(m, Dataset(name="v", Y=ds.Y, renderer=__import__("bgplvm_datasets").VectorRenderer()))
+    assert s.sequence_options() == {} and s.play_sequence is None and s.playback() is None
+    with pytest.raises(UserError, match="nothing to export|no sequence"):
+        sequence_gif(s)
+
+
+# --------------------------------------------------------------------------- player view
+def test_player_sends_all_frames_once_and_draws_into_the_latent_view(dstate, walk):
+    from explorer.player import PLAY_TITLE, TIME_TITLE, PlayerView
+    from explorer.views import LatentView
+
+    pv = PlayerView(state=dstate)
+    lv = LatentView(state=dstate, decorators=[pv.attach_latent])
+    _render(lv._pane, pv._out_pane, pv._time_pane)
+    pb = dstate.playback()
+    J = len(walk.renderer.positions(walk.Y[0]))
+    assert len(pv.traj.data["t"]) == pb.T and len(pv.frames.data["u"]) == pb.T * J
+    assert pv.meta.data["kind"] == ["pose"] and pv.meta.data["n_train"] == [pb.n_train]
+    assert pv.slider.end == pb.T - 1
+    assert pv.forecast_box.left == pytest.approx(pb.t[pb.n_train - 1]) and pv.forecast_box.visible
+    # bands: 2 sd of q(x*) in the two shown dims, widening past the end
+    w = np.asarray(pv.traj.data["xhi"]) - np.asarray(pv.traj.data["xlo"])
+    assert w[-1] > 2 * w[pb.n_train - 1]
+    # per-frame models never go back to the server; the frame data are sent by it
+    for m in (pv.slider, pv.toggle, pv.marker, pv.pose_bones, pv.pose_joints, pv.span, pv.info):
+        assert m.syncable is False
+    assert pv.frames.syncable and pv.traj.syncable
+    # the frames carry the per-joint spread (one sd) of every frame
+    r = np.asarray(pv.frames.data["r"]).reshape(pb.T, J)
+    assert np.all(r >= 0) and r[-1].mean() > r[pb.n_train - 1].mean()
+    # the latent figure got the sequence's path, ellipses and the moving marker
+    fig = list(lv._pane._plots.values())[0][0].state
+    sources = {getattr(rr, "data_source", None) for rr in fig.renderers}
+    assert {pv.path_src, pv.ellipse_src, pv.marker} <= sources
+    assert len(pv.path_src.data["xs"]) == 2  # training part and forecast
+    assert pv._figs["out"].title.text.startswith(PLAY_TITLE) and pv._figs["time"].title.text.startswith(TIME_TITLE)
+    # the render callback is wired to the slider, play to the toggle
+    assert pv.slider.js_property_callbacks["change:value"] and pv.toggle.js_property_callbacks["change:active"]
+
+
+def test_player_follows_sequence_horizon_dims_and_angle(dstate):
+    from explorer.player import PlayerView
+
+    pv = PlayerView(state=dstate)
+    _render(pv._out_pane, pv._time_pane)
+    T0 = len(pv.traj.data["t"])
+    dstate.forecast_steps = 0
+    assert len(pv.traj.data["t"]) == T0 - 60 and not pv.forecast_box.visible
+    assert len(pv.path_src.data["xs"]) == 1
+    pv._seq.value = 2
+    assert dstate.play_sequence == 2
+    pb = dstate.playback()
+    np.testing.assert_allclose(pv.traj.data["lx"], pb.mu[:, dstate.x_dim])
+    dstate.assign_axis(dstate.y_dim, "x")  # swap the axes
+    np.testing.assert_allclose(pv.traj.data["lx"], pb.mu[:, dstate.x_dim])
+    u0 = np.asarray(pv.frames.data["u"]).copy()
+    dstate.azimuth = 40.0
+    assert not np.allclose(u0, pv.frames.data["u"])
+
+
+def test_player_image_frames(walk):
+    from bgplvm_datasets.record import ImageRenderer
+
+    from explorer.player import PlayerView
+
+    rng = np.random.default_rng(1)
+    Y = rng.uniform(size=(30, 12))
+    ds = Dataset(name="vid", Y=Y, renderer=ImageRenderer(height=4, width=3, vmin=0, vmax=1),
+                 sequence=np.zeros(30, int), times=np.arange(30.0), meta={"time_unit": "frame", "fps": 10})
+    m = DynamicalGPLVM(Y, ds.times, latent_dim=2, num_inducing=6, seed=0)
+    s = ExplorerState()
+    s.set_model(m, ds)
+    pv = PlayerView(state=s)
+    _render(pv._out_pane, pv._time_pane)
+    pb = s.playback()
+    assert pv.meta.data["kind"] == ["image"] and pv.meta.data["fps"] == [10.0]
+    assert len(pv.images.data["img"]) == pb.T and np.asarray(pv.images.data["img"][0]).shape == (4, 3)
+    # sd frames grow into the forecast
+    assert np.mean(pv.images.data["sd"][-1]) > np.mean(pv.images.data["sd"][pb.n_train - 1])
+
+
+# --------------------------------------------------------------------------- exports
+def test_sequence_gif_has_every_frame_at_the_data_rate(dstate):
+    dstate.forecast_steps = 12
+    pb = dstate.playback()
+    gif = sequence_gif(dstate)
+    im = Image.open(io.BytesIO(gif))
+    assert im.format == "GIF" and im.n_frames == pb.T and im.info.get("loop") == 0
+    assert abs(im.info["duration"] - 1000 / 30) <= 10
+    im.seek(pb.T - 1)
+    assert len(np.unique(np.asarray(im.convert("L")))) > 3  # not blank
+
+
+def test_trajectory_figure_png_and_svg(dstate):
+    png = trajectory_figure(dstate, "png")
+    im = Image.open(io.BytesIO(png))
+    assert im.size[0] > 800 and len(np.unique(np.asarray(im.convert("L")))) > 20
+    svg = export_bytes(dstate, "trajectory", "svg")
+    root = ET.fromstring(svg)
+    assert root.tag.endswith("svg") and b"Latent trajectory" in svg and b"polygon" in svg
+
+
+# --------------------------------------------------------------------------- assets
+def test_asset_files_hold_no_data_and_check_it(tmp_path, walk, dyn_model):
+    import bgplvm_assets as A
+
+    buf = io.BytesIO()
+    dyn_model.save(buf)
+    rec = {"asset": "t", "dataset": "synth_walk", "data_sha256": A.sha256_rows(walk.Y)}
+    path = tmp_path / "m.npz"
+    path.write_bytes(A.strip_data(buf.getvalue(), rec))
+    with np.load(path) as z:
+        assert "Y" not in z.files and "asset.json" in z.files
+    m = A.load_model_file(path, walk.Y)
+    assert isinstance(m, DynamicalGPLVM)
+    np.testing.assert_allclose(m.latent_mean, dyn_model.latent_mean)
+    with pytest.raises(A.AssetUnavailable, match="other data"):
+        A.load_model_file(path, walk.Y + 1.0)
+    with pytest.raises(A.AssetUnavailable, match="holds no data"):
+        A.load_model_file(path)
+
+
+def test_shipped_assets_are_small_and_recorded():
+    import bgplvm_assets as A
+
+    for name, spec in A.ASSETS.items():
+        if not spec.path.is_file():
+            pytest.fail(f"asset {name} missing: python -m bgplvm_assets.make_assets {name}")
+        assert spec.path.stat().st_size < 5 * 2**20
+        if spec.embedded_data:
+            continue
+        rec = json.loads(spec.record_path.read_text())
+        for key in ("dataset", "data_sha256", "seed", "iterations", "bound", "wall_time_s", "settings"):
+            assert key in rec, (name, key)
+        with np.load(spec.path) as z:
+            assert "Y" not in z.files  # the real data are never shipped
+
+
+def test_unavailable_data_gives_a_clear_reason(monkeypatch):
+    import bgplvm_assets as A
+    from bgplvm_datasets import DatasetError
+
+    def offline(*a, **k):
+        raise DatasetError("could not download cmu35WalkJog.mat: network unreachable")
+
+    monkeypatch.setattr("bgplvm_datasets.load", offline)
+    with pytest.raises(A.AssetUnavailable, match="bgplvm datasets fetch cmu35"):
+        A.dataset_for(A.get_spec("cmu35"))
+
+
+def test_page_falls_back_to_the_synthetic_walk_when_offline(monkeypatch):
+    import bgplvm_assets as A
+
+    from explorer import app
+
+    real = app._load_asset
+
+    def fake(name):
+        if name == "cmu35":
+            raise A.AssetUnavailable("the 'cmu35' data set could not be loaded (offline)")
+        return real(name)
+
+    monkeypatch.setattr(app, "_load_asset", fake)
+    monkeypatch.delenv("BGPLVM_EXPLORER_MODEL", raising=False)
+    monkeypatch.delenv("BGPLVM_EXPLORER_ASSET", raising=False)
+    st = app.initial_state()
+    assert st.dataset_name == "synth_walk" and st.model is not None
+    assert "Real motion capture is not available here" in st.info and "offline" in st.info
+
+
+# --------------------------------------------------------------------------- training worker
+def _wait(state, timeout=180):
+    t0 = time.time()
+    while state.poll():
+        assert time.time() - t0 < timeout, "training did not finish"
+        time.sleep(0.05)
+
+
+def test_dynamical_training_in_a_worker_process(walk):
+    s = ExplorerState()
+    s.set_dataset(walk)
+    s.prior, s.time_kernel = "dynamical", "rbf"
+    s.latent_dim, s.num_inducing, s.max_iters = 2, 6, 4
+    job = s.start_training()
+    _wait(s)
+    assert isinstance(s.model, DynamicalGPLVM) and s.is_dynamical
+    assert job.pid is not None and "Finished" in s.train_status
+    assert s.playback().T == s.playback().n_train + s.forecast_steps
+
+
+def test_dynamical_prior_needs_time_stamps():
+    s = ExplorerState()
+    s.set_dataset(Dataset(name="v", Y=np.ones((5, 2)), renderer=__import__("bgplvm_datasets").VectorRenderer()))
+    s.param.prior.objects  # both choices exist
+    s.prior = "dynamical"
+    with pytest.raises(UserError, match="time stamps"):
+        s.start_training()
+
+
+def test_trainers_are_limited_and_later_jobs_queue(walk, monkeypatch):
+    from explorer import train_worker
+
+    monkeypatch.setenv("BGPLVM_MAX_TRAINERS", "1")
+    monkeypatch.setattr(train_worker, "_slots", None)
+    a, b = ExplorerState(), ExplorerState()
+    for s in (a, b):
+        s.set_dataset(walk)
+        s.latent_dim, s.num_inducing, s.max_iters = 2, 6, 5000
+    a.start_training()
+    t0 = time.time()
+    while not a.bound_history and time.time() - t0 < 60:
+        a.poll()
+        time.sleep(0.05)
+    b.start_training()
+    time.sleep(0.5)
+    b.poll()
+    assert b.train_status.startswith("Queued")
+    a.stop_training()
+    _wait(a)
+    b.stop_training()
+    _wait(b)
+    assert a.model is not None and "Stopped" in a.train_status
+
+
+def test_worker_runs_niced_with_capped_threads():
+    from explorer.train_worker import NICE, worker_env
+
+    env = worker_env(1)
+    assert env["NUMBA_NUM_THREADS"] == "1" and env["OPENBLAS_NUM_THREADS"] == "1"
+    assert 0 < NICE <= 19

@@ -1,0 +1,186 @@
+"""A user's own data in the explorer: arrays drawn as vectors or image sequences (row- or
+column-major), time stamps and sequence ids, ASF + AMC motion capture, and the messages
+bad uploads get."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+from explorer.state import ExplorerState, UserError
+from explorer.userdata import AmcPoseRenderer, array_dataset, image_renderer, mocap_dataset
+from tests.mirror import find_mirror
+
+# A three-bone Acclaim skeleton (a leg) and a three-frame motion of it.
+TINY_ASF = """:version 1.10
+:name tiny
+:units
+  mass 1.0
+  length 0.45
+  angle deg
+:root
+   order TX TY TZ RX RY RZ
+   axis XYZ
+   position 0 0 0
+   orientation 0 0 0
+:bonedata
+  begin
+     id 1
+     name hip
+     direction 0 -1 0
+     length 2.0
+     axis 0 0 0 XYZ
+  end
+  begin
+     id 2
+     name femur
+     direction 0 -1 0
+     length 7.0
+     axis 0 0 0 XYZ
+    dof rx ry rz
+  end
+  begin
+     id 3
+     name tibia
+     direction 0 -1 0
+     length 7.0
+     axis 0 0 0 XYZ
+    dof rx
+  end
+:hierarchy
+  begin
+    root hip
+    hip femur
+    femur tibia
+  end
+"""
+
+
+def tiny_amc(n_frames: int = 12) -> str:
+    lines = [":FULLY-SPECIFIED", ":DEGREES"]
+    for f in range(1, n_frames + 1):
+        a = 10.0 * np.sin(f / 3.0)
+        lines += [str(f), f"root {f * 0.5} 17.0 {f * 0.1} 0 {f} 0", f"femur {a} 0 0", f"tibia {abs(a)}"]
+    return "\n".join(lines) + "\n"
+
+
+def _npz(**arrays) -> bytes:
+    b = io.BytesIO()
+    np.savez(b, **arrays)
+    return b.getvalue()
+
+
+# --------------------------------------------------------------------------- arrays
+def test_image_sequence_row_and_column_major():
+    frame = np.arange(6.0).reshape(2, 3)  # H=2, W=3
+    Y = np.stack([frame.ravel(order="C"), frame.ravel(order="C") + 1, frame.ravel(order="C") + 2])
+    ds = array_dataset("v.npy", _npy(Y), kind="image", height=2, width=3, order="C")
+    np.testing.assert_array_equal(ds.renderer.image(ds.Y[0]), frame)
+    Yf = np.stack([frame.ravel(order="F")] * 3)
+    ds = array_dataset("v.npy", _npy(Yf), kind="image", height=2, width=3, order="F")
+    np.testing.assert_array_equal(ds.renderer.image(ds.Y[0]), frame)
+    # one side given: the other follows; square rows need neither
+    assert image_renderer(6, 2, 0, "C", 0, 1).width == 3
+    assert image_renderer(16, 0, 0, "C", 0, 1).height == 4
+
+
+def _npy(A) -> bytes:
+    b = io.BytesIO()
+    np.save(b, A)
+    return b.getvalue()
+
+
+def test_image_size_mismatch_is_a_clear_error():
+    with pytest.raises(UserError, match=r"rows have 6 values but a 4 x 2 frame has 8 pixels"):
+        array_dataset("v.npy", _npy(np.zeros((3, 6))), kind="image", height=4, width=2)
+    with pytest.raises(UserError, match="give the frame height and width"):
+        array_dataset("v.npy", _npy(np.zeros((3, 6))), kind="image")
+
+
+def test_time_stamps_and_sequences_from_npz():
+    Y = np.random.default_rng(0).normal(size=(10, 4))
+    seq = np.r_[np.zeros(6, int), np.ones(4, int)]
+    t = np.r_[np.arange(6) * 0.1, np.arange(4) * 0.1]
+    ds = array_dataset("d.npz", _npz(Y=Y, t=t, sequence=seq))
+    np.testing.assert_allclose(ds.times, t)
+    np.testing.assert_array_equal(ds.sequence, seq)
+    with pytest.raises(UserError, match="unsorted|duplicated"):
+        array_dataset("d.npz", _npz(Y=Y, t=t[::-1], sequence=seq))
+    with pytest.raises(UserError, match="one time stamp per row"):
+        array_dataset("d.npz", _npz(Y=Y, t=t[:5]))
+    # sequence ids without times, "rows are frames": time restarts in each sequence
+    ds = array_dataset("d.npz", _npz(Y=Y, sequence=seq), rows_are_frames=True, fps=10)
+    np.testing.assert_allclose(ds.times, t)
+
+
+def test_rows_are_frames_gives_one_sequence_at_fps():
+    ds = array_dataset("d.csv", b"1,2\n3,4\n5,6\n7,8\n", rows_are_frames=True, fps=4)
+    np.testing.assert_allclose(ds.times, [0, 0.25, 0.5, 0.75])
+    assert ds.sequence.tolist() == [0, 0, 0, 0]
+    assert array_dataset("d.csv", b"1,2\n3,4\n5,6\n").times is None
+
+
+def test_npz_with_unnamed_arrays_asks_for_names():
+    with pytest.raises(UserError, match="name the data 'Y'"):
+        array_dataset("d.npz", _npz(a=np.zeros((4, 2)), b=np.zeros((4, 2))))
+
+
+def test_state_upload_declared_as_image_sequence():
+    s = ExplorerState()
+    s.upload_kind = "image sequence"
+    s.image_height, s.image_width, s.image_order = 2, 3, "F"
+    s.rows_are_frames = True
+    s.load_upload("v.npy", _npy(np.random.default_rng(0).uniform(size=(8, 6))))
+    assert s.dataset.renderer.kind == "image" and s.dataset.renderer.order == "F"
+    assert s.dataset.times is not None and "dynamical prior" in s.info
+
+
+# --------------------------------------------------------------------------- motion capture
+def test_asf_amc_upload_becomes_sequences_drawn_by_kinematics():
+    files = {"tiny.asf": TINY_ASF.encode(), "walk_a.amc": tiny_amc(12).encode(), "walk_b.amc": tiny_amc(8).encode()}
+    ds = mocap_dataset(files, subsample=2)
+    assert ds.N == 6 + 4 and ds.sequence.tolist() == [0] * 6 + [1] * 4
+    np.testing.assert_allclose(ds.times[:3], [0, 2 / 120, 4 / 120])
+    assert ds.meta["trials"] == ["walk_a", "walk_b"] and ds.meta["frame_rate_hz"] == 60
+    # root TX, TZ are left out of Y (where the walk is in the room), the rest kept
+    assert "root.TX" not in ds.meta["channel_names"] and "femur.rx" in ds.meta["channel_names"]
+    r = ds.renderer
+    assert isinstance(r, AmcPoseRenderer) and r.kind == "pose"
+    P = r.positions(ds.Y[0])
+    assert P.shape == (4, 3) and np.all(np.isfinite(P))
+    # the leg hangs down from the root (z up), 16 units * metres_per_unit long
+    assert P[3, 2] < P[0, 2]
+    np.testing.assert_allclose(np.linalg.norm(P[3] - P[1]), (7 + 7) * 0.0254 / 0.45, rtol=0.2)
+
+
+def test_state_collects_asf_then_amc():
+    s = ExplorerState()
+    assert s.load_upload_files({"tiny.asf": TINY_ASF.encode()}) is False
+    assert "add its .amc" in s.info
+    assert s.load_upload_files({"tiny.asf": TINY_ASF.encode(), "m.amc": tiny_amc(9).encode()})
+    assert s.dataset.renderer.kind == "pose" and s.dataset.N == 3  # every 4th of 9 frames
+
+
+@pytest.mark.parametrize("files, match", [
+    ({"a.asf": TINY_ASF.encode(), "b.asf": TINY_ASF.encode(), "m.amc": b"1\n"}, "exactly one .asf"),
+    ({"a.asf": b":version 1.10\n:name x\n", "m.amc": b"1\n"}, "could not read the skeleton"),
+    ({"a.asf": TINY_ASF.encode(), "m.amc": b":DEGREES\n1\nroot 1 2 3\n"}, "could not read the motion"),
+    ({"a.asf": TINY_ASF.encode(), "m.amc": tiny_amc(4).encode()}, "need at least 3"),
+])
+def test_bad_mocap_uploads(files, match):
+    with pytest.raises(UserError, match=match):
+        mocap_dataset(files, subsample=4)
+
+
+def test_real_cmu_asf_and_amc_upload():
+    mirror = find_mirror("cmu_mocap_35/35_01.amc")
+    if mirror is None:
+        pytest.skip("offline data mirror not found")
+    d = mirror / "cmu_mocap_35"
+    ds = mocap_dataset({"35.asf": (d / "35.asf").read_bytes(), "35_01.amc": (d / "35_01.amc").read_bytes()})
+    assert ds.Y.shape == (90, 60) and ds.meta["frame_rate_hz"] == 30
+    P = ds.renderer.positions_many(ds.Y[:5])
+    height = P[..., 2].max(1) - P[..., 2].min(1)
+    assert np.all((height > 1.4) & (height < 2.0))  # a person, in metres
