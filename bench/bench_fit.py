@@ -17,8 +17,9 @@ For every data set and seed, in this order and in separate processes:
   one run of 3000 evaluations gives all budgets, because L-BFGS-B stopped after b
   evaluations is that same run cut at b.
 * **ours**: ``BayesianGPLVM(Y, Q, M, seed=seed).fit()`` with no arguments: the default
-  schedule, stopped by its own convergence test (or its default iteration limit). Every
-  evaluation is recorded the same way.
+  schedule (``max_iters=2000`` iterations, the first ``INIT_ITERS`` with the noise held
+  fixed; L-BFGS-B restarted from the best point when it stops early, ``model/optimize.py``).
+  Every evaluation is recorded the same way.
 
 The bound "at budget b" is, for both, the best bound among the first b evaluations (the
 point a fit stopped there would keep); "dims on" counts ARD weights above 5% of the
