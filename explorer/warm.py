@@ -96,11 +96,11 @@ def _warm(say) -> None:
     limit_server_blas()
     try:
         cold = not numba_cache_is_warm()
-        say("compiling the Numba kernels (empty compile cache: a few minutes on 2 cores, once; "
+        say("compiling the Numba kernels (empty compile cache: about a minute on 2 cores, once; "
             "later starts load them in about a second)..." if cold else "loading the compiled Numba kernels...")
         # cache files of older sources are recompiled too: say so if the load drags on
         slow = threading.Timer(SLOW_LOAD_S, say, ("the cached kernels are out of date: compiling "
-                                                 "them (a few minutes on 2 cores, once)...",))
+                                                 "them (about a minute on 2 cores, once)...",))
         slow.daemon = True
         if not cold:
             slow.start()
