@@ -11,12 +11,15 @@ well under a second.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 import time
 from pathlib import Path
 
 log = logging.getLogger("explorer")
+#: seconds after which a load from the cache is taken to be a compile (a load takes < 1 s)
+SLOW_LOAD_S = 5.0
 _done = False
 _lock = threading.Lock()
 _seconds = 0.0
@@ -27,9 +30,14 @@ def _print(msg: str) -> None:
 
 
 def numba_cache_is_warm() -> bool:
-    """True when the model's Numba kernels have cache files (index .nbi) on disk."""
+    """True when the model's Numba kernels have cache files (index .nbi) on disk: beside the
+    sources, or in ``NUMBA_CACHE_DIR`` when that is set (Numba then keeps every cache there,
+    one folder ``<source folder>_<hash>`` per source folder)."""
     import model
 
+    cache_dir = os.environ.get("NUMBA_CACHE_DIR")
+    if cache_dir:
+        return any(Path(cache_dir).glob("kernels_*/*.nbi"))
     root = Path(model.__file__).resolve().parent
     return any(root.rglob("__pycache__/*.nbi"))
 
@@ -88,9 +96,18 @@ def _warm(say) -> None:
     limit_server_blas()
     try:
         cold = not numba_cache_is_warm()
-        say("compiling the Numba kernels (empty compile cache: a few minutes on 2 cores, once; "
+        say("compiling the Numba kernels (empty compile cache: about a minute on 2 cores, once; "
             "later starts load them in about a second)..." if cold else "loading the compiled Numba kernels...")
-        compile_kernels()
+        # cache files of older sources are recompiled too: say so if the load drags on
+        slow = threading.Timer(SLOW_LOAD_S, say, ("the cached kernels are out of date: compiling "
+                                                 "them (about a minute on 2 cores, once)...",))
+        slow.daemon = True
+        if not cold:
+            slow.start()
+        try:
+            compile_kernels()
+        finally:
+            slow.cancel()
         say(f"kernels ready ({time.perf_counter() - t0:.1f} s)")
     except Exception:  # warm-up is an optimisation: never fatal
         log.exception("numba warm-up failed")

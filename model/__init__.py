@@ -28,11 +28,7 @@ def warmup() -> None:
     m.elbo_and_gradient()
     m.predict(m.latent_mean[:2])
     m.predict(m.latent_mean[:2], m.latent_variance[:2])
-    from . import _numba_config as cfg
-
-    for parallel in (False, True):  # the test-time bound (model/testbound.py), both variants
-        with cfg.parallel_mode(parallel):
-            m.infer_latent(m.Y[:2], max_iters=2)
+    m.infer_latent(m.Y[:2], max_iters=2)  # the test-time bound (model/testbound.py)
 
 
 __all__ = ["BayesianGPLVM", "DynamicalGPLVM", "GPLVMClassifier", "UncertainInputGPR",

@@ -51,9 +51,9 @@ Y_c = Y*_rJ; for d > M the d columns are first projected onto the row space of C
 (``_compress_pattern``, ``_compress_rows``), so W has at most M + |r| columns. The kernel
 maps these to mu*, S* (``Kernel.psi_gradients_n``).
 
-The algebra of all groups runs in one compiled kernel (``groups_serial`` /
-``groups_parallel``, prange over blocks of groups): per group two GEMMs for K, a Cholesky,
-triangular solves, and for the gradient one more triangular solve and GEMM for G.
+The algebra of all groups runs in one compiled kernel (``groups``, prange over blocks of
+groups): per group two GEMMs for K, a Cholesky, triangular solves, and for the gradient one
+more triangular solve and GEMM for G.
 """
 
 from __future__ import annotations
@@ -65,11 +65,11 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
-from . import _numba_config as cfg
 from ._numba_config import CACHE, FASTMATH
 from ._threads import blas_single_threaded, single_threaded_blas
 from .bound import LOG_2PI, _factors
 from .kernels import Kernel
+from .kernels._util import run_blocks
 from .linalg import solve_lower
 
 _SERIAL = dict(cache=CACHE, fastmath=set(FASTMATH), nogil=True)
@@ -399,27 +399,11 @@ def _group_rows(i0, i1, g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_flat, g_y
                 dPsi1[e, a] = c2 * s
 
 
-@njit(**_SERIAL)
-def groups_serial(g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_flat, g_ysq, pat_foff,
-                  pat_k, F_flat, pos, psi0, Psi1, Psi2n, R0, R0T, Kinv, beta, grad,
-                  n_entries):
-    """(gain (G,), dP (G, M, M), dPsi1 (n_entries, M)) of the G = len(g_ptr) - 1 groups."""
-    n = g_ptr.shape[0] - 1
-    M = R0.shape[0]
-    gain = np.empty(n)
-    dP = np.zeros((n if grad else 0, M, M))
-    dPsi1 = np.zeros((n_entries if grad else 0, M))
-    _group_rows(0, n, g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_flat, g_ysq, pat_foff,
-                pat_k, F_flat, pos, psi0, Psi1, Psi2n, R0, R0T, Kinv, beta, grad,
-                gain, dP, dPsi1)
-    return gain, dP, dPsi1
-
-
 @njit(**_PARALLEL)
 def _groups_blocks(n, nchunks, g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_flat, g_ysq,
                    pat_foff, pat_k, F_flat, pos, psi0, Psi1, Psi2n, R0, R0T, Kinv,
                    beta, grad, gain, dP, dPsi1):
-    """The only parallel code: one block of groups per iteration (see groups_parallel)."""
+    """The only parallel code: one block of groups per iteration (see groups)."""
     for c in prange(nchunks):
         _group_rows(c * n // nchunks, (c + 1) * n // nchunks, g_ptr, g_rows, g_d, g_pat,
                     g_yoff, g_width, Yc_flat, g_ysq, pat_foff, pat_k, F_flat, pos,
@@ -427,9 +411,9 @@ def _groups_blocks(n, nchunks, g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_fl
 
 
 @njit(**_SERIAL)
-def groups_parallel(g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_flat, g_ysq, pat_foff,
-                    pat_k, F_flat, pos, psi0, Psi1, Psi2n, R0, R0T, Kinv, beta, grad,
-                    n_entries, nchunks):
+def groups(g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_flat, g_ysq, pat_foff, pat_k, F_flat,
+           pos, psi0, Psi1, Psi2n, R0, R0T, Kinv, beta, grad, n_entries, nchunks):
+    """(gain (G,), dP (G, M, M), dPsi1 (n_entries, M)) of the G = len(g_ptr) - 1 groups."""
     n = g_ptr.shape[0] - 1
     M = R0.shape[0]
     gain = np.empty(n)
@@ -688,10 +672,9 @@ class TestBound:
 
 
 def _groups(n_groups: int, *args):
-    """The serial or parallel group kernel (the twins of ``_numba_config``)."""
-    if cfg.use_parallel(n_groups):
-        return groups_parallel(*args, cfg.n_chunks(n_groups))
-    return groups_serial(*args)
+    """The group kernel over ``n_groups`` groups, on as many threads as ``_numba_config``
+    gives them (see ``kernels._util.run_blocks``)."""
+    return run_blocks(groups, n_groups, *args)
 
 
 def test_bound(stats: TrainingStats, mu_s, S_s, Ys, observed=None, batch=None, grad: bool = True):

@@ -284,12 +284,34 @@ def test_parallel_blocks_cover_every_point():
     mu, S, Z = gaussians(N, M, Q, seed=10)
     w0, W1, W2 = weights(N, M, seed=11)
     args = (mu, S, Z, k.sf2, k.alpha)
-    for nchunks in (1, 3, 11):
-        assert_rel(nb.psi2_parallel(*args, nchunks), nb.psi2_serial(*args), 1e-12)
-        g_par = nb.psi_gradients_parallel(w0, W1, W2, *args, True, True, nchunks)
-        g_ser = nb.psi_gradients_serial(w0, W1, W2, *args, True, True)
-        for a, b in zip(g_par, g_ser):
+    psi2_one = nb.psi2(*args, 1)
+    g_one = nb.psi_gradients(w0, W1, W2, *args, True, True, 1)
+    assert_rel(psi2_one, ref.sum_psi(ref_parts(k), mu, S, Z)[2].sum(0))
+    for nchunks in (3, 11):
+        assert_rel(nb.psi2(*args, nchunks), psi2_one, 1e-12)
+        g = nb.psi_gradients(w0, W1, W2, *args, True, True, nchunks)
+        for a, b in zip(g, g_one):
             assert_rel(a, b, 1e-12)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_results_do_not_depend_on_the_thread_count(case):
+    """Blocks are fixed by the number of points, not by the threads that run them: one
+    thread and all threads give the same bits (fits do not depend on the machine's load)."""
+    N, M, Q = 150, 6, 3  # above MIN_PARALLEL_POINTS
+    k = build(case, Q)
+    mu, S, Z = gaussians(N, M, Q, seed=18)
+    w0, W1, W2 = weights(N, M, seed=19)
+    results = []
+    for par in (False, True):
+        with cfg.parallel_mode(par):
+            results.append([k.psi1(mu, S, Z), k.psi2(mu, S, Z), *k.psi_gradients(w0, W1, W2, mu, S, Z)])
+    for a, b in zip(*results):
+        if isinstance(a, dict):
+            for key in a:
+                np.testing.assert_array_equal(a[key], b[key])
+        else:
+            np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize("layout", ["unit", "far points", "offset", "short lengthscales"])
@@ -313,13 +335,12 @@ def test_rbf_chunks_match_reference(layout):
     assert_rel(k.psi2(mu, S, Z), ref.sum_psi(ref_parts(k), mu, S, Z)[2].sum(0))
     pk = Packer(k, N, M, Q)
     x = pk.pack(mu, S, Z, k.params)
-    for nchunks in (1, 3):
-        g_par = nb.psi_gradients_parallel(w0, W1, W2, mu, S, Z, k.sf2, k.alpha, True, True, nchunks)
-        g_ser = nb.psi_gradients_serial(w0, W1, W2, mu, S, Z, k.sf2, k.alpha, True, True)
-        for a, b in zip(g_par, g_ser):
+    g_one = nb.psi_gradients(w0, W1, W2, mu, S, Z, k.sf2, k.alpha, True, True, 1)
+    for nchunks in (2, 3):
+        g = nb.psi_gradients(w0, W1, W2, mu, S, Z, k.sf2, k.alpha, True, True, nchunks)
+        for a, b in zip(g, g_one):
             assert_rel(a, b, 1e-12)
-        assert_rel(nb.psi2_parallel(mu, S, Z, k.sf2, k.alpha, nchunks),
-                   nb.psi2_serial(mu, S, Z, k.sf2, k.alpha), 1e-12)
+        assert_rel(nb.psi2(mu, S, Z, k.sf2, k.alpha, nchunks), nb.psi2(mu, S, Z, k.sf2, k.alpha, 1), 1e-12)
     _, g = compiled_objective(k, pk, w0, W1, W2)(x)
     g_ref = complex_step_gradient(reference_objective(k, pk, w0, W1, W2), x)
     assert_close_gradient(g, g_ref, rtol=1e-10, atol=0.0, names=pk.names())

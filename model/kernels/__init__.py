@@ -24,26 +24,22 @@ from .sum import Sum
 
 
 def warmup() -> None:
-    """Compile (or load from the on-disk cache) every Numba kernel, serial and parallel,
-    by calling each once on tiny arrays."""
+    """Compile (or load from the on-disk cache) every Numba kernel by calling each once on
+    tiny arrays. (One compiled function per kernel serves any number of threads.)"""
     import numpy as np
-
-    from .. import _numba_config as cfg
 
     rng = np.random.default_rng(0)
     N, M, Q = 3, 2, 2
     mu, S, Z = rng.standard_normal((N, Q)), np.full((N, Q), 0.5), rng.standard_normal((M, Q))
     w0, W1, W2 = np.ones(N), np.ones((N, M)), np.eye(M)
     k = make_kernel("rbf+linear+bias+white", Q)
-    for parallel in (False, True):
-        with cfg.parallel_mode(parallel):
-            k.K(Z), k.K(mu, Z), k.Kdiag(mu), k.K_gradients(np.eye(M), Z)
-            k.psi0(mu, S), k.psi1(mu, S, Z), k.psi2(mu, S, Z), k.psi2n(mu, S, Z)
-            k.psi_gradients(w0, W1, W2, mu, S, Z)
-            k.psi_gradients_n(w0, W1, np.stack([W2] * N), mu, S, Z)
-            for part in k.parts:  # the zero-weight shortcuts of the single kernels
-                part.psi_gradients(w0, W1, 0 * W2, mu, S, Z)
-                part.psi_gradients(w0, 0 * W1, W2, mu, S, Z)
+    k.K(Z), k.K(mu, Z), k.Kdiag(mu), k.K_gradients(np.eye(M), Z)
+    k.psi0(mu, S), k.psi1(mu, S, Z), k.psi2(mu, S, Z), k.psi2n(mu, S, Z)
+    k.psi_gradients(w0, W1, W2, mu, S, Z)
+    k.psi_gradients_n(w0, W1, np.stack([W2] * N), mu, S, Z)
+    for part in k.parts:  # the zero-weight shortcuts of the single kernels
+        part.psi_gradients(w0, W1, 0 * W2, mu, S, Z)
+        part.psi_gradients(w0, 0 * W1, W2, mu, S, Z)
 
 
 __all__ = ["Kernel", "RBF", "Linear", "Bias", "White", "Sum", "make_kernel", "KERNEL_NAMES", "warmup"]

@@ -31,10 +31,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .._numba_config import CACHE, FASTMATH
-
-_SERIAL = dict(cache=CACHE, fastmath=set(FASTMATH), nogil=True)
-_PARALLEL = dict(cache=CACHE, fastmath=set(FASTMATH), nogil=True, parallel=True)
+from .._numba_config import PARALLEL_OPTIONS as _PARALLEL
+from .._numba_config import SERIAL_OPTIONS as _SERIAL
 
 
 @njit(**_SERIAL)
@@ -71,24 +69,17 @@ def _h_rows(n0, n1, mu, S, Z, sf2, alpha, H):
                 H[m, q] += psi * (mu[n, q] - ad1[q] * S[n, q] * (mu[n, q] - Z[m, q]))
 
 
-@njit(**_SERIAL)
-def rbf_moment_serial(mu, S, Z, sf2, alpha):
-    """(M, Q) H[m, :] = sum_n E[k_rbf(x_n, z_m) x_n]."""
-    H = np.zeros(Z.shape)
-    _h_rows(0, mu.shape[0], mu, S, Z, sf2, alpha, H)
-    return H
-
-
 @njit(**_PARALLEL)
 def _rbf_moment_blocks(N, nchunks, mu, S, Z, sf2, alpha, Hc):
-    """The only parallel code: one block of points per iteration (see rbf_moment_parallel)."""
+    """The only parallel code: one block of points per iteration (see rbf_moment)."""
     for c in prange(nchunks):
         _h_rows(c * N // nchunks, (c + 1) * N // nchunks,
             mu, S, Z, sf2, alpha, Hc[c])
 
 
 @njit(**_SERIAL)
-def rbf_moment_parallel(mu, S, Z, sf2, alpha, nchunks):
+def rbf_moment(mu, S, Z, sf2, alpha, nchunks):
+    """(M, Q) H[m, :] = sum_n E[k_rbf(x_n, z_m) x_n]."""
     N = mu.shape[0]
     M, Q = Z.shape
     Hc = np.zeros((nchunks, M, Q))
@@ -124,24 +115,17 @@ def _cross_n_rows(n0, n1, mu, S, Z, sf2, alpha, A, out):
                 out[n, m2, m] = v
 
 
-@njit(**_SERIAL)
-def cross_n_serial(mu, S, Z, sf2, alpha, A):
-    """(N, M, M) C^n + C^n^T."""
-    out = np.empty((mu.shape[0], Z.shape[0], Z.shape[0]))
-    _cross_n_rows(0, mu.shape[0], mu, S, Z, sf2, alpha, A, out)
-    return out
-
-
 @njit(**_PARALLEL)
 def _cross_n_blocks(N, nchunks, mu, S, Z, sf2, alpha, A, out):
-    """The only parallel code: one block of points per iteration (see cross_n_parallel)."""
+    """The only parallel code: one block of points per iteration (see cross_n)."""
     for c in prange(nchunks):
         _cross_n_rows(c * N // nchunks, (c + 1) * N // nchunks,
             mu, S, Z, sf2, alpha, A, out)
 
 
 @njit(**_SERIAL)
-def cross_n_parallel(mu, S, Z, sf2, alpha, A, nchunks):
+def cross_n(mu, S, Z, sf2, alpha, A, nchunks):
+    """(N, M, M) C^n + C^n^T."""
     N = mu.shape[0]
     out = np.empty((N, Z.shape[0], Z.shape[0]))
     _cross_n_blocks(N, nchunks, mu, S, Z, sf2, alpha, A, out)
@@ -178,29 +162,17 @@ def _grad_rows(n0, n1, mu, S, Z, sf2, alpha, V, dmu, dS, dZ, dth_out, H):
     dth_out += dth
 
 
-@njit(**_SERIAL)
-def grad_serial(mu, S, Z, sf2, alpha, V):
-    """(dmu, dS, dZ_rbf, dsf2, dalpha (Q,), H) of L_x = sum Psi1_rbf[n,m] mhat[n,m,:].V[m,:]."""
-    N, Q = mu.shape
-    dmu = np.zeros((N, Q))
-    dS = np.zeros((N, Q))
-    dZ = np.zeros(Z.shape)
-    dth = np.zeros(Q + 1)
-    H = np.zeros(Z.shape)
-    _grad_rows(0, N, mu, S, Z, sf2, alpha, V, dmu, dS, dZ, dth, H)
-    return dmu, dS, dZ, dth[0], dth[1:].copy(), H
-
-
 @njit(**_PARALLEL)
 def _grad_blocks(N, nchunks, mu, S, Z, sf2, alpha, V, dmu, dS, dZc, dthc, Hc):
-    """The only parallel code: one block of points per iteration (see grad_parallel)."""
+    """The only parallel code: one block of points per iteration (see grad)."""
     for c in prange(nchunks):
         _grad_rows(c * N // nchunks, (c + 1) * N // nchunks,
             mu, S, Z, sf2, alpha, V, dmu, dS, dZc[c], dthc[c], Hc[c])
 
 
 @njit(**_SERIAL)
-def grad_parallel(mu, S, Z, sf2, alpha, V, nchunks):
+def grad(mu, S, Z, sf2, alpha, V, nchunks):
+    """(dmu, dS, dZ_rbf, dsf2, dalpha (Q,), H) of L_x = sum Psi1_rbf[n,m] mhat[n,m,:].V[m,:]."""
     N, Q = mu.shape
     M = Z.shape[0]
     dmu = np.zeros((N, Q))
@@ -245,25 +217,16 @@ def _grad_n_rows(n0, n1, mu, S, Z, sf2, alpha, Vn, dmu, dS):
                 dS[n, q] += 0.5 * pg * ad1[q] * (ad1[q] * u * u - 1.0) - pv * a * e * e * u
 
 
-@njit(**_SERIAL)
-def grad_n_serial(mu, S, Z, sf2, alpha, Vn):
-    """(dmu (N, Q), dS (N, Q)) of L_x with per-point Vn (N, M, Q)."""
-    N, Q = mu.shape
-    dmu = np.zeros((N, Q))
-    dS = np.zeros((N, Q))
-    _grad_n_rows(0, N, mu, S, Z, sf2, alpha, Vn, dmu, dS)
-    return dmu, dS
-
-
 @njit(**_PARALLEL)
 def _grad_n_blocks(N, nchunks, mu, S, Z, sf2, alpha, Vn, dmu, dS):
-    """The only parallel code: one block of points per iteration (see grad_n_parallel)."""
+    """The only parallel code: one block of points per iteration (see grad_n)."""
     for c in prange(nchunks):
         _grad_n_rows(c * N // nchunks, (c + 1) * N // nchunks, mu, S, Z, sf2, alpha, Vn, dmu, dS)
 
 
 @njit(**_SERIAL)
-def grad_n_parallel(mu, S, Z, sf2, alpha, Vn, nchunks):
+def grad_n(mu, S, Z, sf2, alpha, Vn, nchunks):
+    """(dmu (N, Q), dS (N, Q)) of L_x with per-point Vn (N, M, Q)."""
     N, Q = mu.shape
     dmu = np.zeros((N, Q))
     dS = np.zeros((N, Q))

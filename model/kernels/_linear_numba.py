@@ -25,10 +25,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .._numba_config import CACHE, FASTMATH
-
-_SERIAL = dict(cache=CACHE, fastmath=set(FASTMATH), nogil=True)
-_PARALLEL = dict(cache=CACHE, fastmath=set(FASTMATH), nogil=True, parallel=True)
+from .._numba_config import PARALLEL_OPTIONS as _PARALLEL
+from .._numba_config import SERIAL_OPTIONS as _SERIAL
 
 
 # --------------------------------------------------------------------------------------
@@ -45,23 +43,17 @@ def _k_rows(n0, n1, X, X2, b, out):
             out[n, m] = r
 
 
-@njit(**_SERIAL)
-def K_serial(X, X2, b):
-    out = np.empty((X.shape[0], X2.shape[0]))
-    _k_rows(0, X.shape[0], X, X2, b, out)
-    return out
-
-
 @njit(**_PARALLEL)
 def _K_blocks(N, nchunks, X, X2, b, out):
-    """The only parallel code: one block of points per iteration (see K_parallel)."""
+    """The only parallel code: one block of points per iteration (see K)."""
     for c in prange(nchunks):
         _k_rows(c * N // nchunks, (c + 1) * N // nchunks,
             X, X2, b, out)
 
 
 @njit(**_SERIAL)
-def K_parallel(X, X2, b, nchunks):
+def K(X, X2, b, nchunks):
+    """(N, N2) X diag(b) X2^T."""
     N = X.shape[0]
     out = np.empty((N, X2.shape[0]))
     _K_blocks(N, nchunks, X, X2, b, out)
@@ -100,25 +92,17 @@ def _second_moment_rows(n0, n1, mu, S, C_out):
     C_out += C
 
 
-@njit(**_SERIAL)
-def second_moment_serial(mu, S):
-    """(Q, Q) C = sum_n E[x_n x_n^T] = mu^T mu + diag(sum_n S_n)."""
-    Q = mu.shape[1]
-    C = np.zeros((Q, Q))
-    _second_moment_rows(0, mu.shape[0], mu, S, C)
-    return C
-
-
 @njit(**_PARALLEL)
 def _second_moment_blocks(N, nchunks, mu, S, Cc):
-    """The only parallel code: one block of points per iteration (see second_moment_parallel)."""
+    """The only parallel code: one block of points per iteration (see second_moment)."""
     for c in prange(nchunks):
         _second_moment_rows(c * N // nchunks, (c + 1) * N // nchunks,
             mu, S, Cc[c])
 
 
 @njit(**_SERIAL)
-def second_moment_parallel(mu, S, nchunks):
+def second_moment(mu, S, nchunks):
+    """(Q, Q) C = sum_n E[x_n x_n^T] = mu^T mu + diag(sum_n S_n)."""
     N, Q = mu.shape
     Cc = np.zeros((nchunks, Q, Q))
     _second_moment_blocks(N, nchunks, mu, S, Cc)
@@ -147,24 +131,17 @@ def _psi2n_rows(n0, n1, mu, S, A, out):
                 out[n, m2, m] = r
 
 
-@njit(**_SERIAL)
-def psi2n_serial(mu, S, A):
-    """(N, M, M) Psi2^n = A (mu_n mu_n^T + diag S_n) A^T."""
-    out = np.empty((mu.shape[0], A.shape[0], A.shape[0]))
-    _psi2n_rows(0, mu.shape[0], mu, S, A, out)
-    return out
-
-
 @njit(**_PARALLEL)
 def _psi2n_blocks(N, nchunks, mu, S, A, out):
-    """The only parallel code: one block of points per iteration (see psi2n_parallel)."""
+    """The only parallel code: one block of points per iteration (see psi2n)."""
     for c in prange(nchunks):
         _psi2n_rows(c * N // nchunks, (c + 1) * N // nchunks,
             mu, S, A, out)
 
 
 @njit(**_SERIAL)
-def psi2n_parallel(mu, S, A, nchunks):
+def psi2n(mu, S, A, nchunks):
+    """(N, M, M) Psi2^n = A (mu_n mu_n^T + diag S_n) A^T."""
     N = mu.shape[0]
     out = np.empty((N, A.shape[0], A.shape[0]))
     _psi2n_blocks(N, nchunks, mu, S, A, out)
@@ -195,34 +172,21 @@ def _grad_rows(n0, n1, w0, W1, mu, S, A, K2, b, dmu, dS, R, C_out, db_out):
     db_out += db
 
 
-@njit(**_SERIAL)
-def psi_gradients_serial(dL_dpsi0, dL_dPsi1, mu, S, A, K2, b):
-    """Loops over the points for the gradients; the dense (M, M) algebra is NumPy (``Linear``).
-
-    A = Z diag(b) (M, Q), K2 = A^T Wsym A (Q, Q). Returns dL_dmu (N, Q), dL_dS (N, Q),
-    R = dL_dPsi1^T mu (M, Q), C = sum_n E[x_n x_n^T] (Q, Q) and the psi0 part of dL_db (Q,).
-    """
-    N, Q = mu.shape
-    M = A.shape[0]
-    dmu = np.empty((N, Q))
-    dS = np.empty((N, Q))
-    R = np.zeros((M, Q))
-    C = np.zeros((Q, Q))
-    db = np.zeros(Q)
-    _grad_rows(0, N, dL_dpsi0, dL_dPsi1, mu, S, A, K2, b, dmu, dS, R, C, db)
-    return dmu, dS, R, C, db
-
-
 @njit(**_PARALLEL)
 def _psi_gradients_blocks(N, nchunks, dL_dpsi0, dL_dPsi1, mu, S, A, K2, b, dmu, dS, Rc, Cc, dbc):
-    """The only parallel code: one block of points per iteration (see psi_gradients_parallel)."""
+    """The only parallel code: one block of points per iteration (see psi_gradients)."""
     for c in prange(nchunks):
         _grad_rows(c * N // nchunks, (c + 1) * N // nchunks,
                    dL_dpsi0, dL_dPsi1, mu, S, A, K2, b, dmu, dS, Rc[c], Cc[c], dbc[c])
 
 
 @njit(**_SERIAL)
-def psi_gradients_parallel(dL_dpsi0, dL_dPsi1, mu, S, A, K2, b, nchunks):
+def psi_gradients(dL_dpsi0, dL_dPsi1, mu, S, A, K2, b, nchunks):
+    """Loops over the points for the gradients; the dense (M, M) algebra is NumPy (``Linear``).
+
+    A = Z diag(b) (M, Q), K2 = A^T Wsym A (Q, Q). Returns dL_dmu (N, Q), dL_dS (N, Q),
+    R = dL_dPsi1^T mu (M, Q), C = sum_n E[x_n x_n^T] (Q, Q) and the psi0 part of dL_db (Q,).
+    """
     N, Q = mu.shape
     M = A.shape[0]
     dmu = np.empty((N, Q))
@@ -282,26 +246,17 @@ def _grad_n_rows(n0, n1, w0, W1, W2n, mu, S, A, b, dmu, dS):
             dS[n, q] = w0[n] * b[q] + K2[q, q]
 
 
-@njit(**_SERIAL)
-def psi_gradients_n_serial(dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, A, b):
-    """(dL_dmu (N, Q), dL_dS (N, Q)) for per-point weights dL_dPsi2n (N, M, M); A = Z diag(b)."""
-    N, Q = mu.shape
-    dmu = np.empty((N, Q))
-    dS = np.empty((N, Q))
-    _grad_n_rows(0, N, dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, A, b, dmu, dS)
-    return dmu, dS
-
-
 @njit(**_PARALLEL)
 def _psi_gradients_n_blocks(N, nchunks, dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, A, b, dmu, dS):
-    """The only parallel code: one block of points per iteration (see psi_gradients_n_parallel)."""
+    """The only parallel code: one block of points per iteration (see psi_gradients_n)."""
     for c in prange(nchunks):
         _grad_n_rows(c * N // nchunks, (c + 1) * N // nchunks,
                      dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, A, b, dmu, dS)
 
 
 @njit(**_SERIAL)
-def psi_gradients_n_parallel(dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, A, b, nchunks):
+def psi_gradients_n(dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, A, b, nchunks):
+    """(dL_dmu (N, Q), dL_dS (N, Q)) for per-point weights dL_dPsi2n (N, M, M); A = Z diag(b)."""
     N, Q = mu.shape
     dmu = np.empty((N, Q))
     dS = np.empty((N, Q))

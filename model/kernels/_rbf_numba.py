@@ -41,12 +41,15 @@ on (n, q), so they are folded to three multiply-adds per (n, pair, q):
     sum_p G_p t_p, sum_p G_p t_p^2          (dL/dmu_n, dL/dS_n, dL/dalpha)
     T[q, p] += G_p d2_q t_p                 (dL/dZ, summed over n, scattered once at the end)
 
-Test time (``psi_gradients_n_*``): every point has its own dL/dPsi2^n, so the sums over pairs
+Test time (``psi_gradients_n``): every point has its own dL/dPsi2^n, so the sums over pairs
 are done per point on the direct form of Psi2^n (as ``psi2n``), giving dL/dmu_n and dL/dS_n
 only.
 
-Every ``*_rows`` function is serial and processes the points n0 <= n < n1; the public
-functions come in pairs ``*_serial`` / ``*_parallel`` (separate source functions, see
+Every ``*_rows`` function is serial and processes the points n0 <= n < n1; each
+``*_blocks`` function is the kernel's one ``prange`` loop over blocks of points; the public
+functions (``K``, ``psi1``, ``psi2``, ``psi2n_tab``, ``psi_gradients``, ``psi_gradients_n``)
+allocate, run the blocks and reduce them in block order; the caller sets the number of
+threads (see
 ``model/_numba_config.py``).
 """
 
@@ -57,11 +60,9 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .._numba_config import CACHE, FASTMATH
+from .._numba_config import PARALLEL_OPTIONS as _PARALLEL
+from .._numba_config import SERIAL_OPTIONS as _SERIAL
 from ._fastexp import exp_into
-
-_SERIAL = dict(cache=CACHE, fastmath=set(FASTMATH), nogil=True)
-_PARALLEL = dict(cache=CACHE, fastmath=set(FASTMATH), nogil=True, parallel=True)
 
 #: Points per chunk of the Psi2 kernels: the (CHUNK, P) exponent block is one GEMM and
 #: stays in cache (16 x 1275 doubles = 160 kB at M = 50).
@@ -82,24 +83,17 @@ def _k_rows(n0, n1, X, X2, sf2, alpha, out):
             out[n, m] = sf2 * math.exp(-0.5 * r)
 
 
-@njit(**_SERIAL)
-def K_serial(X, X2, sf2, alpha):
-    """(N, N2) sf2 exp(-1/2 sum_q alpha_q (x_nq - x2_mq)^2)."""
-    out = np.empty((X.shape[0], X2.shape[0]))
-    _k_rows(0, X.shape[0], X, X2, sf2, alpha, out)
-    return out
-
-
 @njit(**_PARALLEL)
 def _K_blocks(N, nchunks, X, X2, sf2, alpha, out):
-    """The only parallel code: one block of points per iteration (see K_parallel)."""
+    """The only parallel code: one block of points per iteration (see K)."""
     for c in prange(nchunks):
         _k_rows(c * N // nchunks, (c + 1) * N // nchunks,
             X, X2, sf2, alpha, out)
 
 
 @njit(**_SERIAL)
-def K_parallel(X, X2, sf2, alpha, nchunks):
+def K(X, X2, sf2, alpha, nchunks):
+    """(N, N2) sf2 exp(-1/2 sum_q alpha_q (x_nq - x2_mq)^2)."""
     N = X.shape[0]
     out = np.empty((N, X2.shape[0]))
     _K_blocks(N, nchunks, X, X2, sf2, alpha, out)
@@ -167,24 +161,17 @@ def _psi1_rows(n0, n1, mu, S, ZT, sf2, alpha, out):
         exp_into(ex, out[n], scratch)
 
 
-@njit(**_SERIAL)
-def psi1_serial(mu, S, Z, sf2, alpha):
-    """(N, M) Psi1 (eq:psi1)."""
-    out = np.empty((mu.shape[0], Z.shape[0]))
-    _psi1_rows(0, mu.shape[0], mu, S, np.ascontiguousarray(Z.T), sf2, alpha, out)
-    return out
-
-
 @njit(**_PARALLEL)
 def _psi1_blocks(N, nchunks, mu, S, ZT, sf2, alpha, out):
-    """The only parallel code: one block of points per iteration (see psi1_parallel)."""
+    """The only parallel code: one block of points per iteration (see psi1)."""
     for c in prange(nchunks):
         _psi1_rows(c * N // nchunks, (c + 1) * N // nchunks,
             mu, S, ZT, sf2, alpha, out)
 
 
 @njit(**_SERIAL)
-def psi1_parallel(mu, S, Z, sf2, alpha, nchunks):
+def psi1(mu, S, Z, sf2, alpha, nchunks):
+    """(N, M) Psi1 (eq:psi1)."""
     N = mu.shape[0]
     out = np.empty((N, Z.shape[0]))
     ZT = np.ascontiguousarray(Z.T)
@@ -353,26 +340,17 @@ def _psi2_rows(n0, n1, mu, S, shift, ZhT, ZpT, starts, sf2, alpha, acc):
                 acc[p] += Ebuf[j * P + p]
 
 
-@njit(**_SERIAL)
-def psi2_serial(mu, S, Z, sf2, alpha):
-    """(M, M) Psi2 = sum_n Psi2^n (eq:psi2)."""
-    pm, pm2, zbar, D0 = pair_tables(Z, alpha)
-    shift, ZhT, ZpT, starts = factored_tables(Z)
-    acc = np.zeros(pm.shape[0])
-    _psi2_rows(0, mu.shape[0], mu, S, shift, ZhT, ZpT, starts, sf2, alpha, acc)
-    return pairs_to_matrix(acc, pm, pm2, Z.shape[0])
-
-
 @njit(**_PARALLEL)
 def _psi2_blocks(N, nchunks, mu, S, shift, ZhT, ZpT, starts, sf2, alpha, acc):
-    """The only parallel code: one block of points per iteration (see psi2_parallel)."""
+    """The only parallel code: one block of points per iteration (see psi2)."""
     for c in prange(nchunks):
         _psi2_rows(c * N // nchunks, (c + 1) * N // nchunks,
             mu, S, shift, ZhT, ZpT, starts, sf2, alpha, acc[c])
 
 
 @njit(**_SERIAL)
-def psi2_parallel(mu, S, Z, sf2, alpha, nchunks):
+def psi2(mu, S, Z, sf2, alpha, nchunks):
+    """(M, M) Psi2 = sum_n Psi2^n (eq:psi2)."""
     N = mu.shape[0]
     pm, pm2, zbar, D0 = pair_tables(Z, alpha)
     shift, ZhT, ZpT, starts = factored_tables(Z)
@@ -402,37 +380,17 @@ def _psi2n_rows(n0, n1, mu, S, zbar, D0, sf2, alpha, pm, pm2, out):
             out[n, pm2[p], pm[p]] = v
 
 
-@njit(**_SERIAL)
-def psi2n_serial(mu, S, Z, sf2, alpha):
-    """(N, M, M) per-point Psi2^n."""
-    pm, pm2, zbar, D0 = pair_tables(Z, alpha)
-    return psi2n_tab_serial(mu, S, pm, pm2, zbar, D0, sf2, alpha, Z.shape[0])
-
-
-@njit(**_SERIAL)
-def psi2n_tab_serial(mu, S, pm, pm2, zbar, D0, sf2, alpha, M):
-    """``psi2n_serial`` with the pair tables of Z given (``pair_tables``)."""
-    out = np.empty((mu.shape[0], M, M))
-    _psi2n_rows(0, mu.shape[0], mu, S, zbar, D0, sf2, alpha, pm, pm2, out)
-    return out
-
-
 @njit(**_PARALLEL)
 def _psi2n_blocks(N, nchunks, mu, S, zbar, D0, sf2, alpha, pm, pm2, out):
-    """The only parallel code: one block of points per iteration (see psi2n_parallel)."""
+    """The only parallel code: one block of points per iteration (see psi2n_tab)."""
     for c in prange(nchunks):
         _psi2n_rows(c * N // nchunks, (c + 1) * N // nchunks,
             mu, S, zbar, D0, sf2, alpha, pm, pm2, out)
 
 
 @njit(**_SERIAL)
-def psi2n_parallel(mu, S, Z, sf2, alpha, nchunks):
-    pm, pm2, zbar, D0 = pair_tables(Z, alpha)
-    return psi2n_tab_parallel(mu, S, pm, pm2, zbar, D0, sf2, alpha, Z.shape[0], nchunks)
-
-
-@njit(**_SERIAL)
-def psi2n_tab_parallel(mu, S, pm, pm2, zbar, D0, sf2, alpha, M, nchunks):
+def psi2n_tab(mu, S, pm, pm2, zbar, D0, sf2, alpha, M, nchunks):
+    """(N, M, M) per-point Psi2^n, with the pair tables of Z given (``pair_tables``)."""
     N = mu.shape[0]
     out = np.empty((N, M, M))
     _psi2n_blocks(N, nchunks, mu, S, zbar, D0, sf2, alpha, pm, pm2, out)
@@ -611,39 +569,10 @@ def _grad_finalize(Z, alpha, pm, pm2, T, Gacc, dZ, dth):
                 dth[q + 1] -= 0.25 * Gacc[p] * dz * dz
 
 
-@njit(**_SERIAL)
-def psi_gradients_serial(dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z, sf2, alpha, do1, do2):
-    """Chain rule through psi0, Psi1, Psi2 for a general (M, M) dL_dPsi2.
-
-    Returns (dL_dmu (N, Q), dL_dS (N, Q), dL_dZ (M, Q), dL_dsf2, dL_dalpha (Q,)).
-    ``do1``/``do2`` skip the Psi1/Psi2 parts (when their weights are all zero).
-    """
-    N, Q = mu.shape
-    M = Z.shape[0]
-    pm, pm2, zbar, D0 = pair_tables(Z, alpha)
-    shift, ZhT, ZpT, starts = factored_tables(Z)
-    w2 = pair_weights(dL_dPsi2, pm, pm2)
-    P = pm.shape[0]
-    dmu = np.empty((N, Q))
-    dS = np.empty((N, Q))
-    dZT = np.zeros((Q, M))
-    T = np.zeros((Q, P))
-    Gacc = np.zeros(P)
-    dth = np.zeros(Q + 1)
-    _grad_rows(0, N, dL_dPsi1, w2, mu, S, np.ascontiguousarray(Z.T), zbar, shift, ZhT, ZpT, starts,
-               sf2, alpha, do1, do2, dmu, dS, dZT, T, Gacc, dth)
-    dZ = np.ascontiguousarray(dZT.T)
-    _grad_finalize(Z, alpha, pm, pm2, T, Gacc, dZ, dth)
-    dsf2 = dth[0]
-    for n in range(N):
-        dsf2 += dL_dpsi0[n]
-    return dmu, dS, dZ, dsf2, dth[1:].copy()
-
-
 @njit(**_PARALLEL)
 def _psi_gradients_blocks(N, nchunks, dL_dPsi1, w2, mu, S, ZT, zbar, shift, ZhT, ZpT, starts,
                           sf2, alpha, do1, do2, dmu, dS, dZc, Tc, Gc, dthc):
-    """The only parallel code: one block of points per iteration (see psi_gradients_parallel)."""
+    """The only parallel code: one block of points per iteration (see psi_gradients)."""
     for c in prange(nchunks):
         _grad_rows(c * N // nchunks, (c + 1) * N // nchunks,
             dL_dPsi1, w2, mu, S, ZT, zbar, shift, ZhT, ZpT, starts, sf2, alpha, do1, do2,
@@ -651,7 +580,12 @@ def _psi_gradients_blocks(N, nchunks, dL_dPsi1, w2, mu, S, ZT, zbar, shift, ZhT,
 
 
 @njit(**_SERIAL)
-def psi_gradients_parallel(dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z, sf2, alpha, do1, do2, nchunks):
+def psi_gradients(dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z, sf2, alpha, do1, do2, nchunks):
+    """Chain rule through psi0, Psi1, Psi2 for a general (M, M) dL_dPsi2.
+
+    Returns (dL_dmu (N, Q), dL_dS (N, Q), dL_dZ (M, Q), dL_dsf2, dL_dalpha (Q,)).
+    ``do1``/``do2`` skip the Psi1/Psi2 parts (when their weights are all zero).
+    """
     N, Q = mu.shape
     M = Z.shape[0]
     pm, pm2, zbar, D0 = pair_tables(Z, alpha)
@@ -746,23 +680,10 @@ def _grad_n_rows(n0, n1, dL_dPsi1, dL_dPsi2n, mu, S, ZT, zbar, D0, pm, pm2, sf2,
             dS[n, q] += a * e * (2.0 * a * e * s2 - gsum)
 
 
-@njit(**_SERIAL)
-def psi_gradients_n_serial(dL_dPsi1, dL_dPsi2n, mu, S, ZT, pm, pm2, zbar, D0, sf2, alpha, do1, do2):
-    """(dL_dmu (N, Q), dL_dS (N, Q)) of L = sum W1 * Psi1 + sum_n sum W2n[n] * Psi2^n,
-    dL_dPsi2n (N, M, M) any (not necessarily symmetric) per-point weights. psi0 = sf2 does
-    not depend on mu, S. ZT = Z^T (Q, M) contiguous; pair tables of Z from ``pair_tables``."""
-    N, Q = mu.shape
-    dmu = np.empty((N, Q))
-    dS = np.empty((N, Q))
-    _grad_n_rows(0, N, dL_dPsi1, dL_dPsi2n, mu, S, ZT, zbar, D0, pm, pm2, sf2, alpha, do1, do2,
-                 dmu, dS)
-    return dmu, dS
-
-
 @njit(**_PARALLEL)
 def _psi_gradients_n_blocks(N, nchunks, dL_dPsi1, dL_dPsi2n, mu, S, ZT, zbar, D0, pm, pm2,
                             sf2, alpha, do1, do2, dmu, dS):
-    """The only parallel code: one block of points per iteration (see psi_gradients_n_parallel)."""
+    """The only parallel code: one block of points per iteration (see psi_gradients_n)."""
     for c in prange(nchunks):
         _grad_n_rows(c * N // nchunks, (c + 1) * N // nchunks,
                      dL_dPsi1, dL_dPsi2n, mu, S, ZT, zbar, D0, pm, pm2, sf2, alpha, do1, do2,
@@ -770,8 +691,11 @@ def _psi_gradients_n_blocks(N, nchunks, dL_dPsi1, dL_dPsi2n, mu, S, ZT, zbar, D0
 
 
 @njit(**_SERIAL)
-def psi_gradients_n_parallel(dL_dPsi1, dL_dPsi2n, mu, S, ZT, pm, pm2, zbar, D0, sf2, alpha, do1,
-                             do2, nchunks):
+def psi_gradients_n(dL_dPsi1, dL_dPsi2n, mu, S, ZT, pm, pm2, zbar, D0, sf2, alpha, do1, do2,
+                    nchunks):
+    """(dL_dmu (N, Q), dL_dS (N, Q)) of L = sum W1 * Psi1 + sum_n sum W2n[n] * Psi2^n,
+    dL_dPsi2n (N, M, M) any (not necessarily symmetric) per-point weights. psi0 = sf2 does
+    not depend on mu, S. ZT = Z^T (Q, M) contiguous; pair tables of Z from ``pair_tables``."""
     N, Q = mu.shape
     dmu = np.empty((N, Q))
     dS = np.empty((N, Q))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 from .. import _numba_config as cfg
@@ -53,11 +54,19 @@ def positive_scalar(value, name: str) -> np.ndarray:
     return v.copy()
 
 
-def pick(serial, parallel, n_points: int, *args):
-    """Run the parallel kernel (with one block per thread) or the serial one."""
-    if cfg.use_parallel(n_points):
-        return parallel(*args, cfg.n_chunks(n_points))
-    return serial(*args)
+def run_blocks(kernel, n_points: int, *args):
+    """Call a compiled kernel over ``n_points`` data points: its ``cfg.n_chunks`` blocks of
+    points on ``cfg.threads_for`` threads (one when the points are few or the machine is
+    busy; never more than the calling thread's ``numba.get_num_threads()``)."""
+    want = cfg.threads_for(n_points)
+    have = numba.get_num_threads()
+    if want >= have:
+        return kernel(*args, cfg.n_chunks(n_points))
+    numba.set_num_threads(want)  # this Python thread only
+    try:
+        return kernel(*args, cfg.n_chunks(n_points))
+    finally:
+        numba.set_num_threads(have)
 
 
 def psi_gradient_inputs(kernel, dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import _linear_numba as _nb
-from ._util import (as_array, as_gaussians, as_points, pick, positive_vector, psi_gradient_inputs,
-                    psi_gradient_n_inputs)
+from ._util import (as_array, as_gaussians, as_points, positive_vector, psi_gradient_inputs,
+                    psi_gradient_n_inputs, run_blocks)
 from .base import Kernel
 
 
@@ -35,9 +35,9 @@ class Linear(Kernel):
     def K(self, X, X2=None):
         X = as_points(X, self.input_dim)
         if X2 is not None:
-            return pick(_nb.K_serial, _nb.K_parallel, X.shape[0], X,
+            return run_blocks(_nb.K, X.shape[0], X,
                         as_points(X2, self.input_dim, "X2"), self.variances)
-        K = pick(_nb.K_serial, _nb.K_parallel, X.shape[0], X, X, self.variances)
+        K = run_blocks(_nb.K, X.shape[0], X, X, self.variances)
         return np.triu(K) + np.triu(K, 1).T  # exactly symmetric (vectorised sums may differ)
 
     def Kdiag(self, X):
@@ -58,12 +58,12 @@ class Linear(Kernel):
     def psi1(self, mu, S, Z):
         mu, S = as_gaussians(mu, S, self.input_dim)
         Z = as_points(Z, self.input_dim, "Z")
-        return pick(_nb.K_serial, _nb.K_parallel, mu.shape[0], mu, Z, self.variances)
+        return run_blocks(_nb.K, mu.shape[0], mu, Z, self.variances)
 
     def second_moment(self, mu, S) -> np.ndarray:
         """(Q, Q) sum_n E[x_n x_n^T] = mu^T mu + diag(sum_n S_n)."""
         mu, S = as_gaussians(mu, S, self.input_dim)
-        return pick(_nb.second_moment_serial, _nb.second_moment_parallel, mu.shape[0], mu, S)
+        return run_blocks(_nb.second_moment, mu.shape[0], mu, S)
 
     def psi2(self, mu, S, Z):
         Z = as_points(Z, self.input_dim, "Z")
@@ -75,7 +75,7 @@ class Linear(Kernel):
         mu, S = as_gaussians(mu, S, self.input_dim)
         Z = as_points(Z, self.input_dim, "Z")
         A = np.ascontiguousarray(Z * self.variances)
-        return pick(_nb.psi2n_serial, _nb.psi2n_parallel, mu.shape[0], mu, S, A)
+        return run_blocks(_nb.psi2n, mu.shape[0], mu, S, A)
 
     def psi_gradients(self, dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z):
         """See :meth:`Kernel.psi_gradients`. Exact for any (M, M) dL_dPsi2, symmetric or not."""
@@ -86,7 +86,7 @@ class Linear(Kernel):
         A = np.ascontiguousarray(Z * b)
         Wsym = 0.5 * (dL_dPsi2 + dL_dPsi2.T)
         K2 = np.ascontiguousarray(A.T @ Wsym @ A)
-        dmu, dS, R, C, db = pick(_nb.psi_gradients_serial, _nb.psi_gradients_parallel, N,
+        dmu, dS, R, C, db = run_blocks(_nb.psi_gradients, N,
                                  dL_dpsi0, dL_dPsi1, mu, S, A, K2, b)
         G = R + 2.0 * (Wsym @ A @ C)  # dL/dA
         return dmu, dS, G * b, {"variances": db + np.sum(G * Z, axis=0)}
@@ -97,5 +97,5 @@ class Linear(Kernel):
             self, dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, Z)
         b = self.variances
         A = np.ascontiguousarray(Z * b)
-        return pick(_nb.psi_gradients_n_serial, _nb.psi_gradients_n_parallel, mu.shape[0],
+        return run_blocks(_nb.psi_gradients_n, mu.shape[0],
                     dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, A, b)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import _rbf_numba as _nb
-from ._util import (as_array, as_gaussians, as_points, pick, positive_scalar, positive_vector,
-                    psi_gradient_inputs, psi_gradient_n_inputs)
+from ._util import (as_array, as_gaussians, as_points, positive_scalar, positive_vector,
+                    psi_gradient_inputs, psi_gradient_n_inputs, run_blocks)
 from .base import Kernel
 
 
@@ -51,7 +51,7 @@ class RBF(Kernel):
     def K(self, X, X2=None):
         X = as_points(X, self.input_dim)
         X2 = X if X2 is None else as_points(X2, self.input_dim, "X2")
-        return pick(_nb.K_serial, _nb.K_parallel, X.shape[0], X, X2, self.sf2, self.alpha)
+        return run_blocks(_nb.K, X.shape[0], X, X2, self.sf2, self.alpha)
 
     def Kdiag(self, X):
         X = as_points(X, self.input_dim)
@@ -71,12 +71,12 @@ class RBF(Kernel):
     def psi1(self, mu, S, Z):
         mu, S = as_gaussians(mu, S, self.input_dim)
         Z = as_points(Z, self.input_dim, "Z")
-        return pick(_nb.psi1_serial, _nb.psi1_parallel, mu.shape[0], mu, S, Z, self.sf2, self.alpha)
+        return run_blocks(_nb.psi1, mu.shape[0], mu, S, Z, self.sf2, self.alpha)
 
     def psi2(self, mu, S, Z):
         mu, S = as_gaussians(mu, S, self.input_dim)
         Z = as_points(Z, self.input_dim, "Z")
-        return pick(_nb.psi2_serial, _nb.psi2_parallel, mu.shape[0], mu, S, Z, self.sf2, self.alpha)
+        return run_blocks(_nb.psi2, mu.shape[0], mu, S, Z, self.sf2, self.alpha)
 
     def _pair_tables(self, Z: np.ndarray) -> tuple:
         """(ZT, pm, pm2, zbar, D0): Z^T and the pair tables of Z (``_rbf_numba.pair_tables``),
@@ -93,8 +93,8 @@ class RBF(Kernel):
         mu, S = as_gaussians(mu, S, self.input_dim)
         Z = as_points(Z, self.input_dim, "Z")
         _, pm, pm2, zbar, D0 = self._pair_tables(Z)
-        return pick(_nb.psi2n_tab_serial, _nb.psi2n_tab_parallel, mu.shape[0], mu, S, pm, pm2,
-                    zbar, D0, self.sf2, self.alpha, Z.shape[0])
+        return run_blocks(_nb.psi2n_tab, mu.shape[0], mu, S, pm, pm2, zbar, D0, self.sf2,
+                          self.alpha, Z.shape[0])
 
     def psi_stats_n(self, mu, S, Z):
         """See :meth:`Kernel.psi_stats_n`: one check of the inputs and one alpha for all three."""
@@ -102,9 +102,8 @@ class RBF(Kernel):
         Z = as_points(Z, self.input_dim, "Z")
         sf2, alpha, N = self.sf2, self.alpha, mu.shape[0]
         _, pm, pm2, zbar, D0 = self._pair_tables(Z)
-        return (np.full(N, sf2), pick(_nb.psi1_serial, _nb.psi1_parallel, N, mu, S, Z, sf2, alpha),
-                pick(_nb.psi2n_tab_serial, _nb.psi2n_tab_parallel, N, mu, S, pm, pm2, zbar, D0,
-                     sf2, alpha, Z.shape[0]))
+        return (np.full(N, sf2), run_blocks(_nb.psi1, N, mu, S, Z, sf2, alpha),
+                run_blocks(_nb.psi2n_tab, N, mu, S, pm, pm2, zbar, D0, sf2, alpha, Z.shape[0]))
 
     def psi_gradients(self, dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z):
         """See :meth:`Kernel.psi_gradients`. Exact for any (M, M) dL_dPsi2, symmetric or not."""
@@ -112,9 +111,8 @@ class RBF(Kernel):
             self, dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z)
         N = mu.shape[0]
         do1, do2 = bool(dL_dPsi1.any()), bool(dL_dPsi2.any())
-        dmu, dS, dZ, dsf2, dalpha = pick(
-            _nb.psi_gradients_serial, _nb.psi_gradients_parallel, N,
-            dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z, self.sf2, self.alpha, do1, do2)
+        dmu, dS, dZ, dsf2, dalpha = run_blocks(
+            _nb.psi_gradients, N, dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z, self.sf2, self.alpha, do1, do2)
         return dmu, dS, dZ, self._theta_grads(dsf2, dalpha)
 
     def psi_gradients_n(self, dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, Z):
@@ -123,5 +121,5 @@ class RBF(Kernel):
             self, dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, Z)
         do1, do2 = bool(dL_dPsi1.any()), bool(dL_dPsi2n.any())
         ZT, pm, pm2, zbar, D0 = self._pair_tables(Z)
-        return pick(_nb.psi_gradients_n_serial, _nb.psi_gradients_n_parallel, mu.shape[0],
-                    dL_dPsi1, dL_dPsi2n, mu, S, ZT, pm, pm2, zbar, D0, self.sf2, self.alpha, do1, do2)
+        return run_blocks(_nb.psi_gradients_n, mu.shape[0], dL_dPsi1, dL_dPsi2n, mu, S, ZT, pm, pm2,
+                          zbar, D0, self.sf2, self.alpha, do1, do2)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _cross_numba as _cx
-from ._util import as_gaussians, as_points, pick, psi_gradient_inputs, psi_gradient_n_inputs
+from ._util import as_gaussians, as_points, psi_gradient_inputs, psi_gradient_n_inputs, run_blocks
 from .base import Kernel
 from .bias import Bias, White
 from .linear import Linear
@@ -147,7 +147,7 @@ class Sum(Kernel):
                 s = b.psi1(mu, S, Z).sum(0)
                 C = a.variance * np.broadcast_to(s, out.shape)
             elif kind == "rbf_linear":
-                H = pick(_cx.rbf_moment_serial, _cx.rbf_moment_parallel, mu.shape[0],
+                H = run_blocks(_cx.rbf_moment, mu.shape[0],
                          mu, S, Z, a.sf2, a.alpha)
                 C = H @ (Z * b.variances).T
             else:  # linear_linear
@@ -167,7 +167,7 @@ class Sum(Kernel):
                 out = out + a.variance * (P1[:, :, None] + P1[:, None, :])
             elif kind == "rbf_linear":
                 A = np.ascontiguousarray(Z * b.variances)
-                out = out + pick(_cx.cross_n_serial, _cx.cross_n_parallel, mu.shape[0],
+                out = out + run_blocks(_cx.cross_n, mu.shape[0],
                                  mu, S, Z, a.sf2, a.alpha, A)
             else:
                 Ai, Aj = Z * a.variances, Z * b.variances
@@ -199,7 +199,7 @@ class Sum(Kernel):
             elif kind == "rbf_linear":  # a rbf, b linear
                 WsZ = Ws @ Z
                 V = np.ascontiguousarray(WsZ * b.variances)
-                gmu, gS, gZ, gsf2, galpha, H = pick(_cx.grad_serial, _cx.grad_parallel, N,
+                gmu, gS, gZ, gsf2, galpha, H = run_blocks(_cx.grad, N,
                                                     mu, S, Z, a.sf2, a.alpha, V)
                 dmu += gmu
                 dS += gS
@@ -231,7 +231,7 @@ class Sum(Kernel):
 
         Cross terms per point, with Ws_n = W2n[n] + W2n[n]^T: bias folds v_b (row sums of
         Ws_n) into the other part's dL_dPsi1[n]; rbf x linear uses V_n = (Ws_n Z) diag(b)
-        (``_cross_numba.grad_n_*``); linear x linear G_n = A_i^T Ws_n A_j gives
+        (``_cross_numba.grad_n``); linear x linear G_n = A_i^T Ws_n A_j gives
         dmu_n = (G_n + G_n^T) mu_n, dS_n = diag(G_n).
         """
         dL_dpsi0, dL_dPsi1, W2n, mu, S, Z = psi_gradient_n_inputs(
@@ -246,7 +246,7 @@ class Sum(Kernel):
                 W1[j] = W1[j] + a.variance * Ws.sum(1)
             elif kind == "rbf_linear":  # a rbf, b linear
                 Vn = np.ascontiguousarray((Ws @ Z) * b.variances)  # (N, M, Q)
-                gmu, gS = pick(_cx.grad_n_serial, _cx.grad_n_parallel, N,
+                gmu, gS = run_blocks(_cx.grad_n, N,
                                mu, S, Z, a.sf2, a.alpha, Vn)
                 dmu += gmu
                 dS += gS

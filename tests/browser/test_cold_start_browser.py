@@ -12,8 +12,9 @@ import time
 import pytest
 
 from explorer.cli import wait_until_live
+from explorer_server import free_port
 
-from .conftest import ARTIFACTS, ROOT, _free_port
+from .conftest import ARTIFACTS, ROOT
 from .test_explorer_browser import LATENT, PLAYING, plot_info
 
 pytestmark = pytest.mark.browser
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def plain_server(numba_compiled):
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, NUMBA_NUM_THREADS="1")
     ARTIFACTS.mkdir(exist_ok=True)  # this module may run first on a fresh clone
     log = open(ARTIFACTS / "browser-plain-server.log", "w")
