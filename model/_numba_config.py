@@ -138,11 +138,6 @@ def n_chunks(n_points: int) -> int:
     return max(1, min(int(n_points), MAX_THREADS))
 
 
-def use_parallel(n_points: int) -> bool:
-    """Whether a kernel call over ``n_points`` points would run on more than one thread now."""
-    return threads_for(n_points) > 1
-
-
 @contextmanager
 def parallel_mode(parallel: bool, min_points: int = 0, adaptive: bool = False):
     """Temporarily force one thread (``parallel=False``) or all threads from ``min_points``

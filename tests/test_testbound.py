@@ -133,7 +133,9 @@ def test_training_point_with_its_own_q(model_small):
     Yc = np.vstack([st.Yc, st.Yc[[n]]])
     ref = collapsed_bound(k.K(Z), k.psi0(mu, S), k.psi1(mu, S, Z), k.psi2(mu, S, Z), st.beta,
                           OutputStats.from_centred(Yc), grad=False).F
-    assert F[0] == pytest.approx(ref, rel=1e-12)
+    # 1e-10: the kernels are compiled with fastmath reassociation, and a fresh compile and
+    # a cached one have been seen to differ by 2e-12 relative in this sum
+    assert F[0] == pytest.approx(ref, rel=1e-10)
     assert F[0] < st.F_hat  # one more point to explain costs density (log p < 0 here)
 
 
