@@ -65,6 +65,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
+from . import _numba_config as cfg
 from ._numba_config import CACHE, FASTMATH
 from ._threads import blas_single_threaded, single_threaded_blas
 from .bound import LOG_2PI, _factors
@@ -823,7 +824,7 @@ def infer_latent(stats: TrainingStats, Ys, observed=None, n_init: int = 1, max_i
     n = Ys.shape[0]
     chunk = max(64, int(CHUNK_BYTES / (16.0 * stats.M ** 2)))
     fits = []
-    with single_threaded_blas():
+    with single_threaded_blas(), cfg.thread_limit(n):  # few rows: Numba threads set once
         for a in range(0, n, chunk):
             fits.append(_infer(stats, Ys[a:a + chunk], observed[a:a + chunk], n_init, max_iters,
                                gtol, ftol, xtol, precondition))

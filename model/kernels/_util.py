@@ -58,15 +58,10 @@ def run_blocks(kernel, n_points: int, *args):
     """Call a compiled kernel over ``n_points`` data points: its ``cfg.n_chunks`` blocks of
     points on ``cfg.threads_for`` threads (one when the points are few or the machine is
     busy; never more than the calling thread's ``numba.get_num_threads()``)."""
-    want = cfg.threads_for(n_points)
-    have = numba.get_num_threads()
-    if want >= have:
+    if cfg.threads_for(n_points) >= numba.get_num_threads():  # the common case, no context
         return kernel(*args, cfg.n_chunks(n_points))
-    numba.set_num_threads(want)  # this Python thread only
-    try:
+    with cfg.thread_limit(n_points):
         return kernel(*args, cfg.n_chunks(n_points))
-    finally:
-        numba.set_num_threads(have)
 
 
 def psi_gradient_inputs(kernel, dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z):
