@@ -15,20 +15,21 @@ cache a function that calls ``numba.set_num_threads``.)
 
 Threads per call (:func:`threads_for`): one below :data:`MIN_PARALLEL_POINTS` points (the
 work is smaller than waking a thread), and otherwise as many as there are idle cores, up to
-``NUMBA_NUM_THREADS``. "Idle" comes from the kernel's count of runnable tasks
-(``/proc/loadavg``, read at most every :data:`BUSY_CHECK_INTERVAL` seconds): on a 2-core
+``NUMBA_NUM_THREADS``. "Idle" is what other processes left over the last
+:data:`BUSY_CHECK_INTERVAL` seconds (machine CPU time from ``/proc/stat`` minus this
+process's own; :class:`_IdleCores`): on a 2-core
 machine with one other busy process, a 2-thread parallel region waits for the thread that
 shares its core with that process, and one evaluation took 3-10x the idle time
 (bench/README.md, "Busy machine"); on one thread it takes the idle single-threaded time.
-The same rule gives two models that evaluate in two threads of one process (the explorer)
-one core each.
+Two models that evaluate in two threads of one process (the explorer) share the idle
+cores: one each on two cores (:class:`_CallingThreads`).
 
-OpenMP's wait policy: libgomp's worker threads spin after each parallel region by default.
-On a machine whose cores are all busy that spinning takes the core from the thread that
-has work (one small-model evaluation: 56 ms against 5 ms at load 9). This module sets
-``OMP_WAIT_POLICY=PASSIVE`` (unless the variable is already set) before Numba starts its
-OpenMP pool; it is read when libgomp loads, so it has no effect if another library loaded
-libgomp first.
+OpenMP's wait policy is left at libgomp's default (worker threads spin briefly after a
+parallel region, then sleep). ``OMP_WAIT_POLICY=PASSIVE`` (sleep at once) was the default
+for a while: it cost ~0.4 ms per evaluation on an idle machine (small model 1.78 against
+1.43 ms, oil 6.7 against 6.4 ms; waking the sleeping worker at every region), and with the
+thread counts above it no longer buys anything on a busy one (bench/README.md, "Busy
+machine"). Set it in the environment to try.
 
 Caveat of the on-disk cache: a cached kernel is invalidated when its own source file
 changes, not when a function it calls from another module changes (``_fastexp.exp_into``
@@ -45,12 +46,11 @@ Environment variables (read once, at import):
 from __future__ import annotations
 
 import os
+import threading
 import time
 from contextlib import contextmanager
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before numba loads libgomp
-
-import numba  # noqa: E402
+import numba
 
 
 def _env_flag(name: str, default: bool) -> bool:
@@ -70,9 +70,10 @@ MIN_PARALLEL_POINTS: int = int(os.environ.get("BGPLVM_NUMBA_MIN_PARALLEL", "64")
 #: Adapt the thread count to the machine's load (see the module docstring).
 ADAPTIVE: bool = _env_flag("BGPLVM_NUMBA_ADAPTIVE", True)
 
-#: Seconds between two reads of /proc/loadavg (a read costs ~20-80 microseconds; one
-#: bound + gradient makes ~5 kernel calls in a few milliseconds).
-BUSY_CHECK_INTERVAL: float = 0.02
+#: Seconds over which other processes' CPU use is measured (one read of /proc/stat costs
+#: ~20 microseconds; the kernel counts CPU time in 10 ms ticks, so shorter windows would
+#: be too coarse).
+BUSY_CHECK_INTERVAL: float = 0.1
 
 #: The most threads a kernel uses, and the number of blocks a call splits its points into
 #: (fixed: results do not depend on how many threads run them).
@@ -93,34 +94,72 @@ PARALLEL_OPTIONS = dict(SERIAL_OPTIONS, parallel=True)
 
 
 class _IdleCores:
-    """Cores not taken by other runnable tasks, from ``/proc/loadavg`` (Linux; elsewhere
-    every core counts as idle). Cached for ``BUSY_CHECK_INTERVAL`` seconds."""
+    """Cores not used by other processes: over the last ``BUSY_CHECK_INTERVAL`` seconds, the
+    machine's busy CPU time (``/proc/stat``: user, nice, system, irq, softirq, steal) minus
+    this process's own (``os.times``, every thread), per second of wall time, rounded to
+    whole cores (Linux; elsewhere every core counts as idle).
+
+    Counting this process's own time out matters: a snapshot of runnable tasks
+    (``/proc/loadavg``) taken just after a parallel kernel still sees its worker thread,
+    and the next kernel then ran on one thread on an idle machine (a small model's
+    evaluation 1.7 ms instead of 1.4 ms)."""
 
     def __init__(self):
         self.n_cpus = os.cpu_count() or 1
-        self._t = -1.0
         self._idle = self.n_cpus
-        self.available = os.path.exists("/proc/loadavg")
+        self._last = None  # (wall, machine busy s, own cpu s)
+        self.available = os.path.exists("/proc/stat")
+        self._tick = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
+
+    def _sample(self) -> tuple[float, float, float]:
+        with open("/proc/stat", "rb") as f:
+            fields = f.readline().split()  # "cpu user nice system idle iowait irq softirq steal ..."
+        v = [int(x) for x in fields[1:9]]
+        busy = (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / self._tick
+        t = os.times()
+        return time.monotonic(), busy, t.user + t.system
 
     def __call__(self) -> int:
-        now = time.monotonic()
-        if now - self._t < BUSY_CHECK_INTERVAL:
-            return self._idle
-        self._t = now
         if not self.available:
             return self._idle
+        now = time.monotonic()
+        if self._last is not None and now - self._last[0] < BUSY_CHECK_INTERVAL:
+            return self._idle
         try:
-            with open("/proc/loadavg", "rb") as f:
-                running = int(f.read().split()[3].split(b"/")[0])  # "3/89": runnable/all
+            sample = self._sample()
         except (OSError, ValueError, IndexError):
             self.available = False
             return self._idle
-        # the reading thread is one of the runnable tasks; the others compete with us
-        self._idle = max(1, self.n_cpus - (running - 1))
+        if self._last is not None:
+            wall = sample[0] - self._last[0]
+            others = ((sample[1] - self._last[1]) - (sample[2] - self._last[2])) / wall
+            self._idle = max(1, self.n_cpus - int(others + 0.5))
+        self._last = sample
         return self._idle
 
 
 idle_cores = _IdleCores()
+
+
+class _CallingThreads:
+    """Python threads of this process that called a kernel within the last
+    ``BUSY_CHECK_INTERVAL`` seconds (two models evaluating in two threads, as the
+    explorer's sessions do, share the idle cores instead of each taking all of them)."""
+
+    def __init__(self):
+        self._last: dict[int, float] = {}
+
+    def __call__(self) -> int:
+        now = time.monotonic()
+        last = self._last
+        last[threading.get_ident()] = now
+        if len(last) > 64:  # forget threads that stopped calling
+            for tid in [t for t, v in last.items() if now - v > BUSY_CHECK_INTERVAL]:
+                last.pop(tid, None)
+        return sum(1 for v in list(last.values()) if now - v < BUSY_CHECK_INTERVAL)
+
+
+calling_threads = _CallingThreads()
 
 
 def threads_for(n_points: int) -> int:
@@ -129,7 +168,7 @@ def threads_for(n_points: int) -> int:
         return 1
     if not ADAPTIVE:
         return MAX_THREADS
-    return min(MAX_THREADS, idle_cores())
+    return max(1, min(MAX_THREADS, idle_cores() // calling_threads()))
 
 
 def n_chunks(n_points: int) -> int:
