@@ -10,6 +10,23 @@ import json
 import os
 import subprocess
 import tempfile
+from pathlib import Path
+
+
+def loadavg() -> float:
+    """1-minute load average (the machine is shared: > its cores means others compete)."""
+    try:
+        return float(Path("/proc/loadavg").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
+def loadavg_text() -> str:
+    """The 1-, 5- and 15-minute load averages as /proc/loadavg prints them ("?" elsewhere)."""
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
 
 
 def run_worker(script: str, spec: dict, python: str, env_extra: dict | None = None,

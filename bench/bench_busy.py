@@ -37,17 +37,12 @@ from pathlib import Path
 
 import numpy as np
 
+from _worker import loadavg_text as loadavg  # bench/ is on sys.path when a bench script runs
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MIRROR = ROOT.parent / "shared" / "datasets"
 SIZES = {"oil": dict(Q=10, M=50), "small": dict(Q=8, M=30)}
 SCENARIOS = ("idle 1 thread", "idle", "1 busy", "2 threads")
-
-
-def loadavg() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "?"
 
 
 def make_data(size: str) -> np.ndarray:

@@ -51,6 +51,8 @@ from pathlib import Path
 
 import numpy as np
 
+from _worker import loadavg_text as loadavg  # bench/ is on sys.path when a bench script runs
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MIRROR = ROOT.parent / "shared" / "datasets"
 BUDGETS = (500, 1000, 2000, 3000)
@@ -63,13 +65,6 @@ SETS = {
     "digits": dict(Q=10, M=50, title="digits (550 x 256)"),
 }
 ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-
-
-def loadavg() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "?"
 
 
 def load_set(name: str) -> np.ndarray:

@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 
 import _worker  # bench/ is on sys.path when a bench script runs
+from _worker import loadavg
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MIRROR = ROOT.parent / "shared" / "datasets"
@@ -102,14 +103,6 @@ def synthetic(N: int, D: int = 12, Qtrue: int = 5, seed: int = 0) -> np.ndarray:
 # =========================================================================================
 # memory helpers (worker side)
 # =========================================================================================
-def loadavg() -> float:
-    """1-minute load average (the machine is shared: > 2 means others compete for the cores)."""
-    try:
-        return float(Path("/proc/loadavg").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return float("nan")
-
-
 def _status_kb(key: str) -> int | None:
     try:
         with open("/proc/self/status") as f:

@@ -36,18 +36,12 @@ from pathlib import Path
 import numpy as np
 
 import _worker  # bench/ is on sys.path when a bench script runs
+from _worker import loadavg
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".cache" / "bench_infer"
 DEFAULT_MIRROR = ROOT.parent / "shared" / "datasets"
 SIZES = (1, 100, 1000)
-
-
-def loadavg() -> float:
-    try:
-        return float(Path("/proc/loadavg").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return float("nan")
 
 
 def log(*a):

@@ -255,26 +255,6 @@ def test_gradients_finite_at_degenerate_points(case):
 # ------------------------------------------------------------------------------------------
 # serial vs parallel
 # ------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("case", CASES)
-def test_serial_and_parallel_agree(case):
-    N, M, Q = 37, 6, 3  # N not a multiple of the number of blocks
-    k = build(case, Q)
-    mu, S, Z = gaussians(N, M, Q, seed=8)
-    w0, W1, W2 = weights(N, M, seed=9)
-    results = []
-    for par in (False, True):
-        with cfg.parallel_mode(par):
-            results.append([k.K(mu, Z), k.K(Z), k.psi0(mu, S), k.psi1(mu, S, Z), k.psi2(mu, S, Z),
-                            k.psi2n(mu, S, Z), *k.psi_gradients(w0, W1, W2, mu, S, Z)])
-    for a, b in zip(*results):
-        if isinstance(a, dict):
-            assert a.keys() == b.keys()
-            for key in a:
-                assert_rel(a[key], b[key], 1e-12)
-        else:
-            assert_rel(a, b, 1e-12)
-
-
 def test_parallel_blocks_cover_every_point():
     """More blocks than threads and uneven blocks still sum every point exactly once."""
     from model.kernels import _rbf_numba as nb
@@ -298,14 +278,15 @@ def test_parallel_blocks_cover_every_point():
 def test_results_do_not_depend_on_the_thread_count(case):
     """Blocks are fixed by the number of points, not by the threads that run them: one
     thread and all threads give the same bits (fits do not depend on the machine's load)."""
-    N, M, Q = 150, 6, 3  # above MIN_PARALLEL_POINTS
+    N, M, Q = 151, 6, 3  # above MIN_PARALLEL_POINTS, not a multiple of the number of blocks
     k = build(case, Q)
     mu, S, Z = gaussians(N, M, Q, seed=18)
     w0, W1, W2 = weights(N, M, seed=19)
     results = []
     for par in (False, True):
         with cfg.parallel_mode(par):
-            results.append([k.psi1(mu, S, Z), k.psi2(mu, S, Z), *k.psi_gradients(w0, W1, W2, mu, S, Z)])
+            results.append([k.K(mu, Z), k.K(Z), k.psi0(mu, S), k.psi1(mu, S, Z), k.psi2(mu, S, Z),
+                            k.psi2n(mu, S, Z), *k.psi_gradients(w0, W1, W2, mu, S, Z)])
     for a, b in zip(*results):
         if isinstance(a, dict):
             for key in a:
