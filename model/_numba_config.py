@@ -7,7 +7,7 @@ blocks, runs them through one ``prange`` loop (one block per iteration) and sums
 blocks' partial results in block order. The caller (``kernels/_util.run_blocks``) sets how
 many threads run that loop (``numba.set_num_threads``, per Python thread), so one compiled
 function serves the serial and the parallel case: with one thread OpenMP runs the loop on
-the calling thread without waking the pool (about 1 microsecond more than a plain loop).
+the calling thread without waking the pool (a few microseconds more than a plain loop).
 There are no separate serial twins any more (they doubled the cold compile time), and as
 the blocks do not depend on the thread count, results are bit-for-bit the same on 1 or
 more threads. (The thread count cannot be set inside the compiled code: Numba does not
@@ -177,22 +177,27 @@ def n_chunks(n_points: int) -> int:
     return max(1, min(int(n_points), MAX_THREADS))
 
 
-@contextmanager
-def thread_limit(n_points: int):
-    """Inside: Numba runs this Python thread's kernels on at most ``threads_for(n_points)``
-    threads (set once; ``numba.get_num_threads()`` is restored after). ``run_blocks`` uses
-    it per kernel call; a caller whose many small calls all concern few points (test-time
-    inference of one row: ~100 calls) sets it once around them, which saves the ~3
-    microseconds each set and reset costs."""
-    want, have = threads_for(n_points), numba.get_num_threads()
-    if want >= have:
-        yield
-        return
-    numba.set_num_threads(want)  # this Python thread only
-    try:
-        yield
-    finally:
-        numba.set_num_threads(have)
+class thread_limit:
+    """Context manager: inside, Numba runs this Python thread's kernels on at most
+    ``threads_for(n_points)`` threads (``numba.get_num_threads()`` is restored after).
+    ``run_blocks`` enters it around every kernel call; a caller whose many small calls all
+    concern few points (test-time inference of one row: ~100 calls) enters it once around
+    them, which saves the ~3 microseconds each set and reset costs. A class rather than a
+    generator: it is on the path of every kernel call."""
+
+    __slots__ = ("want", "have")
+
+    def __init__(self, n_points: int):
+        self.want, self.have = threads_for(n_points), numba.get_num_threads()
+
+    def __enter__(self) -> "thread_limit":
+        if self.want < self.have:
+            numba.set_num_threads(self.want)  # this Python thread only
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.want < self.have:
+            numba.set_num_threads(self.have)
 
 
 @contextmanager

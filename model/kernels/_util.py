@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from .. import _numba_config as cfg
@@ -58,8 +57,6 @@ def run_blocks(kernel, n_points: int, *args):
     """Call a compiled kernel over ``n_points`` data points: its ``cfg.n_chunks`` blocks of
     points on ``cfg.threads_for`` threads (one when the points are few or the machine is
     busy; never more than the calling thread's ``numba.get_num_threads()``)."""
-    if cfg.threads_for(n_points) >= numba.get_num_threads():  # the common case, no context
-        return kernel(*args, cfg.n_chunks(n_points))
     with cfg.thread_limit(n_points):
         return kernel(*args, cfg.n_chunks(n_points))
 
