@@ -66,15 +66,13 @@ import numpy as np
 from numba import njit, prange
 
 from . import _numba_config as cfg
-from ._numba_config import CACHE, FASTMATH
+from ._numba_config import PARALLEL_OPTIONS as _PARALLEL
+from ._numba_config import SERIAL_OPTIONS as _SERIAL
 from ._threads import blas_single_threaded, single_threaded_blas
 from .bound import LOG_2PI, _factors
 from .kernels import Kernel
 from .kernels._util import run_blocks
 from .linalg import solve_lower
-
-_SERIAL = dict(cache=CACHE, fastmath=set(FASTMATH), nogil=True)
-_PARALLEL = dict(cache=CACHE, fastmath=set(FASTMATH), nogil=True, parallel=True)
 
 
 # ==========================================================================================
