@@ -16,7 +16,6 @@ import signal
 import socket
 import subprocess
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,7 +56,7 @@ class Server:
 
 def start_server(log_path: Path, env_extra: dict | None = None) -> Server:
     """A fresh explorer server (its own process group), answering on /liveness."""
-    from explorer.cli import build_command
+    from explorer.cli import build_command, wait_until_live
 
     port = free_port()
     env = dict(os.environ, NUMBA_NUM_THREADS="1", **(env_extra or {}))
@@ -70,11 +69,8 @@ def start_server(log_path: Path, env_extra: dict | None = None) -> Server:
     deadline = t0 + READY_TIMEOUT
     warm_seen = False
     while True:
-        try:
-            if urllib.request.urlopen(f"{url}/liveness", timeout=1).status == 200:
-                return Server(proc, url, log_path, time.time() - t0)
-        except OSError:
-            pass
+        if wait_until_live(proc, port, timeout=0.0):  # one try
+            return Server(proc, url, log_path, time.time() - t0)
         now = time.time()
         text = log_path.read_text(errors="replace")
         if WARMING in text and WARM not in text:  # compiling / warming up: keep waiting
