@@ -35,8 +35,7 @@ class Linear(Kernel):
     def K(self, X, X2=None):
         X = as_points(X, self.input_dim)
         if X2 is not None:
-            return run_blocks(_nb.K, X.shape[0], X,
-                        as_points(X2, self.input_dim, "X2"), self.variances)
+            return run_blocks(_nb.K, X.shape[0], X, as_points(X2, self.input_dim, "X2"), self.variances)
         K = run_blocks(_nb.K, X.shape[0], X, X, self.variances)
         return np.triu(K) + np.triu(K, 1).T  # exactly symmetric (vectorised sums may differ)
 
@@ -86,8 +85,7 @@ class Linear(Kernel):
         A = np.ascontiguousarray(Z * b)
         Wsym = 0.5 * (dL_dPsi2 + dL_dPsi2.T)
         K2 = np.ascontiguousarray(A.T @ Wsym @ A)
-        dmu, dS, R, C, db = run_blocks(_nb.psi_gradients, N,
-                                 dL_dpsi0, dL_dPsi1, mu, S, A, K2, b)
+        dmu, dS, R, C, db = run_blocks(_nb.psi_gradients, N, dL_dpsi0, dL_dPsi1, mu, S, A, K2, b)
         G = R + 2.0 * (Wsym @ A @ C)  # dL/dA
         return dmu, dS, G * b, {"variances": db + np.sum(G * Z, axis=0)}
 
@@ -97,5 +95,4 @@ class Linear(Kernel):
             self, dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, Z)
         b = self.variances
         A = np.ascontiguousarray(Z * b)
-        return run_blocks(_nb.psi_gradients_n, mu.shape[0],
-                    dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, A, b)
+        return run_blocks(_nb.psi_gradients_n, mu.shape[0], dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, A, b)

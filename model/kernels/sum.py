@@ -147,8 +147,7 @@ class Sum(Kernel):
                 s = b.psi1(mu, S, Z).sum(0)
                 C = a.variance * np.broadcast_to(s, out.shape)
             elif kind == "rbf_linear":
-                H = run_blocks(_cx.rbf_moment, mu.shape[0],
-                         mu, S, Z, a.sf2, a.alpha)
+                H = run_blocks(_cx.rbf_moment, mu.shape[0], mu, S, Z, a.sf2, a.alpha)
                 C = H @ (Z * b.variances).T
             else:  # linear_linear
                 C = (Z * a.variances) @ a.second_moment(mu, S) @ (Z * b.variances).T
@@ -167,8 +166,7 @@ class Sum(Kernel):
                 out = out + a.variance * (P1[:, :, None] + P1[:, None, :])
             elif kind == "rbf_linear":
                 A = np.ascontiguousarray(Z * b.variances)
-                out = out + run_blocks(_cx.cross_n, mu.shape[0],
-                                 mu, S, Z, a.sf2, a.alpha, A)
+                out = out + run_blocks(_cx.cross_n, mu.shape[0], mu, S, Z, a.sf2, a.alpha, A)
             else:
                 Ai, Aj = Z * a.variances, Z * b.variances
                 ai, aj = mu @ Ai.T, mu @ Aj.T
@@ -199,8 +197,7 @@ class Sum(Kernel):
             elif kind == "rbf_linear":  # a rbf, b linear
                 WsZ = Ws @ Z
                 V = np.ascontiguousarray(WsZ * b.variances)
-                gmu, gS, gZ, gsf2, galpha, H = run_blocks(_cx.grad, N,
-                                                    mu, S, Z, a.sf2, a.alpha, V)
+                gmu, gS, gZ, gsf2, galpha, H = run_blocks(_cx.grad, N, mu, S, Z, a.sf2, a.alpha, V)
                 dmu += gmu
                 dS += gS
                 dZ += gZ + Ws @ (H * b.variances)
@@ -246,8 +243,7 @@ class Sum(Kernel):
                 W1[j] = W1[j] + a.variance * Ws.sum(1)
             elif kind == "rbf_linear":  # a rbf, b linear
                 Vn = np.ascontiguousarray((Ws @ Z) * b.variances)  # (N, M, Q)
-                gmu, gS = run_blocks(_cx.grad_n, N,
-                               mu, S, Z, a.sf2, a.alpha, Vn)
+                gmu, gS = run_blocks(_cx.grad_n, N, mu, S, Z, a.sf2, a.alpha, Vn)
                 dmu += gmu
                 dS += gS
             else:  # linear_linear
