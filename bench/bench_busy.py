@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from _worker import loadavg_text as loadavg  # bench/ is on sys.path when a bench script runs
+from _worker import run_worker
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MIRROR = ROOT.parent / "shared" / "datasets"
@@ -98,18 +99,6 @@ def worker(spec: dict) -> dict:
             "model_file": model.__file__, "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
 
 
-def run_worker(spec: dict, env_extra: dict) -> dict:
-    env = dict(os.environ, **env_extra)
-    with tempfile.TemporaryDirectory() as d:
-        sp, op = Path(d) / "spec.json", Path(d) / "out.json"
-        sp.write_text(json.dumps(spec))
-        p = subprocess.run([sys.executable, __file__, "--worker", str(sp), str(op)], env=env,
-                           capture_output=True, text=True, timeout=900)
-        if p.returncode != 0 or not op.exists():
-            return {"error": (p.stderr or p.stdout).strip().splitlines()[-3:]}
-        return json.loads(op.read_text())
-
-
 def spinner() -> subprocess.Popen:
     """One competing busy process (a pure-Python loop on one core)."""
     return subprocess.Popen([sys.executable, "-c", "while True: pass"])
@@ -118,7 +107,7 @@ def spinner() -> subprocess.Popen:
 # --------------------------------------------------------------------------------- driver
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--baseline", default=None, help="another checkout to measure beside this one")
     ap.add_argument("--sizes", default="small,oil")
     ap.add_argument("--rounds", type=int, default=3)
@@ -126,8 +115,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     if args.worker:
-        spec = json.loads(Path(args.worker[0]).read_text())
-        Path(args.worker[1]).write_text(json.dumps(worker(spec)))
+        print("RESULT " + json.dumps(worker(json.loads(Path(args.worker).read_text()))), flush=True)
         return 0
 
     repos = {"this": str(ROOT)}
@@ -152,7 +140,7 @@ def main(argv=None) -> int:
                         try:
                             if sp is not None:
                                 time.sleep(0.3)  # let it reach its core
-                            out = run_worker(spec, env)
+                            out = run_worker(__file__, spec, sys.executable, env, timeout=900)
                         finally:
                             if sp is not None:
                                 sp.kill()

@@ -43,15 +43,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 from _worker import loadavg_text as loadavg  # bench/ is on sys.path when a bench script runs
+from _worker import run_worker
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MIRROR = ROOT.parent / "shared" / "datasets"
@@ -183,23 +182,6 @@ PY = sys.executable
 SCRIPT = str(Path(__file__).resolve())
 
 
-def run_worker(spec: dict, env_extra: dict | None = None, timeout: float = 3600) -> dict:
-    env = dict(os.environ)
-    env.update(env_extra or {})
-    with tempfile.TemporaryDirectory() as d:
-        spec_path, out_path = Path(d) / "spec.json", Path(d) / "out.json"
-        spec_path.write_text(json.dumps(spec))
-        try:
-            p = subprocess.run([PY, SCRIPT, "--worker", str(spec_path), str(out_path)], env=env,
-                               capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return {"error": f"timeout after {timeout} s"}
-        if p.returncode != 0 or not out_path.exists():
-            tail = (p.stderr or p.stdout).strip().splitlines()[-8:]
-            return {"error": f"worker exit {p.returncode}: " + " | ".join(tail)}
-        return json.loads(out_path.read_text())
-
-
 # =========================================================================================
 # summaries
 # =========================================================================================
@@ -278,7 +260,7 @@ def summarise(name: str, runs: dict, budgets) -> tuple[str, dict]:
 # =========================================================================================
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--sets", default="synth3,oil,digits,frey")
     ap.add_argument("--seeds", default="0,1,2", help="seeds (default 0,1,2)")
     ap.add_argument("--seeds-frey", default="0,1", help="seeds for frey (GPy: ~10 min each)")
@@ -294,8 +276,7 @@ def main(argv=None) -> int:
     ap.add_argument("--markdown", default=None, help="write the tables to this file")
     args = ap.parse_args(argv)
     if args.worker:
-        spec = json.loads(Path(args.worker[0]).read_text())
-        Path(args.worker[1]).write_text(json.dumps(worker(spec)))
+        print("RESULT " + json.dumps(worker(json.loads(Path(args.worker).read_text()))), flush=True)
         return 0
 
     budgets = [int(b) for b in args.budgets.split(",")]
@@ -321,7 +302,7 @@ def main(argv=None) -> int:
                 continue
             else:
                 t = time.perf_counter()
-                g = run_worker(dict(spec, impl="gpy"), gpy_env, timeout=7200)
+                g = run_worker(SCRIPT, dict(spec, impl="gpy"), PY, gpy_env, timeout=7200)
                 if "error" in g:
                     print(f"[{name} seed {seed}] GPy failed: {g['error']}", flush=True)
                     continue
@@ -334,7 +315,7 @@ def main(argv=None) -> int:
             if args.gpy_only:
                 continue
             t = time.perf_counter()
-            o = run_worker(dict(spec, impl="ours", fit_kwargs=args.fit_kwargs))
+            o = run_worker(SCRIPT, dict(spec, impl="ours", fit_kwargs=args.fit_kwargs), PY)
             if "error" in o:
                 print(f"[{name} seed {seed}] ours failed: {o['error']}", flush=True)
                 continue
