@@ -29,9 +29,11 @@ def _fit(args) -> int:
     m = BayesianGPLVM(Y, latent_dim=args.latent_dim, num_inducing=args.inducing,
                       kernel=args.kernel, seed=args.seed)
     m.metadata.update(source)
-    print(f"fitting {m!r} for {args.iters} iterations (Ctrl-C stops and keeps the best point)",
+    iters = {} if args.iters is None else {"max_iters": args.iters}
+    how = "the default schedule" if args.iters is None else f"{args.iters} iterations"
+    print(f"fitting {m!r}, {how} (Ctrl-C stops and keeps the best point)",
           file=sys.stderr)
-    m.fit(max_iters=args.iters, progress=None if not args.quiet else False)
+    m.fit(progress=None if not args.quiet else False, **iters)
     m.save(args.out)
     print(m.summary())
     print(f"saved to {args.out}")
@@ -55,7 +57,8 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--latent-dim", "-q", type=int, default=10)
     f.add_argument("--inducing", "-m", type=int, default=50)
     f.add_argument("--kernel", default="rbf", help='e.g. "rbf", "linear", "rbf+bias+white"')
-    f.add_argument("--iters", type=int, default=2000, help="optimiser iterations in all")
+    f.add_argument("--iters", type=int, default=None,
+                   help="optimiser iterations in all (default: BayesianGPLVM.fit's, 3000)")
     f.add_argument("--seed", type=int, default=0)
     f.add_argument("--mirror", default=None, help="offline mirror directory for data sets")
     f.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 import time
 
-from .report import Context, Result, gather_report  # noqa: F401
+from .report import Context, Result, code_version, gather_report  # noqa: F401
 
 #: name -> (module in this package, one-line description)
 EXPERIMENTS: dict[str, tuple[str, str]] = {}
@@ -28,11 +28,13 @@ def run(name: str, ctx: Context) -> Result:
     if name not in EXPERIMENTS:
         raise ValueError(f"unknown experiment {name!r}; known: {', '.join(sorted(EXPERIMENTS))}")
     module = importlib.import_module(f"{__name__}.{EXPERIMENTS[name][0]}")
+    code = code_version()
     t0 = time.perf_counter()
     result = module.run(ctx)
     if result.wall_time_s is None:
         result.wall_time_s = time.perf_counter() - t0
     result.quick = result.quick or ctx.quick
+    result.code = code
     result.write(ctx.out_dir / name)
     gather_report(ctx.out_dir)
     return result

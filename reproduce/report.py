@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -14,6 +15,22 @@ from pathlib import Path
 from model.io import atomic_write_bytes
 
 REPORT_NAME = "REPORT.md"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def code_version(root: Path = ROOT) -> str | None:
+    """The commit the code runs from ("abc1234", or "abc1234+changes" with uncommitted
+    changes to tracked files); None outside a git checkout. A reproduction records it, so
+    that a table made before a change of defaults says which code made it."""
+    def git(*args):
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+    try:
+        head = git("rev-parse", "--short", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("+changes" if dirty else "")
 
 
 @dataclass
@@ -77,11 +94,14 @@ class Result:
     notes: list[str] = field(default_factory=list)
     quick: bool = False
     wall_time_s: float | None = None
+    code: str | None = None  # ``code_version()`` of the run
+    written_at: str = field(default_factory=lambda: time.strftime("%Y-%m-%d", time.gmtime()))
 
     def markdown(self) -> str:
         head = [f"## `{self.name}`: {self.title}", "",
                 f"Paper section: {self.paper_section}."
-                + (f" Wall time {self.wall_time_s:.0f} s." if self.wall_time_s else "")]
+                + (f" Wall time {self.wall_time_s:.0f} s." if self.wall_time_s else "")
+                + (f" Run on {self.written_at} from commit `{self.code}`." if self.code else "")]
         if self.quick:
             head.append("**Quick smoke run (--quick): not the reproduction; iteration counts were cut.**")
         body = [t.markdown() for t in self.tables]
@@ -96,6 +116,7 @@ class Result:
                 "tables": [t.__dict__ for t in self.tables], "markdown": self.markdown(),
                 "environment": {"python": platform.python_version(), "machine": platform.machine(),
                                 "cpus": os.cpu_count()},
+                "code": self.code,
                 "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
     def write(self, folder: Path) -> None:
@@ -119,7 +140,12 @@ def gather_report(out_dir: Path) -> Path:
              "Regenerated after every run.", ""]
     for f in sorted(out_dir.glob("*/result.json")):
         try:
-            parts.append(json.loads(f.read_text(encoding="utf-8"))["markdown"])
+            r = json.loads(f.read_text(encoding="utf-8"))
+            md = r["markdown"]
+            if not r.get("code"):  # made before runs recorded their commit
+                md = md.replace("\n\n", f"\n\nRun on {r.get('written_at', '?')[:10]}, before runs "
+                                "recorded their commit.\n\n", 1)
+            parts.append(md)
         except (OSError, ValueError, KeyError):
             parts.append(f"## `{f.parent.name}`\n\n(result.json unreadable)\n")
     path = out_dir / REPORT_NAME

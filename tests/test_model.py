@@ -112,6 +112,25 @@ def test_fit_increases_bound_and_reports_progress():
     assert m.fit_info["bound"] == pytest.approx(m.elbo())
 
 
+def test_noise_is_held_only_while_the_model_wants_less_of_it():
+    """fit's first phase holds the noise at signal-to-noise 100; after INIT_CHECK iterations
+    it goes on only while dF/d noise < 0 (``BayesianGPLVM._hold_helps``)."""
+    from model.gplvm import INIT_CHECK
+
+    rng = np.random.default_rng(0)
+    # no structure at all: the data support far more noise than held -> released
+    m = BayesianGPLVM(rng.standard_normal((60, 5)), latent_dim=2, num_inducing=8, seed=0)
+    m.fit(max_iters=400, init_iters=200, progress=False)
+    assert m.fit_info["held_iterations"] == INIT_CHECK
+    assert m.noise_variance > 0.5
+    # a smooth map of 2 latent dims with noise sd 0.001: the hold runs its full length
+    X = rng.standard_normal((60, 2))
+    Y = np.tanh(X @ rng.standard_normal((2, 8))) + 0.001 * rng.standard_normal((60, 8))
+    m = BayesianGPLVM(Y, latent_dim=2, num_inducing=8, seed=0)
+    m.fit(max_iters=400, init_iters=200, progress=False)
+    assert m.fit_info["held_iterations"] == 200
+
+
 def test_callback_stops_the_fit():
     m = BayesianGPLVM(_data(N=30), latent_dim=2, num_inducing=6, seed=0)
     m.fit(max_iters=500, callback=lambda p: p.iteration >= 5, progress=False)

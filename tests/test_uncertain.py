@@ -355,7 +355,8 @@ def test_rows_with_no_observed_input_do_not_spoil_the_mapping():
     vo, v = m.observed_model._values(), m._values()
     for k in vo:
         if k.startswith("kernel.") or k == "noise_variance":
-            np.testing.assert_array_equal(v[k], vo[k])
+            np.testing.assert_allclose(v[k], vo[k], rtol=1e-14)  # held: unchanged but for
+            # the last bit of the softplus round trip
 
 
 # --- bad input ------------------------------------------------------------------------------------------------------
