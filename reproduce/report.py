@@ -20,14 +20,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def code_version(root: Path = ROOT) -> str | None:
     """The commit the code runs from ("abc1234", or "abc1234+changes" with uncommitted
-    changes to tracked files); None outside a git checkout. A reproduction records it, so
-    that a table made before a change of defaults says which code made it."""
+    changes to tracked files other than the reproduction outputs); None outside a git
+    checkout. A reproduction records it, so that a table made before a change of defaults
+    says which code made it."""
     def git(*args):
         return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
                               timeout=10, check=True).stdout.strip()
     try:
         head = git("rev-parse", "--short", "HEAD")
-        dirty = git("status", "--porcelain", "--untracked-files=no")
+        dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                    ":(exclude)reproduction")
     except (OSError, subprocess.SubprocessError):
         return None
     return head + ("+changes" if dirty else "")
