@@ -185,7 +185,7 @@ class DynamicalGPLVM(BayesianGPLVM):
 
         Why: from the PCA start, the dynamical fits of CMU 35 ended at bounds below the
         static model's (298k against 302k), in a worse optimum rather than because the time
-        prior costs that much: started from the static fit, the same model reached 305k.
+        prior costs that much: started from the static fit, the same model reached 317k.
         """
         if not isinstance(static, BayesianGPLVM) or isinstance(static, cls):
             raise TypeError("from_static needs a fitted static BayesianGPLVM")

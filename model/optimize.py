@@ -27,13 +27,13 @@ MAX_RESTARTS = 20
 #: a restart counts as useful when the bound grew by this much relative to its size
 RESTART_GAIN = 1e-9
 #: L-BFGS-B's memory (its number of correction pairs; scipy's default is 10). Measured with
-#: bench/bench_fit.py (3 seeds, median bound after 500 / 1000 / 2000 / 3000 evaluations):
-#: synthetic 3-dim set 10: -1,443 / 56 / 416 / 458; 30: -1,235 / 253 / 471 / 486;
-#: 50: -1,131 / 301 / 487 / 489. Oil 10: 6,656 / 8,388 / 9,355 / 9,371 (stopped at
-#: 2,000); 30: 6,928 / 8,640 / 9,334 / 9,677; 50: 7,067 / 8,529 / 9,315 / 9,610. Its cost
-#: is ~5 ns per parameter and correction pair per evaluation (oil, 20,500 parameters:
-#: 1.5 ms at 10, 3.2 ms at 30, 4.8 ms at 50, against ~7 ms for the bound), so 30.
-MEMORY = 30
+#: bench/bench_fit.py (default fit(), 3 seeds, median bound after 500 / 1000 / 2000 / 3000
+#: evaluations). Synthetic 3-dim set: memory 10 (noise held 300 iterations): -1,443 / 56 /
+#: 416 / 458; 30: -109 / 400 / 455 / 464; 50: -130 / 424 / 483 / 487 (GPy -290 / 294 / 423 /
+#: 473). Digits after 500: 30: -35,632, 50: -34,652 (GPy -34,757). Oil: 30: 6,849 / 8,558 /
+#: 9,195 / 9,533; 50: 6,868 / 8,649 / 9,473 / 9,897. Its cost is ~5 ns per parameter and
+#: correction pair per evaluation: 1.3 ms of synth3's 2.9 ms per evaluation, 5 of oil's 11.
+MEMORY = 50
 
 
 @dataclass(frozen=True)
