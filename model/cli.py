@@ -16,6 +16,7 @@ import sys
 
 def _fit(args) -> int:
     from . import BayesianGPLVM
+    from .gplvm import FIT_ITERS
 
     if args.data:
         from bgplvm_datasets import load_array
@@ -29,11 +30,10 @@ def _fit(args) -> int:
     m = BayesianGPLVM(Y, latent_dim=args.latent_dim, num_inducing=args.inducing,
                       kernel=args.kernel, seed=args.seed)
     m.metadata.update(source)
-    iters = {} if args.iters is None else {"max_iters": args.iters}
-    how = "the default schedule" if args.iters is None else f"{args.iters} iterations"
-    print(f"fitting {m!r}, {how} (Ctrl-C stops and keeps the best point)",
+    iters = FIT_ITERS if args.iters is None else args.iters
+    print(f"fitting {m!r} for {iters} iterations (Ctrl-C stops and keeps the best point)",
           file=sys.stderr)
-    m.fit(progress=None if not args.quiet else False, **iters)
+    m.fit(max_iters=iters, progress=None if not args.quiet else False)
     m.save(args.out)
     print(m.summary())
     print(f"saved to {args.out}")
@@ -58,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--inducing", "-m", type=int, default=50)
     f.add_argument("--kernel", default="rbf", help='e.g. "rbf", "linear", "rbf+bias+white"')
     f.add_argument("--iters", type=int, default=None,
-                   help="optimiser iterations in all (default: BayesianGPLVM.fit's, 3000)")
+                   help="optimiser iterations in all (default: fit()'s, model.gplvm.FIT_ITERS)")
     f.add_argument("--seed", type=int, default=0)
     f.add_argument("--mirror", default=None, help="offline mirror directory for data sets")
     f.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -97,13 +97,13 @@ class Result:
     quick: bool = False
     wall_time_s: float | None = None
     code: str | None = None  # ``code_version()`` of the run
-    written_at: str = field(default_factory=lambda: time.strftime("%Y-%m-%d", time.gmtime()))
+    written_at: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
 
     def markdown(self) -> str:
         head = [f"## `{self.name}`: {self.title}", "",
                 f"Paper section: {self.paper_section}."
                 + (f" Wall time {self.wall_time_s:.0f} s." if self.wall_time_s else "")
-                + (f" Run on {self.written_at} from commit `{self.code}`." if self.code else "")]
+                + (f" Run on {self.written_at[:10]} from commit `{self.code}`." if self.code else "")]
         if self.quick:
             head.append("**Quick smoke run (--quick): not the reproduction; iteration counts were cut.**")
         body = [t.markdown() for t in self.tables]
@@ -118,8 +118,7 @@ class Result:
                 "tables": [t.__dict__ for t in self.tables], "markdown": self.markdown(),
                 "environment": {"python": platform.python_version(), "machine": platform.machine(),
                                 "cpus": os.cpu_count()},
-                "code": self.code,
-                "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+                "code": self.code, "written_at": self.written_at}
 
     def write(self, folder: Path) -> None:
         folder = Path(folder)

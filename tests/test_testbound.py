@@ -334,8 +334,8 @@ def test_inferred_q_is_a_stationary_point(oil_like):
     tb = TestBound(st, Ys, obs)
     gain, dmu, dS = tb.evaluate(fit.mu, fit.S)
     kl, dkl_mu, dkl_S = tbm.kl_rows(fit.mu, fit.S)
-    # not to the last digit: with this model's long lengthscales (Kuu near singular) the gain
-    # of some rows moves by ~1e-7 for a 1e-15 relative change of mu (rounding noise)
+    # not to the last digit: with this model's long lengthscales the gain of some rows moves
+    # by ~1e-7 for a 1e-15 relative change of mu (rounding noise)
     np.testing.assert_allclose(gain - kl, fit.log_density, rtol=1e-6)
     scale = np.sqrt(fit.S)
     assert np.max(np.abs((dmu - dkl_mu) * scale)) < 1e-2
