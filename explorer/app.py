@@ -117,10 +117,20 @@ def initial_state(model_path: str | os.PathLike | None = None) -> ExplorerState:
     return state
 
 
-def create_app(state: ExplorerState | None = None) -> pn.viewable.Viewable:
-    """The whole page for one session."""
+def extensions() -> None:
+    """Panel's and HoloViews' set-up for the page. Plots draw with Canvas 2D, not WebGL
+    (HoloViews' default): every plot here is small (a few thousand glyphs at most), and a
+    WebGL plot is copied onto its canvas at every repaint, which on a machine without a
+    GPU (software GL: VMs, remote desktops, headless browsers) took 50-150 ms per mouse
+    move; with Canvas 2D a move's output is on screen in ~60 ms (bench/bench_load.py)."""
     pn.extension("filedropper", notifications=False)
     hv.extension("bokeh", logo=False)
+    hv.renderer("bokeh").webgl = False
+
+
+def create_app(state: ExplorerState | None = None) -> pn.viewable.Viewable:
+    """The whole page for one session."""
+    extensions()
     state = state if state is not None else initial_state()
 
     player = PlayerView(state=state)
@@ -186,8 +196,7 @@ if pn.state.served:
 
     # before anything is sent: the page's resources (FileDropper's JS, served locally) are
     # chosen when the first document goes out, even when the app fills in later
-    pn.extension("filedropper", notifications=False)
-    hv.extension("bokeh", logo=False)
+    extensions()
 
     if is_warm():
         create_app().servable(title="bgplvm explorer")

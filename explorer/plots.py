@@ -303,4 +303,4 @@ def bound_curve(history) -> hv.Curve:
     """Bound (ELBO) against iteration for a fit in progress."""
     data = [(it, b) for it, b, _ in history] if history else []
     return hv.Curve(data, kdims=[hv.Dimension("iteration")], vdims=[hv.Dimension("bound", label="lower bound")]).opts(
-        color="#1f77b4", line_width=2, title="Training: lower bound", framewise=True)
+        color="#1f77b4", line_width=2, title="Training progress", framewise=True)

@@ -5,8 +5,9 @@ a thread) holds the interpreter between Numba calls and its Numba/BLAS threads t
 cores the sessions need, so everybody's mouse moves slow down. Here a fit runs in its own
 process:
 
-* started with ``nice`` +``NICE`` (the kernel schedules the server first), and with
-  ``NUMBA_NUM_THREADS`` / BLAS threads capped at ``BGPLVM_TRAIN_THREADS`` (default 1);
+* below everything else (``SCHED_IDLE`` on Linux, else ``nice`` +``NICE``: the kernel
+  schedules the server and the browsers first), and with ``NUMBA_NUM_THREADS`` / BLAS
+  threads capped at ``BGPLVM_TRAIN_THREADS`` (default 1);
 * at most ``BGPLVM_MAX_TRAINERS`` (default: half the cores, at least 1) run at once per
   server; later jobs wait in a queue and say so;
 * the job and the model travel as files in a private temporary directory (the data as
@@ -210,12 +211,25 @@ def _emit(**msg) -> None:
     sys.stdout.flush()
 
 
-def worker_main(argv: list[str]) -> int:
-    tmp = Path(argv[0])
+def lower_priority() -> str:
+    """Put this process (and the threads it starts later: Numba's, BLAS's) below everything
+    else: ``SCHED_IDLE`` on Linux, so a core runs the fit only when no session wants it and
+    a waking server thread preempts it at once; elsewhere ``nice`` +``NICE``. Returns which."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        return "SCHED_IDLE"
+    except (AttributeError, OSError):
+        pass
     try:
         os.nice(NICE)
+        return f"nice +{NICE}"
     except OSError:
-        pass
+        return "normal"
+
+
+def worker_main(argv: list[str]) -> int:
+    tmp = Path(argv[0])
+    lower_priority()
     job = json.loads((tmp / "job.json").read_text())
     stop = threading.Event()
 

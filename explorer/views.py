@@ -590,6 +590,59 @@ class OutputView(_Rebuilding):
 
 
 # --------------------------------------------------------------------------- model panel
+class LiveBoundCurve(pn.viewable.Viewer):
+    """The bound against iteration of a fit in progress, drawn once and then extended in
+    place: each progress poll streams only the new points into the plot's data source
+    and moves its axis ranges, instead of re-rendering the HoloViews element (tens of ms
+    of the server's one interpreter, four times a second, which every other session's
+    mouse moves waited behind)."""
+
+    visible = param.Boolean(default=False)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self._source = self._plot = None
+        self._n = 0
+        self._pane = pn.pane.HoloViews(
+            plots.bound_curve([]).opts(width=250, height=170, toolbar=None, hooks=[self._grab]),
+            linked_axes=False, visible=self.param.visible)
+
+    def _grab(self, plot, element):
+        self._source, self._plot = plot.handles["source"], plot.state
+        self._n = 0
+
+    def update(self, history) -> None:
+        src = self._source
+        if src is None:
+            return
+        if len(history) < self._n:  # a new fit: start over
+            self._n = 0
+        new = history[self._n:]
+        if not new:
+            return
+        cols = {"iteration": [it for it, _, _ in new], "bound": [b for _, b, _ in new]}
+        with unlocked():
+            if self._n == 0:
+                src.data = cols
+            else:
+                src.stream(cols)
+            self._n = len(history)
+            self._set_ranges(history)
+
+    def _set_ranges(self, history) -> None:
+        """x: the iterations so far; y: the bounds after the first tenth of the fit, whose
+        first values (millions below the final bound) would flatten everything else."""
+        its = [it for it, _, _ in history]
+        tail = [b for _, b, _ in history[len(history) // 10:]]
+        lo, hi = min(tail), max(tail)
+        pad = 0.05 * (hi - lo) or 1.0
+        self._plot.x_range.start, self._plot.x_range.end = its[0], max(its[-1], its[0] + 1)
+        self._plot.y_range.start, self._plot.y_range.end = lo - pad, hi + pad
+
+    def __panel__(self):
+        return self._pane
+
+
 class ModelPanel(pn.viewable.Viewer):
     """Data set / upload / saved model, training settings, Train/Stop with live
     progress, model summary and Save."""
@@ -648,10 +701,7 @@ class ModelPanel(pn.viewable.Viewer):
         self._stop.on_click(lambda e: self.state.stop_training())
         self._progress = pn.indicators.Progress(value=0, max=100, width=250, visible=False, bar_color="primary")
         self._status = pn.pane.Markdown("", width=250, styles={"font-size": "12px"}, css_classes=["train-status"])
-        self._curve = pn.pane.HoloViews(
-            hv.DynamicMap(lambda bound_history: plots.bound_curve(bound_history),
-                          streams=[Params(s, ["bound_history"])]).opts(width=250, height=170, toolbar=None),
-            visible=False, linked_axes=False)
+        self._curve = LiveBoundCurve()
         self._summary = pn.pane.Markdown("", width=250, styles={"font-size": "12px"}, css_classes=["summary"])
         self._save = pn.widgets.FileDownload(callback=self._save_bytes, filename="model.npz",
                                              label="Save model (download)", width=250, color="success")
@@ -729,6 +779,7 @@ class ModelPanel(pn.viewable.Viewer):
 
     def _on_progress(self, *events):
         h = self.state.bound_history
+        self._curve.update(h)
         if h:
             self._progress.value = int(min(100, 100 * h[-1][0] / max(1, self.state.max_iters)))
             self._curve.visible = True

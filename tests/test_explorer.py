@@ -347,6 +347,27 @@ def test_streams_are_linked_in_the_rendered_plots(state):
     assert "TapCallback" in _rendered_callbacks(ArdView(state=state)._pane)
 
 
+def test_training_curve_is_extended_in_place_not_redrawn():
+    """Progress polls stream the new points into the drawn curve's source (a new fit
+    starts it over) and keep the y range on the fit's later bounds."""
+    from bokeh.document import Document
+
+    from explorer.views import LiveBoundCurve
+
+    curve = LiveBoundCurve()
+    curve._pane.get_root(Document())
+    src = curve._source
+    assert src is not None, "the curve was not drawn"
+    hist = [(i, -1e6 if i == 0 else -100.0 + i, "init") for i in range(20)]
+    curve.update(hist[:10])
+    assert list(src.data["iteration"]) == list(range(10))
+    curve.update(hist)
+    assert curve._source is src and list(src.data["iteration"]) == list(range(20))
+    assert curve._plot.y_range.start > -200 and curve._plot.y_range.end > -81  # not flattened by -1e6
+    curve.update([(0, -5.0, "init")])  # a new fit
+    assert list(src.data["bound"]) == [-5.0]
+
+
 def test_ard_view_tap_assigns_axis(state):
     from explorer.views import ArdView
 

@@ -369,9 +369,29 @@ def test_trainers_are_limited_and_later_jobs_queue(walk, monkeypatch):
     assert a.model is not None and "Stopped" in a.train_status
 
 
-def test_worker_runs_niced_with_capped_threads():
-    from explorer.train_worker import NICE, worker_env
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/environ"), reason="reads /proc (Linux)")
+def test_worker_runs_below_the_server_with_capped_threads(walk):
+    """The fit's process is scheduled after everything else (SCHED_IDLE on Linux, else
+    niced) and its Numba/BLAS threads are capped, checked on the running worker."""
+    import os
 
-    env = worker_env(1)
-    assert env["NUMBA_NUM_THREADS"] == "1" and env["OPENBLAS_NUM_THREADS"] == "1"
-    assert 0 < NICE <= 19
+    s = ExplorerState()
+    s.set_dataset(walk)
+    s.latent_dim, s.num_inducing, s.max_iters = 2, 6, 5000
+    job = s.start_training()
+    t0 = time.time()
+    while not s.bound_history and time.time() - t0 < 60:
+        s.poll()
+        time.sleep(0.05)
+    try:
+        assert job.pid is not None and s.bound_history, "the worker did not start"
+        environ = dict(kv.split("=", 1) for kv in
+                       open(f"/proc/{job.pid}/environ").read().split("\0") if "=" in kv)
+        assert environ["NUMBA_NUM_THREADS"] == "1" and environ["OPENBLAS_NUM_THREADS"] == "1"
+        if hasattr(os, "SCHED_IDLE"):
+            assert os.sched_getscheduler(job.pid) == os.SCHED_IDLE
+        else:
+            assert os.getpriority(os.PRIO_PROCESS, job.pid) > os.getpriority(os.PRIO_PROCESS, 0)
+    finally:
+        s.stop_training()
+        _wait(s)

@@ -193,7 +193,7 @@ def test_training_from_the_page_shows_progress_and_finishes(page, server):
              timeout=60, what="training progress")
     saw_progress = "Iteration" in status.inner_text()
     # live bound curve while the page stays responsive
-    plot_info(page, "Training: lower bound", timeout=30)
+    plot_info(page, "Training progress", timeout=30)
     page.screenshot(path=str(ARTIFACTS / "browser-04-training.png"), full_page=True)
     wait_for(lambda: "Finished" in status.inner_text() or "failed" in status.inner_text(), timeout=120,
              what="training to finish")
