@@ -348,6 +348,11 @@ class Client:
         ws_url = self.base.replace("http://", "ws://") + "/ws"
         self.ws = await websocket_connect(HTTPRequest(ws_url, request_timeout=300), subprotocols=["bokeh", token],
                                           max_message_size=200 * 2**20)
+        # as browsers do (Chromium sets TCP_NODELAY on every socket): without it the three
+        # frames of each message meet Nagle's algorithm and the server's delayed ACK, and
+        # every event arrives ~40 ms late (measured: send to the server's receipt 44.5 ms
+        # median without, 0.8 ms with)
+        self.ws.stream.set_nodelay(True)
         await self.read()  # ACK
         await self.send("PULL-DOC-REQ", {})
         while True:
