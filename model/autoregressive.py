@@ -108,6 +108,27 @@ class AutoregressiveGP(UncertainInputGPR):
             return mean[:, 0], var[:, 0]
         return mean, var
 
+    def sample_forecast(self, steps: int = 180, n_samples: int = 1000, seed: int | None = 0,
+                        include_noise: bool = True) -> np.ndarray:
+        """Monte Carlo forecasting: ``n_samples`` trajectories of ``steps`` steps after the end
+        of the series, each step drawn from the predictive N(mean, var) at that trajectory's
+        own (exact) window. Unlike ``forecast``'s Gaussian with diagonal window covariance,
+        the samples carry the whole distribution of the window (correlations, non-Gaussian
+        shape), as far as independent draws per step allow (f is not sampled jointly across
+        steps). Returns (n_samples, steps) for a 1-D series, else (n_samples, steps, D)."""
+        for name, v in (("steps", steps), ("n_samples", n_samples)):
+            if isinstance(v, bool) or not isinstance(v, Integral) or v < 1:
+                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        rng = np.random.default_rng(seed)
+        D = self.series.shape[1]
+        win = np.tile(self.series[-self.window:].ravel(), (n_samples, 1))
+        out = np.empty((n_samples, steps, D))
+        for k in range(steps):
+            m, v = self.predict(win, None, include_noise=include_noise)  # Sigma_z on the window, as forecast
+            out[:, k] = m + np.sqrt(v) * rng.standard_normal(m.shape)
+            win = np.concatenate([win[:, D:], out[:, k]], axis=1)
+        return out[:, :, 0] if self._series_ndim == 1 else out
+
     # --- model files -------------------------------------------------------------------------
     def _file_args(self):
         return ({"window": self.window, "propagate_uncertainty": self.propagate_uncertainty},

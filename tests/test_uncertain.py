@@ -236,6 +236,32 @@ def test_uncertain_input_mean_tends_to_the_zero_variance_mean():
     assert abs(fm[0] - fm0[0]) < 1e-4 * max(1.0, abs(fm0[0]))
 
 
+def test_sampled_trajectories_draw_each_step_from_its_own_window():
+    """Monte Carlo forecasting: the first step's samples are N(mean, var) of the one-step
+    predictive at the series' last window; a later step's samples follow the predictive at
+    each trajectory's own window; the seed makes it reproducible."""
+    s = _series()
+    m = AutoregressiveGP(s, window=5, num_inducing=20, seed=0).fit(max_iters=150, progress=False)
+    paths = m.sample_forecast(steps=6, n_samples=4000, seed=3)
+    assert paths.shape == (4000, 6)
+    np.testing.assert_array_equal(paths, m.sample_forecast(steps=6, n_samples=4000, seed=3))
+    m1, v1 = m.predict(s[None, -5:])
+    assert abs(paths[:, 0].mean() - m1[0, 0]) < 5 * np.sqrt(v1[0, 0] / 4000)
+    assert paths[:, 0].var() == pytest.approx(v1[0, 0], rel=0.1)
+    # step 3 of trajectory 7, given its own window (the series' end, then its first draws)
+    win = np.r_[s[-3:], paths[7, :2]]
+    m3, v3 = m.predict(win[None])
+    rng = np.random.default_rng(3)
+    rng.standard_normal((4000, 1)), rng.standard_normal((4000, 1))
+    z = rng.standard_normal((4000, 1))[7, 0]
+    assert paths[7, 2] == pytest.approx(m3[0, 0] + np.sqrt(v3[0, 0]) * z, rel=1e-9, abs=1e-12)
+    s2 = np.c_[_series(40), np.cos(np.arange(40) / 5.0)]
+    m2 = AutoregressiveGP(s2, window=3, num_inducing=8, seed=0)
+    assert m2.sample_forecast(steps=4, n_samples=5).shape == (5, 4, 2)
+    with pytest.raises(ValueError, match="n_samples"):
+        m.sample_forecast(steps=3, n_samples=0)
+
+
 def test_zero_variance_model_is_a_standard_gp_on_the_windows():
     s = _series()
     m = AutoregressiveGP(s, window=5, num_inducing=15, propagate_uncertainty=False, seed=0)
