@@ -29,6 +29,9 @@ def warmup() -> None:
     m.predict(m.latent_mean[:2])
     m.predict(m.latent_mean[:2], m.latent_variance[:2])
     m.infer_latent(m.Y[:2], max_iters=2)  # the test-time bound (model/testbound.py)
+    from ._lbfgs import warmup as warmup_lbfgs
+
+    warmup_lbfgs()  # the fit's L-BFGS direction
 
 
 __all__ = ["BayesianGPLVM", "DynamicalGPLVM", "GPLVMClassifier", "UncertainInputGPR",

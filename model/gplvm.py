@@ -303,7 +303,7 @@ class BayesianGPLVM:
     # --- training --------------------------------------------------------------------------
     def fit(self, max_iters: int = FIT_ITERS, init_iters: int | None = None, callback=None,
             progress: bool | None = None) -> "BayesianGPLVM":
-        """Maximise the bound with L-BFGS-B.
+        """Maximise the bound with L-BFGS (model/_lbfgs.py: L-BFGS-B's steps, no bounds).
 
         First up to ``init_iters`` iterations (default min(300, max_iters // 4)) with the
         noise variance held fixed so that q(X) fits first (as the paper's code does;

@@ -1,6 +1,7 @@
-"""L-BFGS-B driver: progress bar, callback hook (live progress / stop), non-finite guard.
+"""Fit driver: progress bar, callback hook (live progress / stop), non-finite guard,
+restarts, around the L-BFGS of ``_lbfgs`` (L-BFGS-B's steps without its bounds code).
 
-The objective handed to scipy is the negative bound. An evaluation that fails (a Cholesky
+The objective handed to the optimiser is the negative bound. An evaluation that fails (a Cholesky
 that does not factor, a non-finite value) returns a huge finite value so that the line
 search backs off; only iterates whose bound is finite are ever kept (``best``), so a bad
 step never reaches the model.
@@ -13,26 +14,27 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-from scipy.optimize import minimize
 
 from ._threads import blas_single_threaded
+from ._lbfgs import minimize_lbfgs
 from .linalg import CholeskyError
 from .progress import ProgressBar
 
 #: value returned to the optimiser for a failed evaluation (it then shortens the step)
 _BAD_VALUE = 1e300
-#: restarts of L-BFGS-B (memory cleared, from the best point) after it stops early: a
+#: restarts of L-BFGS (memory cleared, from the best point) after it stops early: a
 #: step that gains almost nothing (its ftol test) or a failed line search
 MAX_RESTARTS = 20
 #: a restart counts as useful when the bound grew by this much relative to its size
 RESTART_GAIN = 1e-9
-#: L-BFGS-B's memory (its number of correction pairs; scipy's default is 10). Measured with
+#: L-BFGS memory (the number of correction pairs; scipy's L-BFGS-B default is 10). Measured with
 #: bench/bench_fit.py (default fit(), 3 seeds, median bound after 500 / 1000 / 2000 / 3000
 #: evaluations). Synthetic 3-dim set: memory 10 (noise held 300 iterations): -1,443 / 56 /
 #: 416 / 458; 30: -109 / 400 / 455 / 464; 50: -130 / 424 / 483 / 487 (GPy -290 / 294 / 423 /
 #: 473). Digits after 500: 30: -35,632, 50: -34,652 (GPy -34,757). Oil: 30: 6,849 / 8,558 /
 #: 9,195 / 9,533; 50: 6,868 / 8,649 / 9,473 / 9,897. Its cost is ~5 ns per parameter and
-#: correction pair per evaluation: 1.3 ms of synth3's 2.9 ms per evaluation, 5 of oil's 11.
+#: correction pair per evaluation: 1.3 ms of synth3's 2.9 ms per evaluation, 5 of oil's 11;
+#: ``_lbfgs``'s two-loop recursion costs 0.3 ms there (synth3: 2.0 ms per evaluation).
 MEMORY = 50
 
 
@@ -127,12 +129,12 @@ class Optimisation:
         for _ in range(MAX_RESTARTS + 1):
             before = self.best_f
             try:
-                res = minimize(objective, x_start[free], jac=True, method="L-BFGS-B", callback=on_iteration,
-                               options=dict(maxiter=iters_left() + 1, maxfun=10 * iters_left() + 20,
-                                            maxcor=MEMORY, ftol=1e-12, gtol=1e-8))
+                res = minimize_lbfgs(objective, x_start[free], maxiter=iters_left() + 1,
+                                     maxfun=10 * iters_left() + 20, memory=MEMORY, ftol=1e-12, gtol=1e-8,
+                                     callback=on_iteration)
             except _Stop:
                 break
-            # L-BFGS-B also stops when a step gains almost nothing (ftol) or its line search
+            # L-BFGS also stops when a step gains almost nothing (ftol) or its line search
             # fails, which a stiff direction (a periodic kernel's period) causes long before
             # an optimum: its curvature memory is spoiled. Start it again from the best point,
             # memory cleared, for as long as that gains something.

@@ -1,0 +1,53 @@
+"""The fit's L-BFGS (model/_lbfgs.py) takes L-BFGS-B's steps on unconstrained problems."""
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize, rosen, rosen_der
+
+from model._lbfgs import minimize_lbfgs
+
+
+def _rosen(x):
+    return rosen(x), rosen_der(x)
+
+
+@pytest.mark.parametrize("memory", [3, 10, 50])
+def test_iterates_are_scipys_lbfgsb(memory):
+    """Same first step, same quasi-Newton directions, same Moré-Thuente line search: the
+    iterates agree with scipy's L-BFGS-B to rounding for 40 iterations."""
+    x0 = np.tile([-1.2, 1.0], 10)
+    ours, ref = [], []
+    minimize_lbfgs(_rosen, x0, 40, 1000, memory=memory, callback=lambda r: ours.append(r.x.copy()))
+    minimize(_rosen, x0, jac=True, method="L-BFGS-B", callback=lambda xk: ref.append(xk.copy()),
+             options=dict(maxcor=memory, maxiter=40))
+    assert len(ours) == len(ref) == 40
+    np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-8)
+
+
+def test_converges_and_reports_why():
+    r = minimize_lbfgs(_rosen, np.tile([-1.2, 1.0], 5), 1000, 10000, memory=10)
+    assert r.status == 0 and r.message.startswith("CONVERGENCE") and r.fun < 1e-8
+    np.testing.assert_allclose(r.x, 1.0, atol=1e-4)
+    r = minimize_lbfgs(_rosen, np.tile([-1.2, 1.0], 5), 5, 10000)
+    assert r.status == 1 and r.nit == 5
+
+
+def test_a_failed_evaluation_shortens_the_step():
+    """A huge value (what the fit returns for a Cholesky failure) beyond |x| > 2 makes the
+    line search back off; the run still converges inside."""
+    def f(x):
+        if np.any(np.abs(x) > 2.0):
+            return 1e300, np.zeros_like(x)
+        return float(np.sum((x - 1.5) ** 2)), 2 * (x - 1.5)
+
+    r = minimize_lbfgs(f, np.zeros(4), 100, 1000)
+    assert r.status == 0 and np.all(np.abs(r.x) <= 2.0)
+    np.testing.assert_allclose(r.x, 1.5, atol=1e-6)
+
+
+def test_a_line_search_that_cannot_descend_ends_abnormally():
+    """A gradient that points the wrong way (f rises along -g): no step lowers f, the
+    memory is empty, the run ends with status 2 at the start point."""
+    r = minimize_lbfgs(lambda x: (float(x @ x), -2 * x), np.ones(3), 10, 100)
+    assert r.status == 2 and r.message.startswith("ABNORMAL")
+    np.testing.assert_array_equal(r.x, np.ones(3))
