@@ -24,7 +24,13 @@ from types import SimpleNamespace
 from typing import Callable
 
 import numpy as np
-from scipy.optimize._dcsrch import DCSRCH
+try:  # scipy's Python port of MINPACK-2's dcsrch (private; present in the scipy we test)
+    from scipy.optimize._dcsrch import DCSRCH
+except ImportError:  # pragma: no cover
+    DCSRCH = None
+
+#: False if this scipy lacks the line search: the fit then calls scipy's L-BFGS-B itself
+AVAILABLE = DCSRCH is not None and hasattr(DCSRCH, "_iterate")
 
 from numba import njit
 

@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 
 from ._threads import blas_single_threaded
-from ._lbfgs import minimize_lbfgs
+from . import _lbfgs
 from .linalg import CholeskyError
 from .progress import ProgressBar
 
@@ -36,6 +36,17 @@ RESTART_GAIN = 1e-9
 #: correction pair per evaluation: 1.3 ms of synth3's 2.9 ms per evaluation, 5 of oil's 11;
 #: ``_lbfgs``'s two-loop recursion costs 0.3 ms there (synth3: 2.0 ms per evaluation).
 MEMORY = 50
+
+
+def _minimize(objective, x0, maxiter, maxfun, memory, ftol, gtol, callback):
+    """``_lbfgs.minimize_lbfgs``, or scipy's L-BFGS-B (the same steps, slower) where this
+    scipy lacks the line search it borrows."""
+    if _lbfgs.AVAILABLE:
+        return _lbfgs.minimize_lbfgs(objective, x0, maxiter, maxfun, memory, ftol, gtol, callback)
+    from scipy.optimize import minimize
+
+    return minimize(objective, x0, jac=True, method="L-BFGS-B", callback=callback,
+                    options=dict(maxiter=maxiter, maxfun=maxfun, maxcor=memory, ftol=ftol, gtol=gtol))
 
 
 @dataclass(frozen=True)
@@ -129,9 +140,9 @@ class Optimisation:
         for _ in range(MAX_RESTARTS + 1):
             before = self.best_f
             try:
-                res = minimize_lbfgs(objective, x_start[free], maxiter=iters_left() + 1,
-                                     maxfun=10 * iters_left() + 20, memory=MEMORY, ftol=1e-12, gtol=1e-8,
-                                     callback=on_iteration)
+                res = _minimize(objective, x_start[free], maxiter=iters_left() + 1,
+                                maxfun=10 * iters_left() + 20, memory=MEMORY, ftol=1e-12, gtol=1e-8,
+                                callback=on_iteration)
             except _Stop:
                 break
             # L-BFGS also stops when a step gains almost nothing (ftol) or its line search

@@ -51,3 +51,15 @@ def test_a_line_search_that_cannot_descend_ends_abnormally():
     r = minimize_lbfgs(lambda x: (float(x @ x), -2 * x), np.ones(3), 10, 100)
     assert r.status == 2 and r.message.startswith("ABNORMAL")
     np.testing.assert_array_equal(r.x, np.ones(3))
+
+
+def test_the_fit_falls_back_to_scipy_without_the_line_search(monkeypatch):
+    """Where scipy lacks its private DCSRCH the fit runs scipy's L-BFGS-B: same steps."""
+    from model import BayesianGPLVM, _lbfgs
+
+    Y = np.random.default_rng(0).standard_normal((30, 4))
+    a = BayesianGPLVM(Y, latent_dim=2, num_inducing=5, seed=0).fit(max_iters=15, progress=False)
+    monkeypatch.setattr(_lbfgs, "AVAILABLE", False)
+    b = BayesianGPLVM(Y, latent_dim=2, num_inducing=5, seed=0).fit(max_iters=15, progress=False)
+    assert a.fit_info["iterations"] == b.fit_info["iterations"] == 15
+    np.testing.assert_allclose(a.elbo(), b.elbo(), rtol=1e-6)
