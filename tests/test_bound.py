@@ -75,3 +75,16 @@ def test_gradients_by_central_differences(D):
         assert np.sum(grad * V) == pytest.approx(num, rel=1e-6, abs=1e-6), name
     num = (F(beta=beta + eps) - F(beta=beta - eps)) / (2 * eps)
     assert t.dL_dbeta == pytest.approx(num, rel=1e-6, abs=1e-6)
+
+
+def test_psi_statistics_that_break_the_nystrom_inequality_are_refused():
+    """sum(psi0) >= tr(Kuu^-1 Psi2) holds for any real psi statistics; inaccurate ones that
+    break it (a lengthscale underflowed to 0) would make the bound huge and positive, so
+    the evaluation fails like a Cholesky (FloatingPointError, which the fit rejects)."""
+    Kuu, psi0, Psi1, Psi2, beta, Y = _problem()
+    data = OutputStats.from_centred(Y - Y.mean(0))
+    trA = np.trace(np.linalg.solve(Kuu + JITTER * np.eye(len(Kuu)), Psi2))
+    assert trA < psi0.sum()  # the fixture is a valid problem
+    collapsed_bound(Kuu, psi0, Psi1, Psi2, beta, data, grad=False)
+    with pytest.raises(FloatingPointError, match="psi statistics are inaccurate"):
+        collapsed_bound(Kuu, psi0, Psi1, 3 * psi0.sum() / trA * Psi2, beta, data, grad=False)
