@@ -35,7 +35,7 @@ FIT_ITERS, QUICK_FIT_ITERS = 2000, 60
 N_SEEDS, QUICK_SEEDS = 5, 1
 METHODS = ["GP on (t, y)", "autoregressive GP, zero-variance feedback",
            "uncertain-input autoregressive (variational)", "ablation: uncertain-input model, means fed back",
-           "check: uncertain-input model, Monte Carlo (sampled trajectories)"]
+           "check: uncertain-input model, sampled trajectories"]
 N_SAMPLES = 2000
 
 
@@ -153,7 +153,7 @@ def figure(path, series, fc: dict) -> None:
         lp.line(ax, np.arange(1, HORIZON + 1), lv[name], lp.COLOURS[i], width=1.6)
     ax.frame(title="predictive variance over the horizon", xlabel="steps ahead", ylabel="log10 variance")
     ax.legend([(n, lp.COLOURS[i]) for i, n in enumerate(METHODS[:2])], x=ax.x, y=ax.y + ax.h + 50)
-    ax.legend([(n, lp.COLOURS[i + 2]) for i, n in enumerate(METHODS[2:])], x=ax.x + 400, y=ax.y + ax.h + 50)
+    ax.legend([(n, lp.COLOURS[i + 2]) for i, n in enumerate(METHODS[2:])], x=ax.x + 330, y=ax.y + ax.h + 50)
     path.write_bytes(c.to_bytes())
 
 
