@@ -94,11 +94,11 @@ class Optimisation:
         noise variance to 0). Returns the best full vector seen (also in ``best_x``).
         """
         x_full = x0.copy()
-        last = {"x": None, "f": None}
+        sel = slice(None) if free.all() else free  # a slice: no masked copies when all are free
 
         def objective(xf):
             self.n_evals += 1
-            x_full[free] = xf
+            x_full[sel] = xf
             try:
                 with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
                     f, g = fun_and_grad(x_full)
@@ -107,8 +107,7 @@ class Optimisation:
             if not np.isfinite(f) or g is None or not np.all(np.isfinite(g)):
                 self.n_rejected += 1
                 return _BAD_VALUE, np.zeros_like(xf)
-            last["x"], last["f"] = x_full.copy(), f
-            return -f, -g[free]
+            return -f, -g[sel]
 
         def on_iteration(intermediate_result):
             xk = intermediate_result.x
