@@ -34,7 +34,7 @@ RESTART_GAIN = 1e-9
 #: 473). Digits after 500: 30: -35,632, 50: -34,652 (GPy -34,757). Oil: 30: 6,849 / 8,558 /
 #: 9,195 / 9,533; 50: 6,868 / 8,649 / 9,473 / 9,897. Its cost is ~5 ns per parameter and
 #: correction pair per evaluation: 1.3 ms of synth3's 2.9 ms per evaluation, 5 of oil's 11;
-#: ``_lbfgs``'s two-loop recursion costs 0.3 ms there (synth3: 2.0 ms per evaluation).
+#: ``_lbfgs``'s two-loop recursion costs 0.3 ms there (synth3: 1.9 ms per evaluation).
 MEMORY = 50
 
 
