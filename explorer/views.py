@@ -632,11 +632,11 @@ class LiveBoundCurve(pn.viewable.Viewer):
     def _set_ranges(self, history) -> None:
         """x: the iterations so far; y: the bounds after the first tenth of the fit, whose
         first values (millions below the final bound) would flatten everything else."""
-        its = [it for it, _, _ in history]
+        first, last = history[0][0], history[-1][0]
         tail = [b for _, b, _ in history[len(history) // 10:]]
         lo, hi = min(tail), max(tail)
         pad = 0.05 * (hi - lo) or 1.0
-        self._plot.x_range.start, self._plot.x_range.end = its[0], max(its[-1], its[0] + 1)
+        self._plot.x_range.start, self._plot.x_range.end = first, max(last, first + 1)
         self._plot.y_range.start, self._plot.y_range.end = lo - pad, hi + pad
 
     def __panel__(self):

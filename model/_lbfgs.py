@@ -24,6 +24,10 @@ from types import SimpleNamespace
 from typing import Callable
 
 import numpy as np
+from numba import njit
+
+from ._numba_config import CACHE
+
 try:  # scipy's Python port of MINPACK-2's dcsrch (private; present in the scipy we test)
     from scipy.optimize._dcsrch import DCSRCH
 except ImportError:  # pragma: no cover
@@ -31,10 +35,6 @@ except ImportError:  # pragma: no cover
 
 #: False if this scipy lacks the line search: the fit then calls scipy's L-BFGS-B itself
 AVAILABLE = DCSRCH is not None and hasattr(DCSRCH, "_iterate")
-
-from numba import njit
-
-from ._numba_config import CACHE
 
 EPS = np.finfo(float).eps
 LS_FTOL, LS_GTOL, LS_XTOL, LS_MAXFEV = 1e-3, 0.9, 0.1, 20

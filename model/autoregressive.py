@@ -40,6 +40,11 @@ def check_series(series) -> np.ndarray:
     return np.ascontiguousarray(y)
 
 
+def _check_positive_int(name: str, v) -> None:
+    if isinstance(v, bool) or not isinstance(v, Integral) or v < 1:
+        raise ValueError(f"{name} must be a positive integer, got {v!r}")
+
+
 def lagged_pairs(y: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
     """(Z_hat (T - tau, tau D), Y_hat (T - tau, D)) from a (T, D) series."""
     T, D = y.shape
@@ -64,8 +69,7 @@ class AutoregressiveGP(UncertainInputGPR):
     def __init__(self, series, window: int = 16, num_inducing: int = 50, kernel="rbf",
                  propagate_uncertainty: bool = True, seed: int | None = 0):
         y = check_series(series)
-        if isinstance(window, bool) or not isinstance(window, Integral) or window < 1:
-            raise ValueError(f"window must be a positive integer, got {window!r}")
+        _check_positive_int("window", window)
         T = y.shape[0]
         if window > T - 2:
             raise ValueError(f"window {window} is too long for a history of {T} steps: the "
@@ -88,8 +92,7 @@ class AutoregressiveGP(UncertainInputGPR):
         treats the window as exact. Returns (mean, var), each (steps,) for a 1-D series,
         else (steps, D).
         """
-        if isinstance(steps, bool) or not isinstance(steps, Integral) or steps < 1:
-            raise ValueError(f"steps must be a positive integer, got {steps!r}")
+        _check_positive_int("steps", steps)
         prop = self.propagate_uncertainty if propagate_uncertainty is None else bool(propagate_uncertainty)
         D = self.series.shape[1]
         win_mean = self.series[-self.window:].ravel().copy()
@@ -116,9 +119,8 @@ class AutoregressiveGP(UncertainInputGPR):
         the samples carry the whole distribution of the window (correlations, non-Gaussian
         shape), as far as independent draws per step allow (f is not sampled jointly across
         steps). Returns (n_samples, steps) for a 1-D series, else (n_samples, steps, D)."""
-        for name, v in (("steps", steps), ("n_samples", n_samples)):
-            if isinstance(v, bool) or not isinstance(v, Integral) or v < 1:
-                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        _check_positive_int("steps", steps)
+        _check_positive_int("n_samples", n_samples)
         rng = np.random.default_rng(seed)
         D = self.series.shape[1]
         win = np.tile(self.series[-self.window:].ravel(), (n_samples, 1))

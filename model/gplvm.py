@@ -26,8 +26,9 @@ from .testbound import TrainingStats, check_test_outputs, infer_latent
 from .transforms import IDENTITY, POSITIVE
 
 #: default iterations of ``fit`` in all: oil (N=1000, Q=10, M=50) passes a bound of 9,200
-#: with one latent dimension on for seeds 0-2 after 3,000 (10,086 / 9,704 / 9,553), not
-#: always after 2,000 (9,077-9,599); bench/bench_fit.py has the curves against GPy's
+#: with one latent dimension on for seeds 0-2 after 3,000 (9,562 / 9,594 / 9,961,
+#: bench/bench_oil_seeds.py), not always after 2,000 (9,077-9,599); bench/bench_fit.py has
+#: the curves against GPy's
 FIT_ITERS = 3000
 #: iterations of the initial phase with the noise held fixed (vargplvm's initVardistIters)
 INIT_ITERS = 300

@@ -15,8 +15,8 @@ from typing import Callable
 
 import numpy as np
 
-from ._threads import blas_single_threaded
 from . import _lbfgs
+from ._threads import blas_single_threaded
 from .linalg import CholeskyError
 from .progress import ProgressBar
 
