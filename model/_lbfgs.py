@@ -15,6 +15,19 @@ stored only if s.y > eps * (-g.s); a failed line search with memory clears the m
 and tries again along -g, without memory it ends the run ("ABNORMAL", status 2); the run
 converges (status 0) when max |g| <= gtol or when an iteration lowers f by at most
 ftol * max(|f_old|, |f|, 1); it ends at maxiter / maxfun with status 1.
+
+One addition, for a noisy f. The collapsed bound of a model with a small noise variance
+and nearly redundant inducing inputs is a difference of terms ~10^4 times larger than
+itself, and its rounding errors are amplified by beta / lambda_min(Kuu): on a USPS class
+model (bound 5.8e5, beta 2.6e3, cond(Kuu) 1.9e7) parameters 1e-12 apart give bounds ~10
+apart. A Moré-Thuente search cannot resolve its step there and fails while the bound is
+still rising by ~20 per iteration. When it fails, the run estimates the noise eps_f of f
+(the spread of f at ``NOISE_PROBES`` points 1e-10 away) and switches to a backtracking
+search with the relaxed Armijo test f(x + a d) <= f(x) + c1 a g.d + 2 eps_f of Shi, Xie,
+Byrd & Nocedal ("A noise-tolerant quasi-Newton algorithm for unconstrained optimization",
+SIAM J. Optim. 2022), re-estimating eps_f every ``NOISE_EVERY`` iterations; such a step
+skips the ftol test. For a smooth f the Moré-Thuente search never fails and the iterates
+stay L-BFGS-B's.
 """
 
 from __future__ import annotations
@@ -39,6 +52,12 @@ AVAILABLE = DCSRCH is not None and hasattr(DCSRCH, "_iterate")
 EPS = np.finfo(float).eps
 LS_FTOL, LS_GTOL, LS_XTOL, LS_MAXFEV = 1e-3, 0.9, 0.1, 20
 STPMAX = 1e10
+#: the noise-tolerant search (module docstring): probes of f for eps_f, their distance
+#: relative to 1 + |x_i|, iterations between estimates, Armijo constant, halvings of the step
+NOISE_PROBES, NOISE_STEP, NOISE_EVERY = 4, 1e-10, 50
+ARMIJO_C1, MAX_HALVINGS = 1e-4, 30
+#: values at least this large are failed evaluations (the fit returns 1e300 for them)
+HUGE = 1e299
 
 
 @dataclass
@@ -147,6 +166,7 @@ def minimize_lbfgs(fun: Callable, x0: np.ndarray, maxiter: int, maxfun: int, mem
     nfev = 1
     mem = _Memory(memory, x.size)
     nit = 0
+    noise = None  # (eps_f, iteration of the estimate) once the run is in its noisy mode
 
     def done(status, message):
         return LbfgsResult(x, float(f), status, message, nit, nfev)
@@ -157,8 +177,17 @@ def minimize_lbfgs(fun: Callable, x0: np.ndarray, maxiter: int, maxfun: int, mem
         if nit >= maxiter or nfev >= maxfun:
             return done(1, "STOP: TOTAL NO. OF ITERATIONS OR EVALUATIONS REACHED LIMIT")
         d, gd = mem.direction(g)
-        found = _line_search(fun, x, f, gd, d)
+        relaxed = noise is not None
+        found = (None, None, 0) if relaxed else _line_search(fun, x, f, gd, d)
         nfev += found[2]
+        if found[0] is None:
+            if noise is None or nit - noise[1] >= NOISE_EVERY:
+                eps_f, k = noise_level(fun, x, f)
+                nfev += k
+                noise = (eps_f, nit)
+            found = _relaxed_line_search(fun, x, f, gd, d, noise[0])
+            nfev += found[2]
+            relaxed = True
         if found[0] is None:
             if mem.empty:
                 return done(2, "ABNORMAL: LINE SEARCH FAILED")
@@ -173,7 +202,7 @@ def minimize_lbfgs(fun: Callable, x0: np.ndarray, maxiter: int, maxfun: int, mem
         nit += 1
         if callback is not None:
             callback(SimpleNamespace(x=x, fun=f))
-        if (f_old - f) <= ftol * max(abs(f_old), abs(f), 1.0):
+        if not relaxed and (f_old - f) <= ftol * max(abs(f_old), abs(f), 1.0):
             return done(0, "CONVERGENCE: REL_REDUCTION_OF_F <= FACTR*EPSMCH")
         if np.max(np.abs(g)) <= gtol:
             return done(0, "CONVERGENCE: NORM OF PROJECTED GRADIENT <= PGTOL")
@@ -205,3 +234,33 @@ def _line_search(fun, x, f0, gd0, d):
     if task[:4] == b"CONV" or task[:4] == b"WARN":
         return last[0], last[1], evals
     return None, None, evals
+
+
+def noise_level(fun, x, f0) -> tuple[float, int]:
+    """(eps_f, evaluations): the standard deviation of f at x and at ``NOISE_PROBES``
+    points x + u, u_i = +-NOISE_STEP (1 + |x_i|) (fixed signs: the same x gives the same
+    estimate). At that distance f's own change is far below its rounding noise. A probe
+    that failed (the fit returns a huge value there) leaves eps_f infinite: no relaxed step."""
+    rng = np.random.default_rng(x.size)
+    vals = [f0]
+    for _ in range(NOISE_PROBES):
+        u = rng.choice((-1.0, 1.0), size=x.size) * NOISE_STEP * (1.0 + np.abs(x))
+        vals.append(fun(x + u)[0])
+    vals = np.asarray(vals, dtype=np.float64)
+    if not np.all(np.abs(vals) < HUGE):
+        return np.inf, NOISE_PROBES
+    return float(np.std(vals)), NOISE_PROBES
+
+
+def _relaxed_line_search(fun, x, f0, gd0, d, eps_f):
+    """Backtracking from step 1 with the noise-tolerant Armijo test (module docstring):
+    (step, (f, g) there, evaluations), or (None, None, evaluations)."""
+    if not (gd0 < 0.0 and np.isfinite(eps_f)):
+        return None, None, 0
+    stp = 1.0
+    for n in range(1, MAX_HALVINGS + 1):
+        fg = fun(x + stp * d)
+        if fg[0] <= f0 + ARMIJO_C1 * stp * gd0 + 2.0 * eps_f and np.all(np.isfinite(fg[1])):
+            return stp, fg, n
+        stp *= 0.5
+    return None, None, MAX_HALVINGS
