@@ -54,8 +54,14 @@ GAP_NOTE = (
     "help (lengthscale 8-16 frames, white 0.01: legs RA 3.95-4.78). A model started as the "
     "paper's code starts it (PCA, lengthscale span/sqrt(30) = 15 frames, white 0.01) gave "
     "better legs (RA 3.50, SC 9.24) and worse body (RA 3.29, SC 22.25) at a lower bound "
-    "(290,689 against 317k); we select by the bound. The fits end where L-BFGS-B's line search "
-    "fails on the bound's rounding noise (~550-900 of the 2,500 iterations).")
+    "(290,689 against 317k); we select by the bound. The bound is noisy at these models "
+    "(parameters 1e-12 apart give bounds ~0.15 apart at 318k: Kuu is ill-conditioned), which "
+    "ended the fits after ~550-900 iterations until the fit's L-BFGS got a noise-tolerant line "
+    "search (aa66f6d); with it the errors fell from L SC 24.3 / L RA 5.24 / B SC 21.4 / B RA "
+    "2.94 (Matern, e84b95f) to the row above. A Matern model fitted further (1,500 more "
+    "iterations from an earlier fit, bound 318,267 against 317.5k here) reconstructs L SC 10.7 / "
+    "L RA 3.87 / B SC 14.7 / B RA 2.58, below nearest neighbour on all four: the legs follow the "
+    "optimum the fit reaches.")
 
 
 @dataclass
