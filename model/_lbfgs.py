@@ -26,8 +26,9 @@ still rising by ~20 per iteration. When it fails, the run estimates the noise ep
 search with the relaxed Armijo test f(x + a d) <= f(x) + c1 a g.d + 2 eps_f of Shi, Xie,
 Byrd & Nocedal ("A noise-tolerant quasi-Newton algorithm for unconstrained optimization",
 SIAM J. Optim. 2022), re-estimating eps_f every ``NOISE_EVERY`` iterations; such a step
-skips the ftol test. For a smooth f the Moré-Thuente search never fails and the iterates
-stay L-BFGS-B's.
+skips the ftol test, so a noisy run ends at its budget or when even this search finds
+no step. Until the first failure the iterates are L-BFGS-B's (on a smooth f the
+Moré-Thuente search rarely fails).
 """
 
 from __future__ import annotations
