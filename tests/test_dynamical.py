@@ -136,6 +136,38 @@ def test_gaussian_blocks_gradients_with_mean_offset():
     assert_close_gradient(0.5 * (dK + dK.T), 0.5 * (dK_num + dK_num.T), rtol=1e-6)
 
 
+@pytest.mark.parametrize("n_blocks", [1, 5])
+def test_gaussian_blocks_thread_pool_and_q_split_match_serial(monkeypatch, n_blocks):
+    """The thread pool (and, with fewer blocks than 2 x workers, the split of each block into
+    ranges of q) gives the serial path's moments, KL and gradients."""
+    import model.priors.dynamical as dyn
+
+    rng = np.random.default_rng(5)
+    sizes = rng.integers(20, 40, n_blocks)
+    Q = 5
+    index = np.split(np.arange(sizes.sum()), np.cumsum(sizes)[:-1])
+    Ks = [make_time_kernel("matern32+white").K(np.arange(float(s))) for s in sizes]
+    mb = rng.standard_normal((sizes.sum(), Q))
+    lam = rng.uniform(0.1, 3.0, (sizes.sum(), Q))
+    g1, g2 = rng.standard_normal((2, sizes.sum(), Q))
+
+    def run():
+        mu, S, kl, chain = GaussianBlocks(index).q(Ks, mb, lam)
+        return (mu, S, kl, *chain(g1, g2))
+
+    monkeypatch.setattr(dyn, "_workers", lambda: 1)
+    serial = run()
+    monkeypatch.setattr(dyn, "_workers", lambda: 3)
+    monkeypatch.setattr(dyn, "_PARALLEL_WORK", 0.0)
+    jobs = dyn._jobs(list(sizes), Q, 3)
+    assert len(jobs) == (3 * n_blocks if n_blocks < 6 else n_blocks)
+    pooled = run()
+    for a, b in zip(serial[:5], pooled[:5]):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    for a, b in zip(serial[5], pooled[5]):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
 # --- the model's gradients -------------------------------------------------------------------------
 @pytest.mark.parametrize("tk", TIME_KERNELS)
 def test_gradients_every_block_several_sequences(tk):

@@ -23,13 +23,15 @@ and F = F_hat - KL (derivatives appendix, in this notation):
     dF/dKt       = sum_q [P_q diag(g) P_q^T - 1/2 B_q Kt B_q + g_mu mu_bar_q^T - 1/2 mu_bar_q mu_bar_q^T]
                  = sum_q [D Abar diag(g/lambda + 1/2) Abar D - 1/2 D Abar D] + (mean terms)
 
-so one block costs a Cholesky, its inverse and one n x n product per q (the diagonal of S,
-the KL and dF/dlambda are O(n^2)). For tiny lambda_i (data that says nothing about frame i)
-S_ii = (1 - Abar_ii) / lambda_i loses relative precision ~1e-16 / (lambda_i Kt_ii); lambda
-is kept above LAMBDA_FLOOR.
-and dF/dKt is mapped onto the time kernel's parameters by the kernel. Independent
-sequences make Kt block-diagonal: each block is handled on its own, so the cost is
-sum_s n_s^3 Q, not N^3 Q. ``GaussianBlocks`` also serves test-time inference, where the
+so one block costs a Cholesky and its inverse per q (n^3 / 3 + 2 n^3 / 3 flops) and one
+symmetric rank-(Q n) update for dF/dKt (syrk, n^3 per q); the diagonal of S, the KL and
+dF/dlambda are O(n^2) (``_dynamical_numba``). For tiny lambda_i (data that says nothing
+about frame i) S_ii = (1 - Abar_ii) / lambda_i loses relative precision ~1e-16 /
+(lambda_i Kt_ii); lambda is kept above LAMBDA_FLOOR. dF/dKt is mapped onto the time
+kernel's parameters by the kernel. Independent sequences make Kt block-diagonal: each block
+is handled on its own, so the cost is sum_s n_s^3 Q, not N^3 Q, and blocks (or, for one
+long sequence, ranges of q) run on a small thread pool. ``GaussianBlocks`` also serves
+test-time inference, where the
 prior of new frames is a fixed Gaussian N(m, C) (mean offset m, covariance C).
 """
 
@@ -40,13 +42,13 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 from scipy.linalg import solve_triangular
-from scipy.linalg.lapack import dpotrf, dpotri
 
 from .._restore import is_restoring
 from ..linalg import chol_solve, jittered_cholesky
 from ..params import Block
 from ..transforms import IDENTITY, POSITIVE, Softplus
 from ..time_kernels import TimeKernel, make_time_kernel
+from . import _dynamical_numba as _nb
 from .base import QX, LatentPrior
 
 
@@ -58,46 +60,28 @@ LAMBDA_POSITIVE = Softplus(lower=LAMBDA_FLOOR)
 INIT_S_MEDIAN = 0.18
 
 
-def _logdet_and_inverse(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """log|A_q| (Q,) and A_q^{-1} (Q, n, n) of SPD matrices A (Q, n, n, C order; overwritten)
-    from their Cholesky factors (LAPACK potrf, then potri: triangular operations only, no
-    general inverse). Each A_q is handed to LAPACK as its Fortran-ordered transpose (the
-    same matrix) so that neither routine copies."""
-    Q, n, _ = A.shape
-    logdet = np.empty(Q)
-    for q in range(Q):
-        U, info = dpotrf(A[q].T, lower=0, clean=1, overwrite_a=1)  # A_q = U^T U
-        if info != 0:
-            raise np.linalg.LinAlgError(f"potrf failed (info={info})")
-        logdet[q] = 2.0 * np.sum(np.log(np.diagonal(U)))
-        V, info = dpotri(U, lower=0, overwrite_c=1)  # upper triangle of A_q^{-1} (in place)
-        if info != 0:
-            raise np.linalg.LinAlgError(f"potri failed (info={info})")
-        if not np.shares_memory(V, A[q]):
-            A[q] = V.T
-    # A[q] holds the lower triangle of A_q^{-1} (zeros above): mirror it
-    out = A + A.transpose(0, 2, 1)
-    out[:, np.arange(n), np.arange(n)] *= 0.5
-    return logdet, out
-
-
 def _block_forward(K: np.ndarray, mb: np.ndarray, lb: np.ndarray):
     """One block: K (n, n), mu_bar and lambda (n, Q). Returns (K mu_bar (n, Q), diag S (Q, n),
     kl, cache).
 
-    With D = Lambda^{1/2} and Abar = A^{-1} (from the Cholesky factor, LAPACK potri),
+    With D = Lambda^{1/2} and Abar = A^{-1} (from the Cholesky factor: LAPACK potrf, then
+    potri, in ``_dynamical_numba.block_forward``; no general inverse),
     S = (K^{-1} + Lambda)^{-1} = D^{-1} (I - Abar) D^{-1}, so diag S needs no product with K:
     S_ii = (1 - Abar_ii) / lambda_i."""
     n, Q = mb.shape
-    d = np.sqrt(lb.T)  # (Q, n)
-    A = d[:, :, None] * K[None] * d[:, None, :]
-    A[:, np.arange(n), np.arange(n)] += 1.0  # A = I + D K D >= I
-    logdetA, Abar = _logdet_and_inverse(A)
-    diagAbar = np.diagonal(Abar, axis1=1, axis2=2)
-    Sd = (1.0 - diagAbar) / lb.T
+    lam = np.ascontiguousarray(lb.T)  # (Q, n)
+    d = np.sqrt(lam)
+    Abar = np.empty((Q, n, n))
+    logdetA = np.empty(Q)
+    diagAbar = np.empty((Q, n))
+    info = _nb.block_forward(np.ascontiguousarray(K), d, Abar, logdetA, diagAbar)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"Cholesky factorisation or inverse of I + D Kt D failed "
+                                    f"(LAPACK info {info})")
+    Sd = (1.0 - diagAbar) / lam
     Kmb = K @ mb
     kl = 0.5 * float(diagAbar.sum() + np.sum(mb * Kmb) + logdetA.sum() - n * Q)
-    return Kmb, Sd, kl, (d, Abar)
+    return Kmb, Sd, kl, (d, lam, Abar)
 
 
 def _block_backward(K, mb, lb, cache, gmu, gS):
@@ -111,19 +95,19 @@ def _block_backward(K, mb, lb, cache, gmu, gS):
         dF/dlambda_i = -(1/lambda_i) sum_j (I - Abar)_ij^2 h_j
         dF/dK        = sum_q D Abar diag(h) Abar D - 1/2 D Abar D + g_mu mu_bar^T - 1/2 mu_bar mu_bar^T
 
-    one n x n product per q; the rest is O(n^2 Q)."""
-    d, Abar = cache
+    The first sum is R+^T R+ - R-^T R- with the rows sqrt|h_j| (D Abar)[:, j] split by the
+    sign of h: two BLAS syrk calls of n^2 Q n multiply-adds in all
+    (``_dynamical_numba.block_backward``); the rest is O(n^2 Q)."""
+    d, lam, Abar = cache
     Q, n, _ = Abar.shape
-    lam = lb.T  # (Q, n)
-    h = gS.T / lam + 0.5
-    IA = -Abar
-    IA[:, np.arange(n), np.arange(n)] += 1.0  # I - Abar
-    dlam = -((IA * IA) @ h[:, :, None])[:, :, 0] / lam
-    X = d[:, :, None] * Abar  # D Abar
-    Xc = X.transpose(1, 0, 2).reshape(n, Q * n)  # [D Abar]_q side by side: one GEMM over q
-    dK = (Xc * h.reshape(-1)) @ Xc.T - 0.5 * np.sum(X * d[:, None, :], axis=0)
-    dK += gmu @ mb.T - 0.5 * (mb @ mb.T)
-    return K @ (gmu - mb), dlam.T, dK
+    mb = np.ascontiguousarray(mb)
+    h = np.ascontiguousarray(gS.T) / lam + 0.5
+    dmb = np.empty((n, Q))
+    dlam = np.empty((Q, n))
+    dK = np.empty((n, n))
+    _nb.block_backward(np.ascontiguousarray(K), mb, np.ascontiguousarray(gmu), Abar, d, lam, h,
+                       dmb, dlam, dK, np.empty((Q * n, n)))
+    return dmb, dlam.T, dK
 
 
 class GaussianBlocks:
@@ -141,15 +125,17 @@ class GaussianBlocks:
           m: np.ndarray | None = None, grad: bool = True):
         """Marginals mu, S (N, Q), the KL and (with ``grad``) a chain function
         (gmu, gS) -> (dmu_bar, dlambda, [dK per block])."""
+        Q = mu_bar.shape[1]
         mu = np.empty_like(mu_bar)
         Sd = np.empty_like(mu_bar)
-        parallel = sum(K.shape[0] ** 3 for K in Ks) * mu_bar.shape[1] > _PARALLEL_WORK
-        fwd = _map(lambda b: _block_forward(Ks[b], mu_bar[self.index[b]], lam[self.index[b]]),
-                   self._order(Ks), parallel)
+        parallel = sum(K.shape[0] ** 3 for K in Ks) * Q > _PARALLEL_WORK
+        jobs = _jobs([K.shape[0] for K in Ks], Q, _workers() if parallel else 1)
+        fwd = _map(lambda j: _block_forward(Ks[j[0]], mu_bar[self.index[j[0]], j[1]:j[2]],
+                                            lam[self.index[j[0]], j[1]:j[2]]), jobs, parallel)
         kl = 0.0
-        for ix, (Kmb, S, klb, _) in zip(self.index, fwd):
-            mu[ix] = Kmb
-            Sd[ix] = S.T
+        for (b, q0, q1), (Kmb, S, klb, _) in zip(jobs, fwd):
+            mu[self.index[b], q0:q1] = Kmb
+            Sd[self.index[b], q0:q1] = S.T
             kl += klb
         if m is not None:
             mu = mu + m
@@ -160,20 +146,20 @@ class GaussianBlocks:
             dmb = np.empty_like(mu_bar)
             dlam = np.empty_like(lam)
 
-            def back(b):
+            def back(i):
+                b, q0, q1 = jobs[i]
                 ix = self.index[b]
-                return _block_backward(Ks[b], mu_bar[ix], lam[ix], fwd[b][3], gmu[ix], gS[ix])
+                return _block_backward(Ks[b], mu_bar[ix, q0:q1], lam[ix, q0:q1], fwd[i][3],
+                                       gmu[ix, q0:q1], gS[ix, q0:q1])
 
-            out = _map(back, self._order(Ks), parallel)
-            for ix, (db, dl, _) in zip(self.index, out):
-                dmb[ix], dlam[ix] = db, dl
-            return dmb, dlam, [o[2] for o in out]
+            dKs = [0.0] * len(Ks)
+            for (b, q0, q1), (db, dl, dK) in zip(jobs, _map(back, range(len(jobs)), parallel)):
+                ix = self.index[b]
+                dmb[ix, q0:q1], dlam[ix, q0:q1] = db, dl
+                dKs[b] = dKs[b] + dK
+            return dmb, dlam, dKs
 
         return mu, np.maximum(Sd, 1e-300), kl, chain
-
-    def _order(self, Ks) -> list[int]:
-        """Block numbers, largest first (balances the thread pool)."""
-        return sorted(range(len(Ks)), key=lambda b: -Ks[b].shape[0])
 
 
 #: below this many multiply-adds (sum over blocks of n^3 Q) the blocks run in this thread
@@ -181,21 +167,34 @@ _PARALLEL_WORK = 2e6
 _pool: ThreadPoolExecutor | None = None
 
 
-def _map(fn, order: list[int], parallel: bool) -> list:
-    """[fn(b) for b in range(len(order))], the blocks in ``order`` spread over a small thread
-    pool (one thread per Numba thread; NumPy's BLAS and LAPACK calls release the GIL)."""
+def _workers() -> int:
+    """Threads of the prior's pool: one per Numba thread."""
+    return numba.get_num_threads()
+
+
+def _jobs(sizes: list[int], Q: int, workers: int) -> list[tuple[int, int, int]]:
+    """Units of work (block, q0, q1), largest first (balances the pool). The latent
+    dimensions of a block are independent (the KL and q(X) factorise over q, dK sums over
+    q), so with fewer blocks than 2 x ``workers`` (one long video sequence) each block is
+    split into ``workers`` ranges of q as well."""
+    split = workers if 1 < workers and len(sizes) < 2 * workers else 1
+    edges = np.linspace(0, Q, min(split, Q) + 1).round().astype(int)
+    jobs = [(b, int(q0), int(q1)) for b in range(len(sizes)) for q0, q1 in zip(edges[:-1], edges[1:])]
+    return sorted(jobs, key=lambda j: -sizes[j[0]] ** 3 * (j[2] - j[1]))
+
+
+def _map(fn, items, parallel: bool) -> list:
+    """[fn(x) for x in items], spread over a small thread pool when ``parallel`` and there
+    is more than one item and more than one worker (the compiled block passes and NumPy's BLAS release the
+    GIL, ``_dynamical_numba``)."""
     global _pool
-    out = [None] * len(order)
-    workers = numba.get_num_threads()
-    if parallel and workers > 1 and len(order) > 1:
+    items = list(items)
+    workers = _workers()
+    if parallel and workers > 1 and len(items) > 1:
         if _pool is None or _pool._max_workers != workers:
             _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bgplvm-prior")
-        for b, r in zip(order, _pool.map(fn, order)):
-            out[b] = r
-        return out
-    for b in order:
-        out[b] = fn(b)
-    return out
+        return list(_pool.map(fn, items))
+    return [fn(x) for x in items]
 
 
 def sequence_index(sequences: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
