@@ -169,12 +169,29 @@ def collapsed_bound(Kuu: np.ndarray, psi0: np.ndarray, Psi1: np.ndarray, Psi2: n
                       dL_dKuu=sym(dL_dKuu), dL_dbeta=dL_dbeta)
 
 
-def posterior(Kuu: np.ndarray, Psi1: np.ndarray, Psi2: np.ndarray, beta: float,
-              Yc: np.ndarray) -> Posterior:
-    """The q(u) algebra for predictions; Yc (N, D) the centred outputs."""
+def posterior_from_stats(Kuu: np.ndarray, Psi2: np.ndarray, beta: float, PsiY: np.ndarray) -> Posterior:
+    """The q(u) algebra for predictions from the statistics it depends on: Psi2 (M, M) and
+    PsiY = Psi1^T Yc (M, D), Yc the centred outputs (sums over the data points: more points
+    are added by adding their terms)."""
     Luu, _, LB = _factors(Kuu, Psi2, beta)
     # Bmat = beta Luu^{-T} LB^{-T} LB^{-1} Luu^{-1} Psi1^T Y
-    Bmat = beta * solve_upper_t(Luu, solve_upper_t(LB, solve_lower(LB, solve_lower(Luu, Psi1.T @ Yc))))
+    Bmat = beta * solve_upper_t(Luu, solve_upper_t(LB, solve_lower(LB, solve_lower(Luu, PsiY))))
     post = Posterior(Luu=Luu, LB=LB, Bmat=Bmat, Cw=np.empty((0, 0)))
     Cw = post.woodbury_solve(np.eye(Kuu.shape[0]))
     return Posterior(Luu=Luu, LB=LB, Bmat=Bmat, Cw=0.5 * (Cw + Cw.T))
+
+
+def fstar_moments(post: Posterior, psi0: np.ndarray, Psi1: np.ndarray, Psi2n: np.ndarray):
+    """meanFstar and the diagonal of covFstar of f (centred) at Gaussian inputs q(x*_i), from
+    their psi statistics psi0 (n,), Psi1 (n, M), Psi2n (n, M, M) (section "Predictions with
+    the Standard Variational GP-LVM"). Returns (mean (n, D), var (n, D)), D = post.Bmat's
+    columns; var without the noise."""
+    Bm = post.Bmat
+    mean = Psi1 @ Bm
+    var = np.empty((Psi1.shape[0], Bm.shape[1]))
+    for i in range(Psi1.shape[0]):  # covFstar, diagonal per output
+        C = Psi2n[i] - np.outer(Psi1[i], Psi1[i])
+        quad = np.sum(Bm * (C @ Bm), 0)
+        tr = float(np.sum(post.Cw * Psi2n[i]))  # tr((Kuu^-1 - (Kuu + beta Psi2)^-1) Psi2*)
+        var[i] = quad + psi0[i] - tr
+    return mean, np.maximum(var, 0.0)

@@ -245,15 +245,23 @@ class DynamicalGPLVM(BayesianGPLVM):
                                  f"{sequence!r}; new frames of a sequence need new times")
         return infer_sequence(self, Ys, observed, t_star, sequence, max_iters, callback, progress)
 
-    def reconstruct(self, Y_star, t_star, sequence=None, max_iters: int = 500, progress: bool | None = False):
+    def reconstruct(self, Y_star, t_star, sequence=None, max_iters: int = 500,
+                    progress: bool | None = False, condition: bool = True):
         """Fill the NaN entries of frames Y_star (n*, D) at times t_star: predictive mean and
         variance (n*, D) from q(X*) (``infer_sequence``) through meanFstar / covFstar plus the
-        noise; observed entries are passed through with variance 0."""
+        noise; observed entries are passed through with variance 0. ``condition``: q(u) of
+        each output also conditions on that output's observed entries in Y_star (the joint
+        bound's q(u), as the paper's code; ``sequence_inference.conditioned_predict``);
+        False: the training data's q(u) alone."""
+        from .sequence_inference import conditioned_predict
         from .testbound import check_test_outputs
 
         fit = self.infer_sequence(Y_star, t_star, sequence, max_iters=max_iters, progress=progress)
         Ys, observed = check_test_outputs(Y_star, self.Y.shape[1])
-        mean, var = self.predict(fit.mu, fit.S)
+        if condition:
+            mean, var = conditioned_predict(self, fit.mu, fit.S, Ys, observed)
+        else:
+            mean, var = self.predict(fit.mu, fit.S)
         return np.where(observed, Ys, mean), np.where(observed, 0.0, var)
 
     def infer_latent(self, *args, **kwargs):

@@ -15,7 +15,7 @@ from numbers import Integral
 
 import numpy as np
 
-from .bound import OutputStats, collapsed_bound, posterior
+from .bound import OutputStats, collapsed_bound, fstar_moments, posterior_from_stats
 from .init import init_params
 from .kernels import Kernel, make_kernel
 from .optimize import Optimisation
@@ -357,14 +357,21 @@ class BayesianGPLVM:
 
     # --- predictions ------------------------------------------------------------------------
     @blas_single_threaded
-    def _posterior(self):
-        if "posterior" not in self._cache:
+    def _posterior_stats(self) -> tuple:
+        """What q(u) depends on, from the training data: (Kuu (M, M), Psi2 (M, M), beta,
+        PsiY = Psi1^T Yc (M, D)), the arguments of ``bound.posterior_from_stats``."""
+        if "posterior_stats" not in self._cache:
             v = self._values()
             self._sync_kernel(v)
             k, mu, S, Z = self.kernel, self.latent_mean, self.latent_variance, v["Z"]
-            beta = 1.0 / float(v["noise_variance"])
-            self._cache["posterior"] = posterior(k.K(Z), k.psi1(mu, S, Z), k.psi2(mu, S, Z),
-                                                 beta, self._Yc)
+            self._cache["posterior_stats"] = (k.K(Z), k.psi2(mu, S, Z), 1.0 / float(v["noise_variance"]),
+                                              k.psi1(mu, S, Z).T @ self._Yc)
+        return self._cache["posterior_stats"]
+
+    @blas_single_threaded
+    def _posterior(self):
+        if "posterior" not in self._cache:
+            self._cache["posterior"] = posterior_from_stats(*self._posterior_stats())
         return self._cache["posterior"]
 
     def _check_latent(self, X, name: str) -> np.ndarray:
@@ -407,17 +414,8 @@ class BayesianGPLVM:
         S = self._check_latent(Xnew_var, "Xnew_var")
         if S.shape != Xnew.shape or np.any(S < 0):
             raise ValueError("Xnew_var must be non-negative with the same shape as Xnew")
-        k = self.kernel
-        psi0, Psi1, Psi2n = k.psi_stats_n(Xnew, S, Z)  # (n,), (n, M), (n, M, M)
-        mean = Psi1 @ post.Bmat + self.Y_mean  # meanFstar
-        Bm = post.Bmat
-        var = np.empty((Xnew.shape[0], D))
-        for i in range(Xnew.shape[0]):  # covFstar, diagonal per output
-            C = Psi2n[i] - np.outer(Psi1[i], Psi1[i])
-            quad = np.sum(Bm * (C @ Bm), 0)
-            tr = float(np.sum(post.Cw * Psi2n[i]))  # tr((Kuu^-1 - (Kuu + beta Psi2)^-1) Psi2*)
-            var[i] = quad + psi0[i] - tr
-        return mean, np.maximum(var, 0.0) + noise
+        mean, var = fstar_moments(post, *self.kernel.psi_stats_n(Xnew, S, Z))
+        return mean + self.Y_mean, var + noise
 
     # --- new outputs: q(x*), reconstruction, density (model/testbound.py) ----------------------
     def _test_stats(self):

@@ -18,15 +18,17 @@ fixed, E_q(X_s)[KL(q(X*) || p(X* | X_s))] differs from KL(q(X*) || N(m, C)) by a
 so the coupling through time costs one Cholesky of Kss. q(X*) = N(m + C mu_bar*,
 (C^{-1} + Lambda*)^{-1}) per latent dimension (``GaussianBlocks`` with a mean offset).
 Initialisation: each frame starts at q(x_n) of the training frame nearest in its observed
-dims. The reconstruction is meanFstar / covFstar at q(X*) plus the noise variance.
+dims. The reconstruction is meanFstar / covFstar at q(X*) plus the noise variance, with q(u)
+conditioned on the new frames' observed entries as well (``conditioned_predict``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .bound import fstar_moments, posterior_from_stats
 from .linalg import JITTER, jittered_cholesky, solve_lower
 from .optimize import Optimisation
 from .params import Block, ParamLayout
@@ -123,3 +125,35 @@ def infer_sequence(model, Ys, observed, t_star, sequence=None, max_iters: int = 
     F = obj(x, grad=False)[0]
     return SequenceFit(mu=mu, S=S, bound=F + obj.F_train, gain=F + kl, kl=kl,
                        iterations=opt.iteration, evaluations=opt.n_evals)
+
+
+def conditioned_predict(model, mu, S, Ys, observed, include_noise: bool = True):
+    """meanFstar / covFstar (eq. for meanFstar, covFstar) at q(X*) = N(mu, diag S) (n*, Q),
+    with q(u_d) of every output dimension d conditioned on the training data *and* on the
+    entries of Ys (n*, D) observed in column d (``observed``).
+
+    This is the optimal q(u) of the joint bound F(q(X), q(X*)): with partially observed
+    frames, column d of the data is the training column plus the new frames' observed
+    entries, so its statistics gain their terms, Psi2_d = Psi2 + sum_{n: y*_nd observed}
+    Psi2(x*_n) and Psi1^T y_d += sum_n psi1(x*_n) y*_nd. (vargplvm does the same for the
+    fully observed frames of a test sequence before predicting the rest,
+    vargplvmDynamicsUpdateModelTestVar.) Columns with the same pattern of observed frames
+    share one q(u); columns observed in no frame use the training q(u). Returns (mean, var)
+    (n*, D), the noise included with ``include_noise``."""
+    Kuu, Psi2, beta, PsiY = model._posterior_stats()
+    Z = model.inducing_inputs
+    psi0, Psi1, Psi2n = model.kernel.psi_stats_n(mu, S, Z)
+    Yc = np.where(observed, Ys - model.Y_mean, 0.0)
+    n, D = Ys.shape
+    mean, var = np.empty((n, D)), np.empty((n, D))
+    patterns, which = np.unique(observed.T, axis=0, return_inverse=True)
+    for p, rows in enumerate(patterns):
+        cols = np.flatnonzero(which.ravel() == p)
+        if rows.any():
+            post = posterior_from_stats(Kuu, Psi2 + Psi2n[rows].sum(0), beta,
+                                        PsiY[:, cols] + Psi1[rows].T @ Yc[np.ix_(rows, cols)])
+        else:
+            post = replace(model._posterior(), Bmat=model._posterior().Bmat[:, cols])
+        mean[:, cols], var[:, cols] = fstar_moments(post, psi0, Psi1, Psi2n)
+    noise = model.noise_variance if include_noise else 0.0
+    return mean + model.Y_mean, var + noise

@@ -376,6 +376,54 @@ def test_reconstruct_passes_observed_entries_and_fills_missing(fitted):
     assert fit.mu.shape == fit.S.shape == (4, 2) and np.isfinite(fit.bound)
 
 
+def test_conditioned_predict_is_the_posterior_of_the_augmented_data(fitted):
+    """q(u_d) conditioned on the new frames' observed entries of column d equals q(u) of the
+    training data with those frames appended (their psi statistics summed in); a column
+    observed in no new frame keeps the training q(u)."""
+    from model.bound import fstar_moments, posterior_from_stats
+    from model.sequence_inference import conditioned_predict
+
+    m, Y, t = fitted
+    Ys = Y[30:36].copy()
+    observed = np.ones_like(Ys, dtype=bool)
+    observed[3:, 2:4] = False  # columns 2, 3: observed in the first 3 frames only
+    observed[:, 5] = False  # column 5: in none
+    Ys[~observed] = 0.0
+    rng = np.random.default_rng(8)
+    mu, S = rng.standard_normal((6, 2)), rng.uniform(0.01, 0.3, (6, 2))
+    mean, var = conditioned_predict(m, mu, S, Ys, observed, include_noise=False)
+
+    k, Z = m.kernel, m.inducing_inputs
+    beta = 1.0 / m.noise_variance
+    Kuu = k.K(Z)
+    stats = k.psi_stats_n(mu, S, Z)
+    for cols, rows in ([0, 1, 4], np.arange(6)), ([2, 3], np.arange(3)):
+        mu_all = np.vstack([m.latent_mean, mu[rows]])
+        S_all = np.vstack([m.latent_variance, S[rows]])
+        Yc_all = np.vstack([m.Y - m.Y_mean, Ys[rows] - m.Y_mean])[:, cols]
+        post = posterior_from_stats(Kuu, k.psi2(mu_all, S_all, Z), beta,
+                                    k.psi1(mu_all, S_all, Z).T @ Yc_all)
+        ref_mean, ref_var = fstar_moments(post, *stats)
+        np.testing.assert_allclose(mean[:, cols], ref_mean + m.Y_mean[cols], rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(var[:, cols], ref_var, rtol=1e-7, atol=1e-10)
+    train_mean, train_var = m.predict(mu, S, include_noise=False)
+    np.testing.assert_allclose(mean[:, 5], train_mean[:, 5], rtol=1e-12)
+    np.testing.assert_allclose(var[:, 5], train_var[:, 5], rtol=1e-12)
+    assert not np.allclose(mean[:, 2], train_mean[:, 2], rtol=1e-6)  # conditioning matters
+
+
+def test_reconstruct_condition_flag(fitted):
+    m, Y, t = fitted
+    Ys = Y[30:36].copy()
+    Ys[3:, 3:] = np.nan
+    kw = dict(sequence=0, max_iters=50)
+    a, va = m.reconstruct(Ys, t[30:36], condition=True, **kw)
+    b, vb = m.reconstruct(Ys, t[30:36], condition=False, **kw)
+    np.testing.assert_array_equal(a[:3], b[:3])  # observed entries pass through either way
+    assert not np.allclose(a[3:, 3:], b[3:, 3:])
+    assert np.all(va[3:, 3:] > m.noise_variance) and np.all(np.isfinite(va))
+
+
 @pytest.mark.parametrize("kwargs, match", [
     (dict(Y_star=np.zeros((3, 5)), t_star=[40.0, 41.0, 42.0]), r"shape \(n\*, 6\)"),
     (dict(Y_star=np.full((2, 6), np.nan), t_star=[40.0, 41.0]), "entirely NaN"),
