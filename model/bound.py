@@ -182,9 +182,9 @@ def posterior_from_stats(Kuu: np.ndarray, Psi2: np.ndarray, beta: float, PsiY: n
 
 
 def fstar_moments(post: Posterior, psi0: np.ndarray, Psi1: np.ndarray, Psi2n: np.ndarray):
-    """meanFstar and the diagonal of covFstar of f (centred) at Gaussian inputs q(x*_i), from
-    their psi statistics psi0 (n,), Psi1 (n, M), Psi2n (n, M, M) (section "Predictions with
-    the Standard Variational GP-LVM"). Returns (mean (n, D), var (n, D)), D = post.Bmat's
+    """meanFstar and the diagonal of covFstar (eqs. meanFstar, covFstar) of f (centred) at
+    Gaussian inputs q(x*_i), from their psi statistics psi0 (n,), Psi1 (n, M), Psi2n
+    (n, M, M). Returns (mean (n, D), var (n, D)), D = post.Bmat's
     columns; var without the noise."""
     Bm = post.Bmat
     mean = Psi1 @ Bm

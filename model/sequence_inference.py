@@ -128,7 +128,7 @@ def infer_sequence(model, Ys, observed, t_star, sequence=None, max_iters: int = 
 
 
 def conditioned_predict(model, mu, S, Ys, observed, include_noise: bool = True):
-    """meanFstar / covFstar (eq. for meanFstar, covFstar) at q(X*) = N(mu, diag S) (n*, Q),
+    """meanFstar / covFstar (eqs. meanFstar, covFstar) at q(X*) = N(mu, diag S) (n*, Q),
     with q(u_d) of every output dimension d conditioned on the training data *and* on the
     entries of Ys (n*, D) observed in column d (``observed``).
 
@@ -153,7 +153,8 @@ def conditioned_predict(model, mu, S, Ys, observed, include_noise: bool = True):
             post = posterior_from_stats(Kuu, Psi2 + Psi2n[rows].sum(0), beta,
                                         PsiY[:, cols] + Psi1[rows].T @ Yc[np.ix_(rows, cols)])
         else:
-            post = replace(model._posterior(), Bmat=model._posterior().Bmat[:, cols])
+            base = model._posterior()
+            post = replace(base, Bmat=base.Bmat[:, cols])
         mean[:, cols], var[:, cols] = fstar_moments(post, psi0, Psi1, Psi2n)
     noise = model.noise_variance if include_noise else 0.0
     return mean + model.Y_mean, var + noise

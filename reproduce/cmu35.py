@@ -45,24 +45,25 @@ PARTS = ("legs", "body")
 #: why the dynamical rows are far from the paper's (measured 2026-11-24 on the Matern model,
 #: legs missing; scripts of that session, not part of this command)
 GAP_NOTE = (
-    "Why the dynamical rows miss the paper's: the fitted model, not the test-time optimiser. "
+    "Why the dynamical rows miss the paper's legs: the fitted model, not the test-time optimiser. "
     "With every column observed, q(X*) of the test sequence reconstructs the legs to RA 1.49 "
     "and the body to 1.56, so the mapping can represent the truth; with the legs missing, the "
     "optimiser started from that q(X*) climbs to a higher test bound than from the nearest "
     "neighbours (14,155 against 13,994) and reconstructs worse (RA 4.98 against 4.68): the model "
     "prefers latent points with wrong legs. Longer or smoother time kernels at test time did not "
     "help (lengthscale 8-16 frames, white 0.01: legs RA 3.95-4.78). A model started as the "
-    "paper's code starts it (PCA, lengthscale span/sqrt(30) = 15 frames, white 0.01) gave "
-    "better legs (RA 3.50, SC 9.24) and worse body (RA 3.29, SC 22.25) at a lower bound "
-    "(290,689 against 317k); we select by the bound. The bound is noisy at these models "
-    "(parameters 1e-12 apart give bounds ~0.15 apart at 318k: Kuu is ill-conditioned), which "
-    "ended the fits after ~550-900 iterations until the fit's L-BFGS got a noise-tolerant line "
-    "search (aa66f6d); with it the errors fell from L SC 24.3 / L RA 5.24 / B SC 21.4 / B RA "
-    "2.94 (Matern, e84b95f) to the row above. Which optimum the fit reaches decides the legs, "
-    "and the bound does not tell them apart: an earlier Matern fit continued for 1,500 "
-    "iterations (bound 318,267) reconstructs L SC 10.7 / L RA 3.87 / B SC 14.7 / B RA 2.58, "
-    "below nearest neighbour on all four, while this row's fit run on to 6,000 iterations "
-    "(bound 318,003, 951 s) gives 17.25 / 4.83 / 16.98 / 2.50.")
+    "paper's code starts it (PCA, lengthscale span/sqrt(30) = 15 frames, white 0.01) gives "
+    "better legs (SC 9.01, RA 3.59, conditioned prediction) and worse body (SC 19.34, RA 3.11) "
+    "at a lower bound (290,689 against 317,627); we select by the bound. The bound is noisy at "
+    "these models (parameters 1e-12 apart give bounds ~0.15 apart at 318k: Kuu is "
+    "ill-conditioned), which ended the fits after ~550-900 iterations until the fit's L-BFGS got "
+    "a noise-tolerant line search (aa66f6d); with it and the conditioned prediction the errors "
+    "fell from L SC 24.3 / L RA 5.24 / B SC 21.4 / B RA 2.94 (Matern, e84b95f) to the row above. "
+    "Which optimum the fit reaches decides the legs, and the bound does not tell them apart: an "
+    "earlier Matern fit continued for 1,500 iterations (bound 318,267) reconstructs L SC 10.63 / "
+    "L RA 3.84 / B SC 12.86 / B RA 2.49 (conditioned), below nearest neighbour on all four, "
+    "while the 766ed24 run's Matern fit taken on to 6,000 iterations (bound 318,003, 951 s) gave "
+    "17.25 / 4.83 / 16.98 / 2.50 (training q(u)).")
 
 
 @dataclass
