@@ -168,6 +168,15 @@ def test_gaussian_blocks_thread_pool_and_q_split_match_serial(monkeypatch, n_blo
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
 
 
+def test_gaussian_blocks_report_a_failed_factorisation():
+    """A time-kernel matrix that is not positive semi-definite makes I + D Kt D indefinite:
+    LAPACK's failure (called from compiled code) becomes a LinAlgError that says so."""
+    n = 6
+    K = -2.0 * np.eye(n)
+    with pytest.raises(np.linalg.LinAlgError, match="I \\+ D Kt D"):
+        GaussianBlocks([np.arange(n)]).q([K], np.zeros((n, 2)), np.ones((n, 2)))
+
+
 # --- the model's gradients -------------------------------------------------------------------------
 @pytest.mark.parametrize("tk", TIME_KERNELS)
 def test_gradients_every_block_several_sequences(tk):
