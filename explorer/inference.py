@@ -15,7 +15,9 @@ from:
 Inference: a dynamical model optimises q(X*) of all frames of the stretch jointly under the
 time prior (``DynamicalGPLVM.infer_sequence``), a static one each frame on its own
 (``BayesianGPLVM.infer_latent``). The reconstruction is meanFstar / covFstar at q(X*)
-(uncertain inputs: the variance differs per output), with observed entries passed through.
+(uncertain inputs: the variance differs per output), with observed entries passed through;
+for a dynamical model q(u) also conditions on the stretch's observed entries, as
+``DynamicalGPLVM.reconstruct`` does (``model.sequence_inference.conditioned_predict``).
 A nearest-neighbour fill (the training row closest in the observed entries) is the
 baseline the error readout compares with.
 """
@@ -26,6 +28,8 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from model.sequence_inference import conditioned_predict
 
 from . import masks as M
 from .sequences import Playback, is_dynamical
@@ -131,7 +135,8 @@ def infer(model, ds, src: Source, start: int, n: int, cols, max_iters: int = INF
         fit = model.infer_sequence(Ym, t, sequence=src.sequence, max_iters=max_iters, callback=callback)
         mu, S, iters = fit.mu, fit.S, fit.iterations
         method = "dynamical: q(X*) of the whole stretch under the time prior" + (
-            f", coupled to training sequence {src.sequence}" if src.sequence is not None else ", a new sequence")
+            f", coupled to training sequence {src.sequence}" if src.sequence is not None else ", a new sequence") + (
+            "; q(u) also conditioned on the stretch's observed entries")
     else:
         if not hasattr(model, "infer_latent"):
             raise ValueError("inference for a static model needs BayesianGPLVM.infer_latent, which this "
@@ -140,8 +145,12 @@ def infer(model, ds, src: Source, start: int, n: int, cols, max_iters: int = INF
         mu, S = model.infer_latent(Ym, max_iters=max_iters)
         iters = max_iters
         method = "static: q(x*) of each frame on its own"
-    mean_f, var_f = model.predict(mu, S, include_noise=False)
     observed = ~np.isnan(Ym)
+    if is_dynamical(model):  # as DynamicalGPLVM.reconstruct predicts
+        mean_f, var_f = conditioned_predict(model, mu, S, np.where(observed, Ym, 0.0), observed,
+                                            include_noise=False)
+    else:
+        mean_f, var_f = model.predict(mu, S, include_noise=False)
     mean = np.where(observed, truth, mean_f)
     var = np.where(observed, 0.0, var_f)
     err = M.reconstruction_error(ds, mean, truth, cols)
