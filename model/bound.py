@@ -169,7 +169,8 @@ def collapsed_bound(Kuu: np.ndarray, psi0: np.ndarray, Psi1: np.ndarray, Psi2: n
                       dL_dKuu=sym(dL_dKuu), dL_dbeta=dL_dbeta)
 
 
-def posterior_from_stats(Kuu: np.ndarray, Psi2: np.ndarray, beta: float, PsiY: np.ndarray) -> Posterior:
+def posterior_from_stats(Kuu: np.ndarray, Psi2: np.ndarray, beta: float,
+                         PsiY: np.ndarray) -> Posterior:
     """The q(u) algebra for predictions from the statistics it depends on: Psi2 (M, M) and
     PsiY = Psi1^T Yc (M, D), Yc the centred outputs (sums over the data points: more points
     are added by adding their terms)."""

@@ -364,7 +364,8 @@ class BayesianGPLVM:
             v = self._values()
             self._sync_kernel(v)
             k, mu, S, Z = self.kernel, self.latent_mean, self.latent_variance, v["Z"]
-            self._cache["posterior_stats"] = (k.K(Z), k.psi2(mu, S, Z), 1.0 / float(v["noise_variance"]),
+            beta = 1.0 / float(v["noise_variance"])
+            self._cache["posterior_stats"] = (k.K(Z), k.psi2(mu, S, Z), beta,
                                               k.psi1(mu, S, Z).T @ self._Yc)
         return self._cache["posterior_stats"]
 

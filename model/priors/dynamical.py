@@ -31,8 +31,8 @@ about frame i) S_ii = (1 - Abar_ii) / lambda_i loses relative precision ~1e-16 /
 kernel's parameters by the kernel. Independent sequences make Kt block-diagonal: each block
 is handled on its own, so the cost is sum_s n_s^3 Q, not N^3 Q, and blocks (or, for one
 long sequence, ranges of q) run on a small thread pool. ``GaussianBlocks`` also serves
-test-time inference, where the
-prior of new frames is a fixed Gaussian N(m, C) (mean offset m, covariance C).
+test-time inference, where the prior of new frames is a fixed Gaussian N(m, C) (mean
+offset m, covariance C).
 """
 
 from __future__ import annotations
@@ -179,14 +179,15 @@ def _jobs(sizes: list[int], Q: int, workers: int) -> list[tuple[int, int, int]]:
     split into ``workers`` ranges of q as well."""
     split = workers if 1 < workers and len(sizes) < 2 * workers else 1
     edges = np.linspace(0, Q, min(split, Q) + 1).round().astype(int)
-    jobs = [(b, int(q0), int(q1)) for b in range(len(sizes)) for q0, q1 in zip(edges[:-1], edges[1:])]
+    jobs = [(b, int(q0), int(q1)) for b in range(len(sizes))
+            for q0, q1 in zip(edges[:-1], edges[1:])]
     return sorted(jobs, key=lambda j: -sizes[j[0]] ** 3 * (j[2] - j[1]))
 
 
 def _map(fn, items, parallel: bool) -> list:
     """[fn(x) for x in items], spread over a small thread pool when ``parallel`` and there
-    is more than one item and more than one worker (the compiled block passes and NumPy's BLAS release the
-    GIL, ``_dynamical_numba``)."""
+    is more than one item and more than one worker (the compiled block passes and NumPy's
+    BLAS release the GIL, ``_dynamical_numba``)."""
     global _pool
     items = list(items)
     workers = _workers()
