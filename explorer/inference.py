@@ -17,7 +17,7 @@ time prior (``DynamicalGPLVM.infer_sequence``), a static one each frame on its o
 (``BayesianGPLVM.infer_latent``). The reconstruction is meanFstar / covFstar at q(X*)
 (uncertain inputs: the variance differs per output), with observed entries passed through;
 for a dynamical model q(u) also conditions on the stretch's observed entries, as
-``DynamicalGPLVM.reconstruct`` does (``model.sequence_inference.conditioned_predict``).
+``DynamicalGPLVM.reconstruct`` does (``DynamicalGPLVM.fill_missing``).
 A nearest-neighbour fill (the training row closest in the observed entries) is the
 baseline the error readout compares with.
 """
@@ -28,8 +28,6 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from model.sequence_inference import conditioned_predict
 
 from . import masks as M
 from .sequences import Playback, is_dynamical
@@ -147,8 +145,7 @@ def infer(model, ds, src: Source, start: int, n: int, cols, max_iters: int = INF
         method = "static: q(x*) of each frame on its own"
     observed = ~np.isnan(Ym)
     if is_dynamical(model):  # as DynamicalGPLVM.reconstruct predicts
-        mean_f, var_f = conditioned_predict(model, mu, S, np.where(observed, Ym, 0.0), observed,
-                                            include_noise=False)
+        mean_f, var_f = model.fill_missing(fit, Ym, include_noise=False)
     else:
         mean_f, var_f = model.predict(mu, S, include_noise=False)
     mean = np.where(observed, truth, mean_f)

@@ -249,19 +249,24 @@ class DynamicalGPLVM(BayesianGPLVM):
                     progress: bool | None = False, condition: bool = True):
         """Fill the NaN entries of frames Y_star (n*, D) at times t_star: predictive mean and
         variance (n*, D) from q(X*) (``infer_sequence``) through meanFstar / covFstar plus the
-        noise; observed entries are passed through with variance 0. ``condition``: q(u) of
-        each output also conditions on that output's observed entries in Y_star (the joint
-        bound's q(u), as the paper's code; ``sequence_inference.conditioned_predict``);
-        False: the training data's q(u) alone."""
+        noise; observed entries are passed through with variance 0 (``fill_missing``)."""
+        fit = self.infer_sequence(Y_star, t_star, sequence, max_iters=max_iters, progress=progress)
+        return self.fill_missing(fit, Y_star, condition=condition)
+
+    def fill_missing(self, fit, Y_star, condition: bool = True, include_noise: bool = True):
+        """Predictive mean and variance (n*, D) of frames Y_star (NaN = missing) at their
+        inferred q(X*) (``fit``, from ``infer_sequence``), observed entries passed through
+        with variance 0. ``condition``: q(u) of each output also conditions on that output's
+        observed entries in Y_star (the joint bound's q(u), as the paper's code;
+        ``sequence_inference.conditioned_predict``); False: the training data's q(u) alone."""
         from .sequence_inference import conditioned_predict
         from .testbound import check_test_outputs
 
-        fit = self.infer_sequence(Y_star, t_star, sequence, max_iters=max_iters, progress=progress)
         Ys, observed = check_test_outputs(Y_star, self.Y.shape[1])
         if condition:
-            mean, var = conditioned_predict(self, fit.mu, fit.S, Ys, observed)
+            mean, var = conditioned_predict(self, fit.mu, fit.S, Ys, observed, include_noise)
         else:
-            mean, var = self.predict(fit.mu, fit.S)
+            mean, var = self.predict(fit.mu, fit.S, include_noise=include_noise)
         return np.where(observed, Ys, mean), np.where(observed, 0.0, var)
 
     def infer_latent(self, *args, **kwargs):

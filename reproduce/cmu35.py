@@ -158,11 +158,9 @@ def dynamical_row(data: P.CMU35Data, ctx: Context, name: str, static=None) -> Ro
     partly) is reconstructed as a new sequence, so q(X*) couples its frames through the
     time prior."""
     try:
-        cls = require("DynamicalGPLVM", "fit", "reconstruct", issue=8, modules=RECONSTRUCT_MODULES)
+        cls = require("DynamicalGPLVM", "fit", "fill_missing", issue=8, modules=RECONSTRUCT_MODULES)
     except ApiMissing as e:
         return Row(name, skipped=str(e))
-    from model.sequence_inference import conditioned_predict
-
     if static is not None:
         m = cls.from_static(static, data.t, time_kernel=TIME_KERNELS[name], sequences=data.sequence)
         start = {"start": "static fit", "start_bound": float(m.elbo())}
@@ -176,15 +174,11 @@ def dynamical_row(data: P.CMU35Data, ctx: Context, name: str, static=None) -> Ro
     for part in PARTS:
         Y_star = P.masked_test(data.Y_test, part)
         fit = m.infer_sequence(Y_star, data.t_test, sequence=None, max_iters=recon_iters(ctx))
-        observed = ~np.isnan(Y_star)
-        # reconstruct()'s prediction: q(u) conditioned on the observed test entries too
-        mean, _ = conditioned_predict(m, fit.mu, fit.S, np.nan_to_num(Y_star), observed)
-        mean = np.where(observed, Y_star, mean)
+        mean, _ = m.fill_missing(fit, Y_star)  # reconstruct()'s prediction
         row.results[part] = P.errors(data.Y_test, mean, part, data.scale)
         row.predictions[part] = mean
-        plain, _ = m.predict(fit.mu, fit.S)  # the training data's q(u) alone, for comparison
-        row.info["training_q_u_only"][part] = P.errors(data.Y_test, np.where(observed, Y_star, plain),
-                                                       part, data.scale)
+        plain, _ = m.fill_missing(fit, Y_star, condition=False)  # the training q(u) alone
+        row.info["training_q_u_only"][part] = P.errors(data.Y_test, plain, part, data.scale)
     row.info["reconstruct_s"] = time.perf_counter() - t0
     return row
 
