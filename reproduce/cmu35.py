@@ -16,7 +16,7 @@ reported as not run, with the reason, and the table keeps the rows that ran.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -49,6 +49,11 @@ PAPER_KEPT = {"Dyn. VGP-LVM (Matern 3/2)": 4, "Dyn. VGP-LVM (Exp. Quadr.)": 3, "
 TIME_KERNELS = {"Dyn. VGP-LVM (Matern 3/2)": "matern32+white+bias",
                 "Dyn. VGP-LVM (Exp. Quadr.)": "rbf+white+bias"}
 PARTS = ("legs", "body")
+#: Further seeds of a full run (each: its own static fit, the dynamical fits from it). Which
+#: optimum a fit reaches decides the legs, and the fits are sensitive to rounding (one seed
+#: on another thread count ends at another bound), so the table of ``ctx.seed`` is followed
+#: by the spread of every model row over all the seeds; --quick runs ``ctx.seed`` only.
+EXTRA_SEEDS = (1, 2)
 #: why the dynamical rows are far from the paper's (measured 2026-11-24 on the Matern model,
 #: legs missing; scripts of that session, not part of this command)
 GAP_NOTE = (
@@ -188,7 +193,7 @@ ROW_ORDER = ("Dyn. VGP-LVM (Matern 3/2)", "Dyn. VGP-LVM (Exp. Quadr.)", "VGP-LVM
              "NN (angle space)", "NN sc. (scaled space)")
 
 
-def table(rows: list[Row], quick: bool) -> Table:
+def table(rows: list[Row], quick: bool, seed: int = 0) -> Table:
     cols = ["method"]
     for c in P.COLUMNS:
         cols += [c, "paper"]
@@ -207,7 +212,7 @@ def table(rows: list[Row], quick: bool) -> Table:
         out.append(cells)
     note = ("L / B: legs (columns 7..13) / body (columns 20..49) missing in test frames 63..124 "
             "of trial 35_29. SC: Taylor et al.'s scaled error (sum of squared scaled errors in "
-            "degrees per missing column); RA: RMSE in degrees. Lower is better.")
+            f"degrees per missing column); RA: RMSE in degrees. Lower is better. Model rows: seed {seed}.")
     if quick:
         note += " --quick: the models were fitted for a few iterations only."
     return Table("CMU 35 reconstruction (motionCaptureTable)", cols, out, note)
@@ -271,26 +276,67 @@ def make_result(name: str, title: str, rows: list[Row], data: P.CMU35Data, ctx: 
                 "missing_frames": "63..124 (0-based 62..123)",
                 "legs_columns": P.LEG_COLUMNS.tolist(), "body_columns": P.BODY_COLUMNS.tolist()}
     return Result(name=name, title=title, paper_section="Human Motion Capture Data (sec:experimentsMocap)",
-                  tables=[table(rows, ctx.quick)], numbers=numbers, settings=settings,
+                  tables=[table(rows, ctx.quick, ctx.seed)], numbers=numbers, settings=settings,
                   figures=[fig], notes=notes)
+
+
+def model_rows(data: P.CMU35Data, ctx: Context) -> list[Row]:
+    """The static row and the two dynamical rows started from its fit, for ``ctx.seed``."""
+    ctx.log(f"static (seed {ctx.seed}) ...")
+    static, static_model = static_row(data, ctx)
+    rows = []
+    for name in TIME_KERNELS:
+        ctx.log(f"{name} (seed {ctx.seed}, from the static fit) ...")
+        rows.append(dynamical_row(data, ctx, name, static_model))
+    return rows + [static]
+
+
+def seed_table(runs: dict[int, list[Row]], nn: Row) -> tuple[Table, dict]:
+    """Mean and range of every model row's four columns over the seeds of ``runs``
+    ({seed: rows}), and in how many runs the row beats ``nn`` on all four columns.
+    Returns the table and its numbers (per row: {seed: columns, bound})."""
+    names = [n for n in ROW_ORDER if any(r.name == n and not r.skipped for rs in runs.values() for r in rs)]
+    nn_cols = np.asarray(nn.columns())
+    cols = ["method", "runs"] + [f"{c} mean (min-max)" for c in P.COLUMNS]
+    cols += ["beats NN on all four", "paper"]
+    out, numbers = [], {}
+    for name in names:
+        per_seed = {s: r for s, rs in runs.items() for r in rs if r.name == name and not r.skipped}
+        A = np.array([r.columns() for r in per_seed.values()], dtype=np.float64)  # (runs, 4)
+        cells = [name, len(per_seed)]
+        cells += [f"{m:.2f} ({lo:.2f}-{hi:.2f})" for m, lo, hi in zip(A.mean(0), A.min(0), A.max(0))]
+        cells += [f"{int(np.sum(np.all(A < nn_cols, axis=1)))} of {len(per_seed)}",
+                  " / ".join(P.PAPER_TEXT[name])]
+        out.append(cells)
+        numbers[name] = {str(s): {"columns": list(map(float, r.columns())), "bound": r.info.get("bound"),
+                                  "ard_kept": r.info.get("ard_kept")} for s, r in per_seed.items()}
+    note = (f"Seeds {', '.join(map(str, runs))}: every seed fits its own static model (PCA start, "
+            f"inducing inputs) and the dynamical models from it. NN (angle space): "
+            + " / ".join(f"{v:.2f}" for v in nn_cols) + " (L SC / L RA / B SC / B RA).")
+    return Table("Spread over seeds (model rows)", cols, out, note), numbers
 
 
 @one_blas_thread
 def run(ctx: Context) -> Result:
     data = P.load_data(mirror=ctx.mirror)
     rows = nn_rows(data)
-    ctx.log("static ...")
-    static, static_model = static_row(data, ctx)
-    for name in TIME_KERNELS:
-        ctx.log(f"{name} (from the static fit) ...")
-        rows.append(dynamical_row(data, ctx, name, static_model))
-    rows.append(static)
-    return make_result("cmu35", "CMU motion capture: reconstruction of legs and body", rows, data, ctx,
-                       extra_notes=("The dynamical rows start from the static row's fitted model "
-                                    "(DynamicalGPLVM.from_static). From the PCA start, as the paper's "
-                                    "code, the dynamical fits ended at bounds below the static "
-                                    "model's (297,957 and 245,626 against 301,419).",
-                                    conditioning_note(rows), M100_NOTE, GAP_NOTE))
+    runs = {ctx.seed: model_rows(data, ctx)}
+    if not ctx.quick:
+        for s in EXTRA_SEEDS:
+            runs[s] = model_rows(data, replace(ctx, seed=s))
+    rows += runs[ctx.seed]
+    result = make_result("cmu35", "CMU motion capture: reconstruction of legs and body", rows, data, ctx,
+                         extra_notes=("The dynamical rows start from the static row's fitted model "
+                                      "(DynamicalGPLVM.from_static). From the PCA start, as the paper's "
+                                      "code, the dynamical fits ended at bounds below the static "
+                                      "model's (297,957 and 245,626 against 301,419).",
+                                      conditioning_note(rows), M100_NOTE, GAP_NOTE))
+    if len(runs) > 1:
+        t, numbers = seed_table(runs, next(r for r in rows if r.name == "NN (angle space)"))
+        result.tables.append(t)
+        result.numbers["seeds"] = numbers
+        result.settings["seeds"] = list(runs)
+    return result
 
 
 def conditioning_note(rows: list[Row]) -> str:

@@ -163,3 +163,28 @@ def test_require_names_what_is_missing():
         require("BayesianGPLVM", "fit", "no_such_method", issue=9)
     with pytest.raises(ApiMissing, match="model.no_such_module, which model.BayesianGPLVM.fit uses"):
         require("BayesianGPLVM", "fit", issue=9, modules=("model.no_such_module",))
+
+
+def test_seed_table_spread_and_nn_count():
+    from bgplvm_reproduce import cmu35 as C
+
+    nn = C.Row("NN (angle space)", results={"legs": {"SC": 14.0, "RA": 4.1}, "body": {"SC": 30.9, "RA": 3.2}})
+
+    def row(name, lsc, lra, bsc, bra, bound):
+        return C.Row(name, results={"legs": {"SC": lsc, "RA": lra}, "body": {"SC": bsc, "RA": bra}},
+                     info={"bound": bound, "ard_kept": 3})
+
+    dyn, static = "Dyn. VGP-LVM (Matern 3/2)", "VGP-LVM (static)"
+    runs = {0: [row(dyn, 13.0, 4.0, 15.0, 2.5, 1.0), row(static, 15.0, 4.5, 18.0, 2.6, 0.5)],
+            1: [row(dyn, 15.0, 4.6, 14.0, 2.4, 2.0), row(static, 14.0, 4.4, 17.0, 2.7, 0.6)],
+            2: [row(dyn, 11.0, 3.8, 13.0, 2.3, 3.0), C.Row(static, skipped="not run")]}
+    t, numbers = C.seed_table(runs, nn)
+    cells = {r[0]: r for r in t.rows}
+    assert [r[0] for r in t.rows] == [dyn, static]  # the report's row order, skipped runs left out
+    assert cells[dyn][1] == 3 and cells[static][1] == 2
+    assert cells[dyn][2] == "13.00 (11.00-15.00)"
+    assert cells[dyn][5] == "2.40 (2.30-2.50)"
+    assert cells[dyn][6] == "2 of 3"  # seed 1 loses on legs
+    assert cells[static][6] == "0 of 2"
+    assert numbers[dyn]["1"] == {"columns": [15.0, 4.6, 14.0, 2.4], "bound": 2.0, "ard_kept": 3}
+    assert "L SC / L RA / B SC / B RA" in t.note
