@@ -32,6 +32,15 @@ Protocol, pinned against GPmat/vargplvm's MATLAB (``demCmu35gplvmReconstruct.m``
   training mean and standard deviation (``origBias = mean(Y)``,
   ``origScale = 1 ./ sqrt(var(Y))``) before the distances.
 
+The model rows' start differs from the paper's code in one respect we do not copy:
+``demCmu35vargplvmReconstructTaylor.m`` cuts ``Y`` to training sequence 7 (``seqFrom =
+seqEnd = 7``) before calling ``vargplvmTaylorAngleErrors``, so there the nearest-frame search
+runs over sequence 7 only and its row numbers then index the model's ``mu_bar`` of all 31
+sequences (rows of sequence 1). We start each test frame from the nearest of all 2613
+training frames; the test bound optimised from the start is the same
+(``vargplvmSeqDynLogLikelihood``), and the paper's NN rows are Lawrence 2007's over all
+sequences (reproduced below), not that script's.
+
 Beware the MATLAB names: ``angleErrorNnScaled`` / ``taylorErrorNnScaled`` are computed
 from the distances in the *unscaled* space (the standardised data divided by
 ``origScale`` again) and ``angleErrorNn`` / ``taylorErrorNn`` from the standardised
