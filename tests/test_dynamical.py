@@ -303,6 +303,29 @@ def test_two_sequences_may_share_time_stamps():
         m.latent_at([6.0], sequence=7)
 
 
+@pytest.mark.parametrize("lengths", [(12,), (12, 12, 12), (9, 6, 5, 4, 3)])
+def test_starting_variances_have_the_calibrated_median(lengths):
+    """The start's constant lambda gives q(X) the median variance INIT_S_MEDIAN, for one
+    sequence and for several (the calibration runs on the longest blocks, each its own rows),
+    and the same lambda on every construction."""
+    from model.priors.dynamical import INIT_S_MEDIAN
+
+    t = np.concatenate([np.arange(float(n)) for n in lengths])
+    seq = np.repeat(np.arange(len(lengths)), lengths)
+    m = DynamicalGPLVM(_data(t), t, latent_dim=2, num_inducing=4, sequences=seq, seed=0)
+    lam = m._values()["lambda"]
+    assert np.ptp(lam) == 0.0
+    longest = np.isin(seq, np.argsort(-np.asarray(lengths), kind="stable")[:4])
+    assert np.median(m.latent_variance[longest, 0]) == pytest.approx(INIT_S_MEDIAN, rel=1e-3)
+    again = DynamicalGPLVM(_data(t), t, latent_dim=2, num_inducing=4, sequences=seq, seed=0)
+    np.testing.assert_array_equal(again._values()["lambda"], lam)
+
+
+def test_gaussian_blocks_must_partition_the_rows():
+    with pytest.raises(ValueError, match="partition"):
+        GaussianBlocks([np.arange(3), np.arange(3)])
+
+
 # --- model files ------------------------------------------------------------------------------------
 def test_save_load_round_trip_is_exact(tmp_path):
     t, seq = _sequences()

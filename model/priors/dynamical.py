@@ -120,6 +120,9 @@ class GaussianBlocks:
     def __init__(self, index: list[np.ndarray]):
         self.index = [np.asarray(ix, dtype=np.intp) for ix in index]
         self.N = int(sum(len(ix) for ix in self.index))
+        rows = np.concatenate(self.index) if self.index else np.zeros(0, dtype=np.intp)
+        if not np.array_equal(np.sort(rows), np.arange(self.N)):
+            raise ValueError("the blocks' row indices must partition 0..N-1 (each row in exactly one block)")
 
     def q(self, Ks: list[np.ndarray], mu_bar: np.ndarray, lam: np.ndarray,
           m: np.ndarray | None = None, grad: bool = True):
@@ -273,7 +276,8 @@ class DynamicalPrior(LatentPrior):
         """The constant lambda whose q(X) has median variance INIT_S_MEDIAN (bisection on
         log lambda; the median decreases as lambda grows). Uses the longest blocks only."""
         order = sorted(range(len(Ks)), key=lambda b: -Ks[b].shape[0])[:4]
-        sub = GaussianBlocks([np.arange(Ks[b].shape[0]) for b in order])
+        off = np.cumsum([0] + [Ks[b].shape[0] for b in order])
+        sub = GaussianBlocks([np.arange(off[i], off[i + 1]) for i in range(len(order))])
         subK = [Ks[b] for b in order]
         mb = np.concatenate([mu_bar[self._index[b]][:, :1] for b in order])
         lo, hi = -9.0, 9.0  # log lambda
