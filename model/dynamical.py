@@ -46,14 +46,17 @@ def check_times(t, N: int, sequences=None) -> tuple[np.ndarray, np.ndarray]:
             if sequences.dtype.kind == "f" and np.all(np.isfinite(sequences)) and \
                     np.all(sequences == np.round(sequences)):
                 sequences = sequences.astype(np.int64)
+            elif sequences.dtype.kind == "O" and all(isinstance(v, str) for v in sequences):
+                sequences = sequences.astype(str)  # e.g. a pandas column of strings
             elif sequences.dtype.kind not in "US":
                 raise ValueError("sequences must be integer or string ids, one per row of Y")
     ids, index = sequence_index(sequences)
     for s, ix in zip(ids, index):
         dt = np.diff(t[ix])
         if np.any(dt <= 0):
-            row = int(ix[1:][dt <= 0][0])
-            what = "duplicated" if np.any(dt == 0) else "unsorted"
+            first = int(np.flatnonzero(dt <= 0)[0])
+            row = int(ix[1:][first])
+            what = "duplicated" if dt[first] == 0 else "unsorted"
             raise ValueError(f"time stamps of sequence {s!r} are {what} (first at row {row}): the "
                              "rows of each sequence must be in time order with distinct times")
     return t, sequences
@@ -157,7 +160,9 @@ class DynamicalGPLVM(BayesianGPLVM):
         Y = _check_Y(Y)
         self.t, self.sequences = check_times(t, Y.shape[0], sequences)
         self._time_kernel_arg = time_kernel
-        self._time_kernel = make_time_kernel(time_kernel)
+        # a kernel object is copied: the fit must not change the caller's object (or another
+        # model built from it)
+        self._time_kernel = make_time_kernel(copy.deepcopy(time_kernel))
         super().__init__(Y, latent_dim=latent_dim, num_inducing=num_inducing, kernel=kernel, seed=seed)
         if not learn_time_variance:
             self.freeze(*self.smooth_time_variances())
@@ -237,7 +242,7 @@ class DynamicalGPLVM(BayesianGPLVM):
         from .testbound import check_test_outputs
 
         Ys, observed = check_test_outputs(Y_star, self.Y.shape[1])
-        t_star, _ = check_times(t_star, Ys.shape[0])
+        t_star, _ = check_times(np.reshape(t_star, -1) if np.ndim(t_star) == 0 else t_star, Ys.shape[0])
         if sequence is not None:
             clash = np.intersect1d(t_star, self.prior.t[self.prior.rows_of(sequence)])
             if clash.size:
@@ -263,6 +268,9 @@ class DynamicalGPLVM(BayesianGPLVM):
         from .testbound import check_test_outputs
 
         Ys, observed = check_test_outputs(Y_star, self.Y.shape[1])
+        if fit.mu.shape[0] != Ys.shape[0]:
+            raise ValueError(f"fit holds q(X*) of {fit.mu.shape[0]} frames but Y_star has "
+                             f"{Ys.shape[0]} rows: pass the frames the fit was inferred from")
         if condition:
             mean, var = conditioned_predict(self, fit.mu, fit.S, Ys, observed, include_noise)
         else:

@@ -17,8 +17,8 @@ fixed, E_q(X_s)[KL(q(X*) || p(X* | X_s))] differs from KL(q(X*) || N(m, C)) by a
 
 so the coupling through time costs one Cholesky of Kss. q(X*) = N(m + C mu_bar*,
 (C^{-1} + Lambda*)^{-1}) per latent dimension (``GaussianBlocks`` with a mean offset).
-Initialisation: each frame starts at q(x_n) of the training frame nearest in its observed
-dims. The reconstruction is meanFstar / covFstar at q(X*) plus the noise variance, with q(u)
+Initialisation: each frame starts near q(x_n) of the training frame nearest in its
+observed dims. The reconstruction is meanFstar / covFstar at q(X*) plus the noise variance, with q(u)
 conditioned on the new frames' observed entries as well (``conditioned_predict``).
 """
 
@@ -33,7 +33,7 @@ from .linalg import JITTER, jittered_cholesky, solve_lower
 from .optimize import Optimisation
 from .params import Block, ParamLayout
 from .priors import GaussianBlocks
-from .testbound import TestBound, TrainingStats, nearest_rows
+from .testbound import TestBound, nearest_rows
 from .priors.dynamical import LAMBDA_POSITIVE
 from .transforms import IDENTITY
 
@@ -41,7 +41,12 @@ from .transforms import IDENTITY
 @dataclass
 class SequenceFit:
     """q(X*) of reconstructed frames: mu, S (n*, Q); bound = F_hat(q(X), q(X*)) - KL(q(X*))
-    at the optimum; gain its first part minus F_hat(q(X)); iterations, evaluations."""
+    at the optimum; gain its first part minus F_hat(q(X)); iterations, evaluations.
+
+    For new frames of a training sequence the KL is the one against the conditional prior
+    N(m, C) (module docstring): it leaves out the term 1/2 sum_q tr(C^-1 A S_q A^T) of the
+    expectation over q(X_s), constant in q(X*) but large when C is nearly singular, so such a
+    ``bound`` compares with others of the same frames and sequence only."""
 
     mu: np.ndarray
     S: np.ndarray
@@ -78,11 +83,13 @@ class SequenceObjective:
 
     Ys, observed : (n*, D) frames (any value where not observed) and the observed mask;
     t_star : (n*,) times; sequence : None (a new sequence) or a training sequence's id.
-    ``x0`` starts every frame at q(x_n) of the training frame nearest in its observed dims.
+    ``x0`` starts from the q(x_n) of the training frame nearest to each frame in its observed
+    dims: mu_bar from those means through the prior with a small ridge (so the start's means
+    are near them, not equal), lambda = 1 / S_n.
     """
 
     def __init__(self, model, Ys, observed, t_star, sequence=None):
-        stats = TrainingStats.from_model(model)
+        stats = model._test_stats()  # training statistics at the model's current parameters
         n, Q = Ys.shape[0], model.latent_dim
         self.F_train = stats.F_hat
         self.tb = TestBound(stats, Ys, observed, batch=np.zeros(n, dtype=np.int64))

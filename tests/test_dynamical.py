@@ -286,6 +286,7 @@ def test_from_static_starts_at_the_static_fit_and_fits_from_there():
     (np.r_[np.arange(9.0), np.nan], None, "NaN or inf at rows \\[9\\]"),
     (np.r_[np.arange(5.0), np.arange(5.0)], None, "unsorted"),
     (np.r_[0.0, 1.0, 1.0, np.arange(3.0, 10.0)], None, "duplicated.*row 2"),
+    (np.r_[0.0, 2.0, 1.0, 1.0, np.arange(4.0, 10.0)], None, "unsorted.*row 2"),  # the first fault
     (np.arange(10.0), np.zeros(8, int), r"one id per row.*\(10,\)"),
     (np.arange(10.0), np.r_[np.zeros(5, int), np.ones(4, int)], r"one id per row"),
 ])
@@ -293,6 +294,27 @@ def test_bad_times_and_sequences_get_clear_errors(t, seq, match):
     Y = _data(np.arange(10.0))
     with pytest.raises(ValueError, match=match):
         DynamicalGPLVM(Y, t, latent_dim=2, num_inducing=4, sequences=seq)
+
+
+def test_string_ids_in_an_object_array_are_accepted():
+    """Sequence ids as a pandas column of strings gives (an object array of str)."""
+    t, seq = _sequences()
+    ids = np.array(["walk" if s == 0 else "run" for s in seq], dtype=object)
+    m = DynamicalGPLVM(_data(t), t, latent_dim=2, num_inducing=4, sequences=ids)
+    assert sorted(m.prior.sequence_ids) == ["run", "walk"]
+    with pytest.raises(ValueError, match="integer or string ids"):
+        DynamicalGPLVM(_data(t), t, latent_dim=2, num_inducing=4, sequences=np.array([object()] * len(t)))
+
+
+def test_a_time_kernel_object_is_not_changed_by_fitting():
+    from model.time_kernels import RBFTime
+
+    t = np.arange(20.0)
+    k = RBFTime(lengthscale=3.0)
+    m = DynamicalGPLVM(_data(t), t, latent_dim=2, num_inducing=4, time_kernel=k)
+    m.fit(max_iters=30, progress=False)
+    assert float(k.params["lengthscale"]) == 3.0 and m.prior.time_kernel is not k
+    assert float(m.prior.time_kernel.params["lengthscale"]) != 3.0  # the model's copy was fitted
 
 
 def test_two_sequences_may_share_time_stamps():
@@ -467,6 +489,17 @@ def test_reconstruct_bad_input(fitted, kwargs, match):
     m = fitted[0]
     with pytest.raises(ValueError, match=match):
         m.reconstruct(**kwargs)
+
+
+def test_one_frame_with_a_scalar_time_and_fill_missing_row_check(fitted):
+    m, Y, t = fitted
+    y = Y[32].copy()
+    y[:3] = np.nan
+    mean, var = m.reconstruct(y, 32.0, max_iters=20)  # one frame: a 1-D row and a scalar time
+    assert mean.shape == var.shape == (1, 6)
+    fit = m.infer_sequence(Y[30:33], t[30:33], max_iters=5)
+    with pytest.raises(ValueError, match="fit holds q\\(X\\*\\) of 3 frames but Y_star has 2 rows"):
+        m.fill_missing(fit, Y[30:32])
 
 
 def test_independent_point_inference_points_to_the_sequence_api(fitted):
