@@ -189,7 +189,7 @@ class DynamicalGPLVM(BayesianGPLVM):
         static latent means (as the default start does on the PCA means). Fit it as usual.
 
         Why: from the PCA start, the dynamical fits of CMU 35 ended at bounds below the
-        static model's (298k against 302k), in a worse optimum rather than because the time
+        static model's (288k against 301k), in a worse optimum rather than because the time
         prior costs that much: started from the static fit, the same model reached 317k.
         """
         if not isinstance(static, BayesianGPLVM) or isinstance(static, cls):
@@ -242,7 +242,7 @@ class DynamicalGPLVM(BayesianGPLVM):
         from .testbound import check_test_outputs
 
         Ys, observed = check_test_outputs(Y_star, self.Y.shape[1])
-        t_star, _ = check_times(np.reshape(t_star, -1) if np.ndim(t_star) == 0 else t_star, Ys.shape[0])
+        t_star, _ = check_times(np.atleast_1d(t_star), Ys.shape[0])
         if sequence is not None:
             clash = np.intersect1d(t_star, self.prior.t[self.prior.rows_of(sequence)])
             if clash.size:

@@ -18,8 +18,8 @@ fixed, E_q(X_s)[KL(q(X*) || p(X* | X_s))] differs from KL(q(X*) || N(m, C)) by a
 so the coupling through time costs one Cholesky of Kss. q(X*) = N(m + C mu_bar*,
 (C^{-1} + Lambda*)^{-1}) per latent dimension (``GaussianBlocks`` with a mean offset).
 Initialisation: each frame starts near q(x_n) of the training frame nearest in its
-observed dims. The reconstruction is meanFstar / covFstar at q(X*) plus the noise variance, with q(u)
-conditioned on the new frames' observed entries as well (``conditioned_predict``).
+observed dims. The reconstruction is meanFstar / covFstar at q(X*) plus the noise variance,
+with q(u) conditioned on the new frames' observed entries as well (``conditioned_predict``).
 """
 
 from __future__ import annotations
