@@ -449,6 +449,12 @@ class ExplorerState(param.Parameterized):
                 self.bound_history = hist
                 self.train_status = (f"Iteration {it} / {job.max_iters} ({phase} phase), "
                                      f"bound {bound:,.2f}, {time.perf_counter() - job.t_start:.1f} s")
+        if job.starved():
+            done = f"iteration {hist[-1][0]} so far" if hist else "no iteration yet"
+            msg = (f"Waiting for CPU ({done}): other programs keep every core busy and the fit "
+                   f"runs below them ({job.priority} priority); it goes on when a core is free.")
+            if self.train_status != msg:
+                self.train_status = msg
         if not job.done.is_set():
             return True
         self._job = None

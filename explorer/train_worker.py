@@ -5,9 +5,11 @@ a thread) holds the interpreter between Numba calls and its Numba/BLAS threads t
 cores the sessions need, so everybody's mouse moves slow down. Here a fit runs in its own
 process:
 
-* below everything else (``SCHED_IDLE`` on Linux, else ``nice`` +``NICE``: the kernel
-  schedules the server and the browsers first), and with ``NUMBA_NUM_THREADS`` / BLAS
-  threads capped at ``BGPLVM_TRAIN_THREADS`` (default 1);
+* below the server (:func:`choose_priority`): at ``SCHED_IDLE`` on Linux (a core runs
+  the fit only when nobody else wants it, so the other sessions' pages keep their speed)
+  when other programs leave a core idle, else at ``nice`` +``NICE`` (a ``SCHED_IDLE`` fit
+  on a machine whose cores other programs keep busy would never run); and with
+  ``NUMBA_NUM_THREADS`` / BLAS threads capped at ``BGPLVM_TRAIN_THREADS`` (default 1);
 * at most ``BGPLVM_MAX_TRAINERS`` (default: half the cores, at least 1) run at once per
   server; later jobs wait in a queue and say so;
 * the job and the model travel as files in a private temporary directory (the data as
@@ -43,6 +45,36 @@ def train_threads() -> int:
         return 1
 
 
+#: Seconds over which the machine's load is measured before a worker starts.
+LOAD_WINDOW = 0.5
+
+#: A worker that got less than ``STARVED_SHARE`` of a core over ``STARVED_SECONDS`` is
+#: starved: the page says it waits for CPU.
+STARVED_SECONDS = 10.0
+STARVED_SHARE = 0.1
+
+
+def choose_priority() -> str:
+    """``"idle"`` or ``"nice"`` for the next worker: ``BGPLVM_TRAIN_PRIORITY`` if set to one
+    of them, else ``"idle"`` when other processes leave at least half a core idle over
+    ``LOAD_WINDOW`` seconds (this process, the server, does not count) and ``"nice"`` when
+    they keep every core busy.
+
+    Measured on the 2-core machine (bench/README.md, "Many users at once"): with a
+    ``SCHED_IDLE`` fit beside it, another session's mouse moves took 1.1-1.2x their time
+    alone, 1.5-1.8x with a nice +10 fit (Linux's EEVDF scheduler lets a niced task finish
+    its slice before a waking server thread runs); with two busy programs on the two
+    cores, 4 iterations of a small model did not finish in 2 minutes at ``SCHED_IDLE``
+    and took 12 s at nice +10."""
+    forced = os.environ.get("BGPLVM_TRAIN_PRIORITY", "").strip().lower()
+    if forced in ("idle", "nice"):
+        return forced
+    from model._numba_config import idle_cores
+
+    free = idle_cores.measure(LOAD_WINDOW)
+    return "nice" if free is not None and free < 0.5 else "idle"
+
+
 def max_trainers() -> int:
     try:
         return max(1, int(os.environ["BGPLVM_MAX_TRAINERS"]))
@@ -62,12 +94,22 @@ def _trainer_slots() -> threading.BoundedSemaphore:
         return _slots
 
 
-def worker_env(threads: int | None = None) -> dict:
-    """Environment of a worker: capped Numba, OpenMP and BLAS threads."""
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of process ``pid`` (Linux ``/proc``), else None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+def worker_env(threads: int | None = None, priority: str = "idle") -> dict:
+    """Environment of a worker: capped Numba, OpenMP and BLAS threads, and its priority."""
     n = str(threads or train_threads())
     env = dict(os.environ)
     env.update(NUMBA_NUM_THREADS=n, OMP_NUM_THREADS=n, OPENBLAS_NUM_THREADS=n, MKL_NUM_THREADS=n,
-               PYTHONUNBUFFERED="1")
+               PYTHONUNBUFFERED="1", BGPLVM_TRAIN_PRIORITY=priority)
     return env
 
 
@@ -87,6 +129,9 @@ class WorkerTrainingJob:
         self.error: str | None = None
         self.stopped = False
         self.queued = True
+        self.priority: str | None = None  # "idle" or "nice", chosen when the worker starts
+        self._cpu_mark: tuple[float, float] | None = None
+        self._starved = False
         self.pid: int | None = None
         self.done = threading.Event()
         self._stop = threading.Event()
@@ -123,6 +168,25 @@ class WorkerTrainingJob:
         with self._lock:
             return list(self._history)
 
+    def starved(self) -> bool:
+        """The worker runs but got less than ``STARVED_SHARE`` of a core over the last
+        ``STARVED_SECONDS`` (its CPU time from ``/proc``; False where unreadable). Updated
+        once per ``STARVED_SECONDS``."""
+        pid = self.pid
+        if pid is None or self.done.is_set():
+            return False
+        cpu = _cpu_seconds(pid)
+        if cpu is None:
+            return False
+        now = time.perf_counter()
+        if self._cpu_mark is None:
+            self._cpu_mark = (now, cpu)
+        elif now - self._cpu_mark[0] >= STARVED_SECONDS:
+            t0, c0 = self._cpu_mark
+            self._starved = (cpu - c0) / (now - t0) < STARVED_SHARE
+            self._cpu_mark = (now, cpu)
+        return self._starved
+
     def join(self, timeout: float | None = None) -> bool:
         return self.done.wait(timeout)
 
@@ -142,6 +206,7 @@ class WorkerTrainingJob:
                     self.stopped = True
                     return
                 tmp = Path(tempfile.mkdtemp(prefix="bgplvm-train-"))
+                self.priority = choose_priority()
                 self._write_job(tmp)
                 self._run_worker(tmp)
             finally:
@@ -175,7 +240,7 @@ class WorkerTrainingJob:
         try:
             self._proc = proc = subprocess.Popen(
                 [sys.executable, "-m", "explorer.train_worker", str(tmp)], stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, stderr=err, env=worker_env())
+                stdout=subprocess.PIPE, stderr=err, env=worker_env(priority=self.priority))
             self.pid = proc.pid
             if self._stop.is_set():
                 self.stop()
@@ -211,15 +276,17 @@ def _emit(**msg) -> None:
     sys.stdout.flush()
 
 
-def lower_priority() -> str:
-    """Put this process (and the threads it starts later: Numba's, BLAS's) below everything
-    else: ``SCHED_IDLE`` on Linux, so a core runs the fit only when no session wants it and
-    a waking server thread preempts it at once; elsewhere ``nice`` +``NICE``. Returns which."""
-    try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-        return "SCHED_IDLE"
-    except (AttributeError, OSError):
-        pass
+def lower_priority(priority: str = "idle") -> str:
+    """Put this process (and the threads it starts later: Numba's, BLAS's) below the server:
+    ``"idle"``: ``SCHED_IDLE`` on Linux (runs only on a core nobody else wants; a waking
+    server thread preempts it at once), ``nice`` +``NICE`` elsewhere; ``"nice"``: ``nice``
+    +``NICE`` (:func:`choose_priority` says when). Returns what was set."""
+    if priority == "idle":
+        try:
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+            return "SCHED_IDLE"
+        except (AttributeError, OSError):
+            pass
     try:
         os.nice(NICE)
         return f"nice +{NICE}"
@@ -229,7 +296,7 @@ def lower_priority() -> str:
 
 def worker_main(argv: list[str]) -> int:
     tmp = Path(argv[0])
-    lower_priority()
+    lower_priority(os.environ.get("BGPLVM_TRAIN_PRIORITY", "idle"))
     job = json.loads((tmp / "job.json").read_text())
     stop = threading.Event()
 

@@ -119,6 +119,11 @@ class _IdleCores:
         t = os.times()
         return time.monotonic(), busy, t.user + t.system
 
+    @staticmethod
+    def _others(a: tuple[float, float, float], b: tuple[float, float, float]) -> float:
+        """Cores other processes kept busy between samples ``a`` and ``b``."""
+        return ((b[1] - a[1]) - (b[2] - a[2])) / max(b[0] - a[0], 1e-9)
+
     def __call__(self) -> int:
         if not self.available:
             return self._idle
@@ -131,11 +136,22 @@ class _IdleCores:
             self.available = False
             return self._idle
         if self._last is not None:
-            wall = sample[0] - self._last[0]
-            others = ((sample[1] - self._last[1]) - (sample[2] - self._last[2])) / wall
-            self._idle = max(1, self.n_cpus - int(others + 0.5))
+            self._idle = max(1, self.n_cpus - int(self._others(self._last, sample) + 0.5))
         self._last = sample
         return self._idle
+
+    def measure(self, seconds: float = 0.5) -> float | None:
+        """Cores that other processes leave idle over the next ``seconds`` (a float, not
+        rounded, may be 0; sleeps that long). None where ``/proc/stat`` is unreadable."""
+        if not self.available:
+            return None
+        try:
+            a = self._sample()
+            time.sleep(seconds)
+            b = self._sample()
+        except (OSError, ValueError, IndexError):
+            return None
+        return max(0.0, self.n_cpus - self._others(a, b))
 
 
 idle_cores = _IdleCores()
