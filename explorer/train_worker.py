@@ -8,7 +8,7 @@ process:
 * below the server (:func:`choose_priority`): at ``SCHED_IDLE`` on Linux (a core runs
   the fit only when nobody else wants it, so the other sessions' pages keep their speed)
   when other programs leave a core idle, else at ``nice`` +``NICE`` (a ``SCHED_IDLE`` fit
-  on a machine whose cores other programs keep busy would never run); and with
+  never runs while programs of its scheduling group keep every core busy); and with
   ``NUMBA_NUM_THREADS`` / BLAS threads capped at ``BGPLVM_TRAIN_THREADS`` (default 1);
 * at most ``BGPLVM_MAX_TRAINERS`` (default: half the cores, at least 1) run at once per
   server; later jobs wait in a queue and say so;
@@ -60,12 +60,18 @@ def choose_priority() -> str:
     ``LOAD_WINDOW`` seconds (this process, the server, does not count) and ``"nice"`` when
     they keep every core busy.
 
+    Starvation needs busy programs in the fit's own scheduling group: the same session
+    (Linux's autogroup gives each session, e.g. each terminal, its own CPU share) or the
+    same container / cgroup; a busy program started from another terminal does not starve
+    a SCHED_IDLE fit. The load measured here cannot tell the two apart, so a machine kept
+    busy by anything gets the niced fit.
+
     Measured on the 2-core machine (bench/README.md, "Many users at once"): with a
     ``SCHED_IDLE`` fit beside it, another session's mouse moves took 1.1-1.2x their time
     alone, 1.5-1.8x with a nice +10 fit (Linux's EEVDF scheduler lets a niced task finish
     its slice before a waking server thread runs); with two busy programs on the two
     cores, 4 iterations of a small model did not finish in 2 minutes at ``SCHED_IDLE``
-    and took 12 s at nice +10."""
+    and took 12 s at nice +10 (busy loops, server and worker in one session)."""
     forced = os.environ.get("BGPLVM_TRAIN_PRIORITY", "").strip().lower()
     if forced in ("idle", "nice"):
         return forced
