@@ -369,13 +369,8 @@ def test_trainers_are_limited_and_later_jobs_queue(walk, monkeypatch):
     assert a.model is not None and "Stopped" in a.train_status
 
 
-@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/environ"), reason="reads /proc (Linux)")
-def test_worker_runs_below_the_server_with_capped_threads(walk):
-    """The fit's process is scheduled below the server (SCHED_IDLE on Linux when other
-    programs leave a core idle, else niced: ``choose_priority``) and its Numba/BLAS threads
-    are capped, checked on the running worker."""
-    import os
-
+def _long_fit_running(walk):
+    """A session whose 5000-iteration fit has reported its first iteration: (state, job)."""
     s = ExplorerState()
     s.set_dataset(walk)
     s.latent_dim, s.num_inducing, s.max_iters = 2, 6, 5000
@@ -384,6 +379,17 @@ def test_worker_runs_below_the_server_with_capped_threads(walk):
     while not s.bound_history and time.time() - t0 < 60:
         s.poll()
         time.sleep(0.05)
+    return s, job
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/environ"), reason="reads /proc (Linux)")
+def test_worker_runs_below_the_server_with_capped_threads(walk):
+    """The fit's process is scheduled below the server (SCHED_IDLE on Linux when other
+    programs leave a core idle, else niced: ``choose_priority``) and its Numba/BLAS threads
+    are capped, checked on the running worker."""
+    import os
+
+    s, job = _long_fit_running(walk)
     try:
         assert job.pid is not None and s.bound_history, "the worker did not start"
         environ = dict(kv.split("=", 1) for kv in
@@ -441,14 +447,7 @@ def test_starved_worker_is_reported(walk, monkeypatch):
     for a free core; one that computes is not."""
     from explorer import train_worker as tw
 
-    s = ExplorerState()
-    s.set_dataset(walk)
-    s.latent_dim, s.num_inducing, s.max_iters = 2, 6, 5000
-    job = s.start_training()
-    t0 = time.time()
-    while not s.bound_history and time.time() - t0 < 60:
-        s.poll()
-        time.sleep(0.05)
+    s, job = _long_fit_running(walk)
     try:
         monkeypatch.setattr(tw, "STARVED_SECONDS", 0.2)
         job.starved()  # first mark
