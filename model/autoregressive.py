@@ -27,7 +27,7 @@ from .uncertain import UncertainInputGPR
 def check_series(series) -> np.ndarray:
     """A (T, D) float64 series from (T,) or (T, D); finite values only."""
     try:
-        y = np.asarray(series, dtype=np.float64)
+        y = np.array(series, dtype=np.float64)  # a copy: later edits of the caller's array do not leak in
     except (TypeError, ValueError) as e:
         raise ValueError(f"series must be a numeric (T,) or (T, D) array: {e}") from None
     if y.ndim == 1:
@@ -101,10 +101,12 @@ class AutoregressiveGP(UncertainInputGPR):
         var = np.empty((steps, D))
         for k in range(steps):
             if prop:
-                m, v = self.predict(win_mean[None], win_var[None], include_noise=include_noise)
+                m, v = self.predict(win_mean[None], win_var[None], include_noise=True)
             else:
-                m, v = self.predict(win_mean[None], None, include_noise=include_noise, input_noise=False)
-            mean[k], var[k] = m[0], v[0]
+                m, v = self.predict(win_mean[None], None, include_noise=True, input_noise=False)
+            # the window holds observations: what goes back is y's variance; only the
+            # reported variance leaves the noise out when asked to
+            mean[k], var[k] = m[0], v[0] if include_noise else np.maximum(v[0] - self.noise_variance, 0.0)
             win_mean = np.r_[win_mean[D:], m[0]]
             win_var = np.r_[win_var[D:], v[0] if prop else np.zeros(D)]
         if self._series_ndim == 1:
@@ -118,7 +120,9 @@ class AutoregressiveGP(UncertainInputGPR):
         own (exact) window. Unlike ``forecast``'s Gaussian with diagonal window covariance,
         the samples carry the whole distribution of the window (correlations, non-Gaussian
         shape), as far as independent draws per step allow (f is not sampled jointly across
-        steps). Returns (n_samples, steps) for a 1-D series, else (n_samples, steps, D)."""
+        steps). ``include_noise=False`` draws f, not y, at every step (trajectories without
+        observation noise). Returns (n_samples, steps) for a 1-D series, else
+        (n_samples, steps, D)."""
         _check_positive_int("steps", steps)
         _check_positive_int("n_samples", n_samples)
         rng = np.random.default_rng(seed)

@@ -39,7 +39,7 @@ INIT_CHECK = 100
 
 def _check_Y(Y) -> np.ndarray:
     try:
-        Y = np.asarray(Y, dtype=np.float64)
+        Y = np.array(Y, dtype=np.float64)  # a copy: the model must not change with the caller's array
     except (TypeError, ValueError) as e:
         raise ValueError(f"Y must be a numeric (N, D) array: {e}") from None
     if Y.ndim != 2:
@@ -221,17 +221,18 @@ class BayesianGPLVM:
 
     @property
     def latent_mean(self) -> np.ndarray:
-        """(N, Q) means of q(X)."""
-        return self._qx().mu
+        """(N, Q) means of q(X) (a copy)."""
+        return np.array(self._qx().mu)
 
     @property
     def latent_variance(self) -> np.ndarray:
-        """(N, Q) marginal variances of q(X)."""
-        return self._qx().S
+        """(N, Q) marginal variances of q(X) (a copy)."""
+        return np.array(self._qx().S)
 
     @property
     def inducing_inputs(self) -> np.ndarray:
-        return self._values()["Z"]
+        """(M, Q) inducing inputs (a copy)."""
+        return np.array(self._values()["Z"])
 
     @property
     def noise_variance(self) -> float:
@@ -376,9 +377,11 @@ class BayesianGPLVM:
         return self._cache["posterior"]
 
     def _check_latent(self, X, name: str) -> np.ndarray:
+        """Latent (or input) points as a float64 (n, Q) array. A 1-D array is one point when
+        Q > 1 and n points when Q == 1."""
         X = np.asarray(X, dtype=np.float64)
         if X.ndim == 1:
-            X = X[None, :]
+            X = X[:, None] if self.latent_dim == 1 else X[None, :]
         if X.ndim != 2 or X.shape[1] != self.latent_dim:
             raise ValueError(f"{name} must have shape (n, {self.latent_dim}), got {X.shape}")
         if not np.all(np.isfinite(X)):

@@ -98,10 +98,7 @@ class SemiSupervisedGPR(BayesianGPLVM):
         return regression_init(self._Xs, S0, self._Yc, M, rng)
 
     def _standardise(self, X_star) -> np.ndarray:
-        X_star = check_inputs(X_star, "X_star")
-        if X_star.shape[1] != self.latent_dim:
-            raise ValueError(f"X_star must have shape (n, {self.latent_dim}), got {X_star.shape}")
-        return (X_star - self.x_mean) / self.x_std
+        return (self._check_latent(X_star, "X_star") - self.x_mean) / self.x_std
 
     # --- training (algorithm:semiSupervised) --------------------------------------------------
     def fit(self, max_iters: int = 1000, observed_iters: int | None = None, infer_iters: int | None = None,

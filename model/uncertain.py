@@ -22,7 +22,7 @@ FIXED_INPUT_VARIANCE = 1e-9
 def check_inputs(Z, name: str = "Z", allow_nan: bool = False) -> np.ndarray:
     """Observed inputs as a float64 (N, Q) array; NaN only where ``allow_nan``."""
     try:
-        Z = np.asarray(Z, dtype=np.float64)
+        Z = np.array(Z, dtype=np.float64)  # a copy: the model must not change with the caller's array
     except (TypeError, ValueError) as e:
         raise ValueError(f"{name} must be a numeric (N, Q) array: {e}") from None
     if Z.ndim == 1:
@@ -126,7 +126,15 @@ class UncertainInputGPR(BayesianGPLVM):
         Z_star = self._check_latent(Z_star, "Z_star")
         var = np.zeros_like(Z_star)
         if Z_star_var is not None:
-            v = self._check_latent(np.broadcast_to(Z_star_var, Z_star.shape), "Z_star_var")
+            v = np.asarray(Z_star_var, dtype=np.float64)
+            if v.ndim == 1 and self.latent_dim == 1 and v.shape[0] == Z_star.shape[0]:
+                v = v[:, None]  # one variance per point, as a 1-D Z_star is one value per point
+            try:
+                v = np.broadcast_to(v, Z_star.shape)
+            except ValueError:
+                raise ValueError(f"Z_star_var must have Z_star's shape {Z_star.shape} or broadcast "
+                                 f"to it, got {v.shape}") from None
+            v = self._check_latent(v, "Z_star_var")
             if np.any(v < 0):
                 raise ValueError("Z_star_var must be non-negative")
             var = var + v

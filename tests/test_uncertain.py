@@ -488,3 +488,59 @@ def test_a_trial_step_that_zeroes_the_noise_is_rejected(monkeypatch):
     m.fit(max_iters=15, progress=False)
     monkeypatch.undo()  # the final bound is evaluated unflaked
     assert m.fit_info["rejected_steps"] > 0 and np.isfinite(m.elbo())
+
+
+# --- review fixes: no aliasing of the caller's arrays, one rule for 1-D points, the fed-back variance
+def test_models_do_not_change_with_the_callers_arrays():
+    """Editing the arrays a model was built from, or the arrays its properties return, changes
+    nothing in the model (they are copies, not views of the parameter vector)."""
+    Z, Y = _regression_data()
+    for tie in (False, True):
+        Zc, Yc = Z.copy(), Y.copy()
+        m = UncertainInputGPR(Zc, Yc, num_inducing=6, tie_mean=tie, seed=0)
+        x0 = m.get_param_vector()
+        Zc += 1.0
+        Yc *= 2.0
+        m.latent_mean[:] += 3.0
+        m.latent_variance[:] *= 5.0
+        m.inducing_inputs[:] = 0.0
+        np.testing.assert_array_equal(m.get_param_vector(), x0)
+        np.testing.assert_array_equal(m.prior.inputs, Z)
+        np.testing.assert_array_equal(m.Y, Y)
+    s = _series()
+    sc = s.copy()
+    a = AutoregressiveGP(sc, window=5, num_inducing=10, seed=0)
+    f0 = a.forecast(steps=3)
+    sc[-4:] = 0.0
+    np.testing.assert_array_equal(a.forecast(steps=3)[0], f0[0])
+    with pytest.raises(ValueError):
+        a.prior.inputs[0, 0] = 1.0  # read-only
+
+
+def test_one_dimensional_points_follow_one_rule():
+    """A 1-D array is n points when Q == 1 and one point when Q > 1, in every regressor; a
+    1-D Z_star_var gives one variance per point when Q == 1."""
+    rng = np.random.default_rng(0)
+    z = rng.uniform(-2, 2, 12)
+    m1 = UncertainInputGPR(z, np.sin(z)[:, None], num_inducing=5, seed=0)
+    mean, var = m1.predict(z[:4], Z_star_var=np.full(4, 0.01))
+    assert mean.shape == var.shape == (4, 1)
+    np.testing.assert_allclose(mean, m1.predict(z[:4, None], np.full((4, 1), 0.01))[0])
+    with pytest.raises(ValueError, match="Z_star_var"):
+        m1.predict(z[:4], Z_star_var=np.ones(3))
+    X, Y = _semi_data()
+    s = SemiSupervisedGPR(X, Y, num_inducing=8, seed=0)
+    np.testing.assert_allclose(s.predict(X[0])[0], s.predict(X[:1])[0])
+    Z, Y2 = _regression_data()
+    m2 = UncertainInputGPR(Z, Y2, num_inducing=6, seed=0)
+    assert m2.predict(Z[0])[0].shape == (1, 2)
+
+
+def test_forecast_without_noise_feeds_back_the_same_window():
+    """include_noise=False only changes the reported variance (by the noise variance); the
+    window fed back still carries y's variance, so the means are the same."""
+    m = AutoregressiveGP(_series(), window=5, num_inducing=10, seed=0).fit(max_iters=30, progress=False)
+    mean_y, var_y = m.forecast(steps=8)
+    mean_f, var_f = m.forecast(steps=8, include_noise=False)
+    np.testing.assert_array_equal(mean_f, mean_y)
+    np.testing.assert_allclose(var_f, np.maximum(var_y - m.noise_variance, 0.0), rtol=1e-12, atol=1e-15)

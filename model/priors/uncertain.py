@@ -48,7 +48,8 @@ class UncertainInputPrior(LatentPrior):
     kind = "uncertain"
 
     def __init__(self, inputs: np.ndarray, tie_mean: bool = False):
-        self.inputs = np.ascontiguousarray(inputs, dtype=np.float64)
+        self.inputs = np.array(inputs, dtype=np.float64, order="C")  # own copy, read-only
+        self.inputs.flags.writeable = False
         if self.inputs.ndim != 2:
             raise ValueError(f"inputs must be (N, Q), got shape {self.inputs.shape}")
         self.N, self.Q = self.inputs.shape
