@@ -110,6 +110,8 @@ def _check_labels(labels, N: int) -> np.ndarray:
     lab = np.asarray(labels)
     if lab.ndim != 1 or lab.shape[0] != N:
         raise ValueError(f"labels must give one label per row of Y: expected shape ({N},), got {lab.shape}")
+    if lab.dtype.kind == "O" and all(isinstance(v, (Integral, float, np.number)) for v in lab.tolist()):
+        lab = np.asarray(lab.tolist())  # e.g. a list of Python ints that came as an object array
     if lab.dtype.kind not in "iufb":
         bad = next((v for v in lab.tolist() if not isinstance(v, (Integral, float, np.number))), lab[0])
         raise ValueError(f"labels must be numeric (e.g. integers 0..K-1), got {lab.dtype} values such as "

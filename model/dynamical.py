@@ -20,21 +20,23 @@ from .priors.dynamical import sequence_index
 from .time_kernels import Matern32Time, make_time_kernel
 
 
-def check_times(t, N: int, sequences=None) -> tuple[np.ndarray, np.ndarray]:
-    """Validate time stamps t (N,) and sequence ids (N,) (None: one sequence, id 0).
+def check_times(t, N: int, sequences=None, name: str = "t") -> tuple[np.ndarray, np.ndarray]:
+    """Validate time stamps t (N,) and sequence ids (N,) (None: one sequence, id 0);
+    ``name`` is t's name in the errors.
 
     Within each sequence the rows must be in time order with distinct times."""
     try:
         t = np.asarray(t, dtype=np.float64)
     except (TypeError, ValueError) as e:
-        raise ValueError(f"t must be a numeric array of N={N} time stamps: {e}") from None
+        raise ValueError(f"{name} must be a numeric array of N={N} time stamps: {e}") from None
     if t.ndim == 2 and t.shape[1] == 1:
         t = t[:, 0]
     if t.ndim != 1 or t.shape[0] != N:
-        raise ValueError(f"t must hold one time stamp per row of Y: expected shape ({N},), got {t.shape}")
+        raise ValueError(f"{name} must hold one time stamp per row of Y: expected shape ({N},), got {t.shape}")
     if not np.all(np.isfinite(t)):
         bad = np.flatnonzero(~np.isfinite(t))
-        raise ValueError(f"t contains NaN or inf at rows {bad[:5].tolist()}")
+        raise ValueError(f"{name} contains NaN or inf at rows {bad[:5].tolist()}")
+    single = sequences is None
     if sequences is None:
         sequences = np.zeros(N, dtype=np.int64)
     else:
@@ -57,7 +59,8 @@ def check_times(t, N: int, sequences=None) -> tuple[np.ndarray, np.ndarray]:
             first = int(np.flatnonzero(dt <= 0)[0])
             row = int(ix[1:][first])
             what = "duplicated" if dt[first] == 0 else "unsorted"
-            raise ValueError(f"time stamps of sequence {s!r} are {what} (first at row {row}): the "
+            where = f"{name}" if single else f"{name} of sequence {s!r}"
+            raise ValueError(f"time stamps {where} are {what} (first at row {row}): the "
                              "rows of each sequence must be in time order with distinct times")
     return t, sequences
 
@@ -214,7 +217,12 @@ class DynamicalGPLVM(BayesianGPLVM):
 
     # --- forecasting -------------------------------------------------------------------------
     def _check_t_new(self, t_new) -> np.ndarray:
-        t_new = np.asarray(t_new, dtype=np.float64).reshape(-1)
+        t_new = np.asarray(t_new, dtype=np.float64)
+        if t_new.ndim == 2 and t_new.shape[1] == 1:
+            t_new = t_new[:, 0]
+        if t_new.ndim > 1:
+            raise ValueError(f"t_new must be a 1-D array of time stamps, got shape {t_new.shape}")
+        t_new = t_new.reshape(-1)
         if t_new.size == 0 or not np.all(np.isfinite(t_new)):
             raise ValueError("t_new must be a non-empty array of finite time stamps")
         return t_new
@@ -242,7 +250,7 @@ class DynamicalGPLVM(BayesianGPLVM):
         from .testbound import check_test_outputs
 
         Ys, observed = check_test_outputs(Y_star, self.Y.shape[1])
-        t_star, _ = check_times(np.atleast_1d(t_star), Ys.shape[0])
+        t_star, _ = check_times(np.atleast_1d(t_star), Ys.shape[0], name="t_star")
         if sequence is not None:
             clash = np.intersect1d(t_star, self.prior.t[self.prior.rows_of(sequence)])
             if clash.size:

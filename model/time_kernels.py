@@ -78,6 +78,11 @@ class TimeKernel:
     def _white_diag(self, t) -> np.ndarray:
         return np.zeros(t.shape[0])
 
+    def white_diag(self, t) -> np.ndarray:
+        """(n,) the white-noise part of Kdiag(t) (zeros without a white part). ``K(t, t2)``
+        leaves it out: there the two arguments are different frames, even at equal times."""
+        return self._white_diag(_as_times(t))
+
     def grad(self, t, dL_dK: np.ndarray) -> dict[str, np.ndarray]:
         """Gradients of L w.r.t. the parameters given dL/dK for K = K(t, t) (n, n)."""
         t = _as_times(t)
@@ -250,6 +255,9 @@ class TimeSum(TimeKernel):
 
     def Kdiag(self, t):
         return sum(p.Kdiag(t) for p in self._parts)
+
+    def white_diag(self, t):
+        return sum(p.white_diag(t) for p in self._parts)
 
     def grad(self, t, dL_dK):
         return {f"{p.name}.{k}": v for p in self._parts for k, v in p.grad(t, dL_dK).items()}

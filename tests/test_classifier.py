@@ -59,6 +59,9 @@ def test_fit_errors_name_the_problem():
     clf = GPLVMClassifier(latent_dim=2, num_inducing=5, max_iters=5)
     with pytest.raises(ValueError, match="labels must be numeric"):
         clf.fit(Ytr, np.where(ltr == 3, "three", "eight"))
+    # numbers in an object array are numbers (a list of Python ints via pandas, say)
+    assert GPLVMClassifier(latent_dim=2, num_inducing=5, max_iters=2).fit(
+        Ytr, ltr.astype(object)).classes_.dtype.kind in "iu"
     lab = ltr.copy()
     lab[0] = 5
     with pytest.raises(ValueError, match="class 5 has 1 row"):

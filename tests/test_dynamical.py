@@ -214,10 +214,18 @@ def test_initial_lengthscale_follows_the_data_time_scale(true_ell):
     assert true_ell / 2 < ell < true_ell * 2
 
 
-def test_latent_at_training_times_reproduces_qX():
+@pytest.mark.parametrize("time_kernel", ["matern32", "rbf+white+bias"])
+def test_latent_at_training_times_reproduces_qX(time_kernel):
+    """Also with a white part in the time kernel (a requested training time is that frame;
+    the white part used to be left out of K_*n there: S 0.32 against q(X)'s 0.12)."""
     t, seq = _sequences()
-    m = DynamicalGPLVM(_data(t), t, latent_dim=2, num_inducing=5, time_kernel="matern32", sequences=seq)
+    m = DynamicalGPLVM(_data(t), t, latent_dim=2, num_inducing=5, time_kernel=time_kernel, sequences=seq)
     m._set_x(m._x + 0.2 * np.random.default_rng(5).standard_normal(m._x.size))
+    if "white" in time_kernel:
+        v = m._values()
+        v["time_kernel.white.variance"] = np.asarray(0.2)
+        m._set_x(m._layout.pack(v))
+        assert m.time_kernel.white_diag(t[:1])[0] == pytest.approx(0.2)
     for s in (0, 3):
         ix = np.flatnonzero(seq == s)
         mu, S = m.latent_at(t[ix], sequence=s)
@@ -481,7 +489,7 @@ def test_reconstruct_condition_flag(fitted):
 @pytest.mark.parametrize("kwargs, match", [
     (dict(Y_star=np.zeros((3, 5)), t_star=[40.0, 41.0, 42.0]), r"shape \(n\*, 6\)"),
     (dict(Y_star=np.full((2, 6), np.nan), t_star=[40.0, 41.0]), "entirely NaN"),
-    (dict(Y_star=np.zeros((2, 6)), t_star=[41.0, 40.0]), "unsorted"),
+    (dict(Y_star=np.zeros((2, 6)), t_star=[41.0, 40.0]), "time stamps t_star are unsorted"),
     (dict(Y_star=np.zeros((2, 6)), t_star=[40.0]), r"one time stamp per row"),
     (dict(Y_star=np.zeros((2, 6)), t_star=[28.0, 29.0], sequence=0), "training frames of sequence 0"),
 ])
@@ -507,3 +515,13 @@ def test_independent_point_inference_points_to_the_sequence_api(fitted):
     for fn in (m.infer_latent, m.log_density):
         with pytest.raises(TypeError, match="infer_sequence"):
             fn(np.zeros((1, 6)))
+
+
+def test_latent_at_checks_its_times(fitted):
+    """t_new: a scalar, (n,) or (n, 1); empty, non-finite or 2-D arrays get an error."""
+    m = fitted[0]
+    assert m.latent_at(40.0)[0].shape == (1, m.latent_dim)
+    np.testing.assert_array_equal(m.latent_at(np.array([[40.0], [41.0]]))[0], m.latent_at([40.0, 41.0])[0])
+    for bad, match in (([], "non-empty"), ([40.0, np.nan], "finite"), ([[40.0, 41.0], [42.0, 43.0]], "1-D")):
+        with pytest.raises(ValueError, match=match):
+            m.latent_at(bad)

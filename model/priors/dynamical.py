@@ -316,7 +316,9 @@ class DynamicalPrior(LatentPrior):
     def latent_at(self, values, t_new: np.ndarray, sequence) -> tuple[np.ndarray, np.ndarray]:
         """q(X*) at times t_new of a training sequence from the GP conditional (qxstar):
         mu* = K_*n mu_bar,  var(x*_q) = k_** - K_*n (Kt + Lambda_q^{-1})^{-1} K_n*.
-        ``sequence`` None: a new sequence, q(X*) is the prior N(0, k_**)."""
+        A time equal to a training time is that frame: K_*n includes the time kernel's
+        white part there, so q(X*) is the frame's q(x_n). ``sequence`` None: a new
+        sequence, q(X*) is the prior N(0, k_**)."""
         self.sync(values)
         tk = self.time_kernel
         kss = tk.Kdiag(t_new)
@@ -325,6 +327,9 @@ class DynamicalPrior(LatentPrior):
             return np.zeros((n, self.Q)), np.repeat(kss[:, None], self.Q, axis=1)
         ix = self.rows_of(sequence)
         Ksn = tk.K(t_new, self.t[ix])  # (n*, n)
+        same = t_new[:, None] == self.t[ix][None, :]
+        if same.any():
+            Ksn = Ksn + same * tk.white_diag(t_new)[:, None]
         K = tk.K(self.t[ix])
         mu = Ksn @ values["mu_bar"][ix]
         var = np.empty_like(mu)
