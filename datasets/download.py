@@ -162,6 +162,16 @@ def _open_source(src: str):
     return fh, os.fstat(fh.fileno()).st_size
 
 
+def _new_file_mode() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+#: what ``open`` gives a new file (0o666 less the umask)
+_NEW_FILE_MODE = _new_file_mode()
+
+
 def _copy_verified(src: str, dest: Path, f: FileSpec, label: str, progress: bool) -> None:
     """Stream ``src`` into a temp file beside ``dest``, verify size and sha256, rename.
 
@@ -174,6 +184,7 @@ def _copy_verified(src: str, dest: Path, f: FileSpec, label: str, progress: bool
     try:
         h = hashlib.sha256()
         with os.fdopen(fd, "wb") as out:
+            os.fchmod(out.fileno(), _NEW_FILE_MODE)  # mkstemp's 0o600 would stay after the rename
             stream, length = _open_source(src)
             bar = _Progress(label, length or f.size, progress)
             with stream:
@@ -216,6 +227,19 @@ def _remove_stale_parts(dest: Path, max_age_s: float = 3600.0) -> None:
             pass
 
 
+def _check_cache_folder(folder: Path) -> None:
+    """The cache folder exists and takes files, else a DownloadError about the cache (not
+    about the data's source, which is fine)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        raise DownloadError(f"cannot write to the data cache {folder}: {type(e).__name__}: {e}. "
+                            f"Choose a writable folder with cache_dir=/--cache-dir or "
+                            f"{ENV_CACHE}.") from None
+
+
 def _sources(f: FileSpec, mirror: str | None) -> list[str]:
     if mirror is None:
         return list(f.urls)
@@ -230,7 +254,7 @@ def _fetch_file(spec: DatasetSpec, f: FileSpec, mirror: str | None, cache_dir, p
     if dest.is_file():
         if dest.stat().st_size == f.size and sha256_of(dest) == f.sha256:
             return dest
-        dest.unlink()
+        dest.unlink(missing_ok=True)  # another process may have removed it already
         removed_note = (
             f" (A cached copy at {dest} failed its size/sha256 check and was removed.)"
         )
@@ -244,6 +268,7 @@ def _fetch_file(spec: DatasetSpec, f: FileSpec, mirror: str | None, cache_dir, p
             f"from {f.urls[0]}.{removed_note}"
         )
 
+    _check_cache_folder(dest.parent)
     _remove_stale_parts(dest)
     attempts: list[str] = []
     mismatch = False

@@ -17,6 +17,9 @@ import sys
 def _fit(args) -> int:
     from . import BayesianGPLVM
     from .gplvm import FIT_ITERS
+    from .io import check_writable
+
+    check_writable(args.out)
 
     if args.data:
         from bgplvm_datasets import load_array

@@ -464,9 +464,10 @@ class BayesianGPLVM:
 
     @classmethod
     def load(cls, path) -> "BayesianGPLVM":
+        """A model saved by ``save``; the file must hold this class (or a subclass of it)."""
         from .io import load_model
 
-        return load_model(path)
+        return load_model(path, expected=cls)
 
     # --- summary -------------------------------------------------------------------------
     def summary(self) -> str:

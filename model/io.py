@@ -14,6 +14,7 @@ import os
 import tempfile
 import time
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -51,9 +52,38 @@ def kernel_spec(kernel) -> str:
     return "+".join(p.name for p in parts)
 
 
+def file_mode(path: Path) -> int:
+    """Permissions for a file about to be (re)written at ``path``: the existing file's, else
+    what ``open`` would give (0o666 less the umask; ``mkstemp``'s temporary files are 0o600)."""
+    try:
+        return os.stat(path).st_mode & 0o777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def check_writable(path, directory: bool = False) -> Path:
+    """Fail early, before hours of work, if ``path`` (a file, or a folder when ``directory``)
+    cannot be written: it must not be a folder (a file when ``directory``), and its
+    nearest existing ancestor must be a writable folder (missing folders are created
+    later). Returns the path."""
+    path = Path(path)
+    if path.exists() and path.is_dir() != directory:
+        raise ValueError(f"{path} is {'a file' if directory else 'a folder'}; give a "
+                         f"{'folder' if directory else 'file name'}")
+    parent = path if directory else path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot write {path}: {parent} is not a writable folder")
+    return path
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder and a rename:
-    an interrupted write never leaves a partial file."""
+    an interrupted write never leaves a partial file. The file gets the permissions a
+    plain write would give (``file_mode``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -61,6 +91,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
+            os.fchmod(f.fileno(), file_mode(path))
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
@@ -117,7 +148,11 @@ def _read(source) -> tuple[dict, dict]:
     if not hasattr(source, "read") and not Path(source).is_file():
         raise ModelFileError(f"model file {name!r} does not exist")
     try:
-        with np.load(source, allow_pickle=False) as z:
+        z = np.load(source, allow_pickle=False)
+        if not isinstance(z, np.lib.npyio.NpzFile):
+            raise ModelFileError(f"{name!r} is a single numpy array, not a bgplvm model file "
+                                 "(model files are .npz archives written by save)")
+        with z:
             files = set(z.files)
             if "meta.json" not in files:
                 raise ModelFileError(f"{name!r} is not a bgplvm model file (no meta.json member); "
@@ -126,7 +161,7 @@ def _read(source) -> tuple[dict, dict]:
             arrays = {k: z[k] for k in files}
     except ModelFileError:
         raise
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as e:
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, KeyError, TypeError) as e:
         raise ModelFileError(f"cannot read model file {name!r}: it is truncated or not a bgplvm "
                              f"model file ({type(e).__name__}: {e})") from None
     try:
@@ -136,9 +171,11 @@ def _read(source) -> tuple[dict, dict]:
     if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
         raise ModelFileError(f"{name!r} is not a bgplvm model file (format {meta.get('format')!r})")
     version = meta.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
+    if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION:
         raise ModelFileError(f"{name!r} was written in model format version {version}, newer than "
                              f"this bgplvm reads ({FORMAT_VERSION}); upgrade bgplvm to open it")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise ModelFileError(f"{name!r} has an invalid model format version {version!r} (corrupt file)")
     for key in ("x", "Y"):
         if key not in arrays:
             raise ModelFileError(f"model file {name!r} lacks the array {key!r}: truncated or corrupt")
@@ -163,9 +200,10 @@ def _construct(meta: dict, arrays: dict):
     raise ModelFileError(f"model class {cls_name!r} is not known to this bgplvm; upgrade bgplvm")
 
 
-def load_model(source):
+def load_model(source, expected=None):
     """Read a model written by ``save_model`` (path or binary file object); the class
-    (``BayesianGPLVM``, ``DynamicalGPLVM`` or a registered one) is the one that was saved."""
+    (``BayesianGPLVM``, ``DynamicalGPLVM`` or a registered one) is the one that was saved.
+    ``expected``: a class the saved one must be (or derive from), else ModelFileError."""
     from ._restore import restoring
 
     meta, arrays = _read(source)
@@ -174,6 +212,21 @@ def load_model(source):
             m = _construct(meta, arrays)
     except (KeyError, ValueError, TypeError) as e:
         raise ModelFileError(f"model file {source!r} has inconsistent contents: {e}") from None
+    if expected is not None and not isinstance(m, expected):
+        raise ModelFileError(f"model file {source!r} holds a {type(m).__name__}, not a "
+                             f"{expected.__name__}; open it with {type(m).__name__}.load or "
+                             "bgplvm's load_model")
+    try:
+        _restore_state(m, meta, arrays, source)
+    except ModelFileError:
+        raise
+    except (KeyError, ValueError, TypeError, AttributeError) as e:
+        raise ModelFileError(f"model file {source!r} has inconsistent contents: {e}") from None
+    return m
+
+
+def _restore_state(m, meta: dict, arrays: dict, source) -> None:
+    """Parameters, frozen sets, metadata and fit information of a loaded model."""
     x = np.asarray(arrays["x"], dtype=np.float64)
     if x.shape != m._x.shape or m.param_names != meta.get("param_names"):
         raise ModelFileError(f"model file {source!r}: parameter vector does not match its "
@@ -190,9 +243,8 @@ def load_model(source):
         m.freeze_entries(name, np.asarray(arrays[key], dtype=bool))
     m.metadata = dict(meta.get("metadata") or {})
     m.fit_info = dict(meta.get("fit_info") or {})
-    m.fit_info["history"] = list(meta.get("bound_history", []))
+    m.fit_info["history"] = [float(h) for h in meta.get("bound_history", [])]
     m._sync_kernel()
-    return m
 
 
 def summary_text(m) -> str:

@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+from model.io import check_writable
+
 from . import EXPERIMENTS, run
 from .report import Context
 
@@ -29,8 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     ctx = Context(out_dir=Path(args.out), mirror=args.mirror, quick=args.quick, seed=args.seed)
     t0 = time.perf_counter()
     try:
+        check_writable(Path(args.out) / args.name, directory=True)  # before the run, not after
         result = run(args.name, ctx)
-    except ValueError as e:
+    except (ValueError, OSError) as e:
         print(f"bgplvm reproduce: error: {e}", file=sys.stderr)
         return 2
     print(result.markdown())

@@ -1,6 +1,7 @@
 """The `bgplvm` command line: fit on user data and on a named data set, then summary."""
 
 import numpy as np
+import pytest
 
 from model import BayesianGPLVM
 from model.cli import main
@@ -37,6 +38,24 @@ def test_errors_are_reported_not_raised(tmp_path, capsys):
     assert main(["summary", str(tmp_path / "missing.npz")]) == 2
     assert main(["fit", "--dataset", "no_such_set", "--out", str(tmp_path / "o.npz")]) == 2
     assert "synth_walk" in capsys.readouterr().err  # the list of known names
+    np.save(tmp_path / "plain.npy", np.zeros(3))
+    assert main(["summary", str(tmp_path / "plain.npy")]) == 2
+    assert "not a bgplvm model file" in capsys.readouterr().err
+
+
+def test_unwritable_outputs_fail_before_the_work(tmp_path, capsys, monkeypatch):
+    """--out naming a folder (fit) or a file (reproduce) fails at once, not after the fit."""
+    from model import BayesianGPLVM as B
+
+    monkeypatch.setattr(B, "fit", lambda *a, **k: pytest.fail("fitted before checking --out"))
+    assert main(["fit", "--dataset", "synth_walk", "--out", str(tmp_path)]) == 2
+    assert "is a folder" in capsys.readouterr().err
+    (tmp_path / "afile").write_text("x")
+    import reproduce.cli
+
+    monkeypatch.setattr(reproduce.cli, "run", lambda *a, **k: pytest.fail("ran before checking --out"))
+    assert main(["reproduce", "walk", "--quick", "--out", str(tmp_path / "afile")]) == 2
+    assert "not a writable folder" in capsys.readouterr().err
 
 
 def test_commands_of_the_other_parts_are_found_through_entry_points(capsys):

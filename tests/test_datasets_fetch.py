@@ -305,6 +305,18 @@ def test_corrupt_cached_file_is_removed_and_refetched(oil_mirror, tmp_path):
     assert not cached.exists()
 
 
+def test_cache_problems_are_blamed_on_the_cache_and_files_are_readable(oil_mirror, tmp_path):
+    """An unusable cache folder is reported as such (not as a bad mirror), and cached
+    files get ordinary permissions (not mkstemp's 0o600)."""
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(DownloadError, match="cannot write to the data cache"):
+        bd.fetch("oil", mirror=oil_mirror, cache_dir=tmp_path / "afile", progress=False)
+    paths = bd.fetch("oil", mirror=oil_mirror, cache_dir=tmp_path / "cache", progress=False)
+    umask = os.umask(0)
+    os.umask(umask)
+    assert all(p.stat().st_mode & 0o777 == 0o666 & ~umask for p in paths.values())
+
+
 def test_parse_error_names_the_file(oil_mirror, monkeypatch, tmp_path):
     """A file that passes its checksum but cannot be parsed (here: the registry is told
     to expect a corrupt file) gives a ParseError naming that file."""

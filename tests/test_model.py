@@ -230,6 +230,57 @@ def test_bad_model_files(tmp_path):
     assert zipfile.is_zipfile(good)
 
 
+def _tampered(tmp_path, good, name, **changes):
+    with np.load(good) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(arrays["meta.json"].tobytes())
+    meta.update(changes)
+    arrays["meta.json"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    np.savez(tmp_path / name, **arrays)
+    return tmp_path / name
+
+
+def test_foreign_corrupt_and_tampered_files_get_model_file_errors(tmp_path):
+    """Every unreadable file is a ModelFileError (one line in the CLI), never a raw
+    numpy / zlib / JSON-shape exception."""
+    m = BayesianGPLVM(_data(), latent_dim=2, num_inducing=5, seed=0)
+    good = tmp_path / "good.npz"
+    m.save(good)
+    np.save(tmp_path / "plain.npy", np.zeros(3))
+    with pytest.raises(ModelFileError, match="single numpy array"):
+        BayesianGPLVM.load(tmp_path / "plain.npy")
+    raw = bytearray(good.read_bytes())
+    with zipfile.ZipFile(good) as zf:  # flip a byte inside the compressed parameter vector
+        info = zf.getinfo("x.npy")
+    raw[info.header_offset + 30 + len(info.filename) + info.compress_size // 2] ^= 0xFF
+    (tmp_path / "flipped.npz").write_bytes(bytes(raw))
+    with pytest.raises(ModelFileError):
+        BayesianGPLVM.load(tmp_path / "flipped.npz")
+    for i, changes in enumerate([dict(frozen=["bogus"]), dict(frozen=5), dict(metadata=[1, 2]),
+                                 dict(fit_info="x"), dict(format_version=0), dict(format_version=True),
+                                 dict(format_version="2")]):
+        with pytest.raises(ModelFileError):
+            BayesianGPLVM.load(_tampered(tmp_path, good, f"t{i}.npz", **changes))
+
+
+def test_load_checks_the_class_and_files_keep_normal_permissions(tmp_path):
+    import os
+
+    from model import DynamicalGPLVM
+
+    m = BayesianGPLVM(_data(), latent_dim=2, num_inducing=5, seed=0)
+    path = tmp_path / "m.npz"
+    m.save(path)
+    with pytest.raises(ModelFileError, match="holds a BayesianGPLVM, not a DynamicalGPLVM"):
+        DynamicalGPLVM.load(path)
+    umask = os.umask(0)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask  # as np.save would give, not mkstemp's 0o600
+    path.chmod(0o640)
+    m.save(path)  # overwriting keeps the file's permissions
+    assert path.stat().st_mode & 0o777 == 0o640
+
+
 # --- bad input -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("Y, match", [
     (np.array([[1.0, np.nan], [2.0, 3.0], [0.0, 1.0]]), "NaN"),
