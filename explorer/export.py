@@ -373,7 +373,7 @@ def latent_csv(state: ExplorerState) -> bytes:
         extra.append([label_text(ds, i) for i in range(ds.N)])
     if ds.sequence is not None:
         head.append("sequence")
-        extra.append([int(v) for v in ds.sequence])
+        extra.append([str(v) for v in np.asarray(ds.sequence).tolist()])  # integer or string ids
     if ds.times is not None:
         head.append("time")
         extra.append([repr(float(v)) for v in ds.times])

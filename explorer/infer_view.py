@@ -196,11 +196,15 @@ class InferView(pn.viewable.Viewer):
         if d2[j] <= (0.06 * R) ** 2:
             self.state.toggle_joint(j)
 
-    def _radius(self) -> float:
-        if self._extent is None:
-            ds = self.state.dataset
-            self._extent = shared(ds, "pose_extent", lambda: seqs.pose_extent(ds.renderer, ds.Y))
+    def _pose_extent(self):
+        """(centre, radius) of the current data set's poses (recomputed when it changes)."""
+        ds = self.state.dataset
+        if self._extent is None or self._extent[0] is not ds:
+            self._extent = (ds, shared(ds, "pose_extent", lambda: seqs.pose_extent(ds.renderer, ds.Y)))
         return self._extent[1]
+
+    def _radius(self) -> float:
+        return self._pose_extent()[1]
 
     @guarded
     def _redraw(self, *events):
@@ -211,9 +215,6 @@ class InferView(pn.viewable.Viewer):
             self._fig_pane.object = None
             return
         if kind != self._kind or self._fig_pane.object is None:
-            ds = s.dataset
-            self._extent = shared(ds, "pose_extent", lambda: seqs.pose_extent(ds.renderer, ds.Y)) \
-                if kind == "pose" else None
             self._fig_pane.object = self._build(kind)
             self._kind = kind
         src, a, n = got
@@ -235,7 +236,7 @@ class InferView(pn.viewable.Viewer):
         r = s.dataset.renderer
         Y = np.atleast_2d(Y)
         var = np.zeros_like(Y) if var is None else np.atleast_2d(var)
-        return seqs.pose_frames(r, Y, var, s.azimuth, s.elevation, self._extent[0])
+        return seqs.pose_frames(r, Y, var, s.azimuth, s.elevation, self._pose_extent()[0])
 
     def _draw_pose(self, truth, cols, inf):
         from . import masks as M
@@ -244,7 +245,7 @@ class InferView(pn.viewable.Viewer):
         ds = s.dataset
         conns = np.asarray(ds.renderer.connections, dtype=int).reshape(-1, 2)
         hidden = M.hidden_joints(ds, cols) if len(cols) else np.zeros(len(ds.renderer.names), dtype=bool)
-        R = self._extent[1]
+        R = self._pose_extent()[1]
         f = self._figs["out"]
         f.x_range = Range1d(-R, R)
         f.y_range = Range1d(-R, R)

@@ -94,7 +94,7 @@ def point_table(mu: np.ndarray, dims: tuple[int, int], labels=None, label_names=
     if color_mode == "label" and labels is not None:
         group = names
     elif color_mode == "sequence" and sequence is not None:
-        group = [f"sequence {int(s)}" for s in sequence]
+        group = [f"sequence {s}" for s in np.asarray(sequence).tolist()]  # integer or string ids
     elif color_mode == "time" and times is not None:
         group = np.asarray(times, dtype=np.float64)
     else:

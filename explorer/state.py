@@ -156,11 +156,27 @@ def dataset_for_model(model) -> Dataset:
                    meta={"title": f"{name or 'model'} (data stored in the model file)"})
 
 
-def _check_upload(data: bytes) -> None:
+#: An uploaded .npz (a zip archive) may unpack to at most this many MB: a small compressed
+#: upload must not make the server allocate gigabytes.
+MAX_UNPACKED_MB = 200
+
+
+def _check_upload(data: bytes, name: str = "file") -> None:
+    """Size limits of an upload: the file, and what a zip archive (.npz) unpacks to."""
     if len(data) > MAX_UPLOAD_BYTES:
-        raise UserError(f"file is {len(data) / 2**20:.1f} MB; the limit is {MAX_UPLOAD_MB} MB")
+        raise UserError(f"{name} is {len(data) / 2**20:.1f} MB; the limit is {MAX_UPLOAD_MB} MB")
     if len(data) == 0:
-        raise UserError("file is empty")
+        raise UserError(f"{name} is empty")
+    if data[:4] == b"PK\x03\x04":
+        import zipfile
+
+        try:
+            with zipfile.ZipFile(io.BytesIO(data)) as z:
+                unpacked = sum(i.file_size for i in z.infolist())
+        except zipfile.BadZipFile:
+            return  # the reader says what is wrong with it
+        if unpacked > MAX_UNPACKED_MB * 2**20:
+            raise UserError(f"{name} unpacks to {unpacked / 2**20:.0f} MB; the limit is {MAX_UNPACKED_MB} MB")
 
 
 # --------------------------------------------------------------------------- state
@@ -263,9 +279,10 @@ class ExplorerState(param.Parameterized):
         with param.parameterized.batch_call_watchers(self):
             self.dataset = ds
             self.dataset_name = ds.name
-            if self.model is not None and np.asarray(self.model.Y).shape != ds.Y.shape:
-                self.model = None
+            if self.model is not None and not _same_data(self.model.Y, ds.Y):
+                self.model = None  # fitted to other data (same shape is not enough)
                 self.model_version += 1
+                self._cancel_inference()
             self.latent_dim = min(self.latent_dim, max(1, ds.D))
             self.num_inducing = min(self.num_inducing, ds.N)
             if ds.times is None and self.prior == "dynamical":
@@ -337,7 +354,7 @@ class ExplorerState(param.Parameterized):
         """Open an uploaded saved model (and the data set it names, when available)."""
         from model import BayesianGPLVM
 
-        _check_upload(data)
+        _check_upload(data, filename)
         try:
             m = BayesianGPLVM.load(io.BytesIO(data))
         except Exception as e:
@@ -367,8 +384,9 @@ class ExplorerState(param.Parameterized):
             self.selected_index = -1
             self._pred_cache.clear()
             self._play_cache.clear()
-            self.latent_dim = Q
-            self.num_inducing = int(model.num_inducing)
+            # the next training's settings (a saved model may be bigger than the page offers)
+            self.latent_dim = int(np.clip(Q, *self.param.latent_dim.bounds))
+            self.num_inducing = int(np.clip(model.num_inducing, *self.param.num_inducing.bounds))
             if seqs.is_dynamical(model):
                 self.prior = "dynamical"
             self._reset_sequence()
@@ -376,6 +394,7 @@ class ExplorerState(param.Parameterized):
             self.play_mode = "sequence"
             self.infer_status = ""
             self.model_version += 1
+            self._cancel_inference()
             self._reset_inference_choice()
 
     def save_model_bytes(self) -> io.BytesIO:
@@ -463,6 +482,10 @@ class ExplorerState(param.Parameterized):
             self.training = False
             self.train_status = "Training failed."
             self.error = f"Training failed: {job.error}"
+            return False
+        if job.model is None:  # stopped while it waited for a trainer: nothing to install
+            self.training = False
+            self.train_status = "Stopped before training started."
             return False
         n = hist[-1][0] if hist else 0
         self.set_model(job.model, job.dataset)
@@ -665,7 +688,9 @@ class ExplorerState(param.Parameterized):
         try:
             from bgplvm_datasets import info as ds_info
 
-            if "test" in ds_info(ds.name).splits and not (ds.meta or {}).get("rows"):
+            meta = ds.meta or {}
+            # a shipped data set's test split, not for a subset or an upload that shares its name
+            if "test" in ds_info(ds.name).splits and not meta.get("rows") and not meta.get("uploaded"):
                 test = load_cached_split(ds.name, "test")
         except Exception:  # no test split here (or its files are unavailable): other sources
             test = None
@@ -796,6 +821,13 @@ class ExplorerState(param.Parameterized):
             self.error = ""
             self.infer_status = f"Inferring q(x*) for {n} frame(s) from what is left..."
 
+    def _cancel_inference(self) -> None:
+        """Stop and forget a running inference (the model it works on has been replaced)."""
+        job, self._infer_job = self._infer_job, None
+        if job is not None:
+            job["cancel"] = True
+            self.infer_running = False
+
     def poll_inference(self) -> bool:
         """Copy an inference's progress / result into parameters; True while it runs."""
         job = self._infer_job
@@ -834,6 +866,12 @@ class ExplorerState(param.Parameterized):
             if ds is not None and ds.labels is not None:
                 text += f" ({label_text(ds, self.selected_index)})"
         return text
+
+
+def _same_data(Y_model, Y) -> bool:
+    """The model's training outputs are the data set's (a model keeps its own copy)."""
+    Y_model, Y = np.asarray(Y_model), np.asarray(Y)
+    return Y_model.shape == Y.shape and np.array_equal(Y_model, Y)
 
 
 def label_text(ds: Dataset, n: int) -> str:

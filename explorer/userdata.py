@@ -32,7 +32,7 @@ import numpy as np
 from bgplvm_datasets import Dataset, DatasetError, load_array
 from bgplvm_datasets.record import ImageRenderer, VectorRenderer
 
-from .state import MAX_UPLOAD_BYTES, MAX_UPLOAD_MB, UserError
+from .state import UserError, _check_upload
 
 KINDS = ("vector", "image", "mocap")
 ORDERS = {"row-major (C)": "C", "column-major (F)": "F"}
@@ -42,10 +42,7 @@ SEQUENCE_KEYS = ("sequence", "sequences", "seq", "sequence_ids")
 
 
 def _check_size(name: str, data: bytes) -> None:
-    if len(data) > MAX_UPLOAD_BYTES:
-        raise UserError(f"{name} is {len(data) / 2**20:.1f} MB; the limit is {MAX_UPLOAD_MB} MB")
-    if len(data) == 0:
-        raise UserError(f"{name} is empty")
+    _check_upload(data, name)
 
 
 # --------------------------------------------------------------------------- arrays
@@ -117,7 +114,12 @@ def _times(filename: str, N: int, t, seq, rows_are_frames: bool, fps: float):
     if t is None and rows_are_frames:
         t = np.arange(N) / fps
     if t is None:
-        return None, seq if seq is None else np.asarray(seq)
+        if seq is None:
+            return None, None
+        try:  # the ids alone (one per row, integer or string): against placeholder times
+            return None, check_times(np.arange(N, dtype=np.float64), N, seq)[1]
+        except ValueError as e:
+            raise UserError(f"{filename}: {e}") from None
     try:
         t, seq = check_times(t, N, seq)
     except ValueError as e:
@@ -160,7 +162,7 @@ def array_dataset(filename: str, data: bytes, kind: str = "vector", height: int 
     N, D = Y.shape
     t, seq = _times(filename, N, t, seq, rows_are_frames, float(fps))
     name = os.path.splitext(os.path.basename(filename))[0] or "upload"
-    meta = {"title": f"{filename} (uploaded)", "fps": float(fps), "time_unit": "s"}
+    meta = {"title": f"{filename} (uploaded)", "fps": float(fps), "time_unit": "s", "uploaded": True}
     if kind == "image":
         lo, hi = float(Y.min()), float(Y.max())
         renderer = image_renderer(D, height, width, order, lo, hi, filename)
@@ -244,5 +246,5 @@ def mocap_dataset(files: dict[str, bytes], subsample: int = 4, rate_hz: float = 
     return Dataset(name=os.path.splitext(asf_name)[0] or "mocap", Y=np.vstack(Ys),
                    renderer=AmcPoseRenderer(skel, kept), sequence=np.concatenate(seqs),
                    times=np.concatenate(times),
-                   meta={"title": title, "trials": trials, "frame_rate_hz": fps, "time_unit": "s",
+                   meta={"title": title, "trials": trials, "frame_rate_hz": fps, "time_unit": "s", "uploaded": True,
                          "channel_names": [names[i] for i in kept]})

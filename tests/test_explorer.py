@@ -504,3 +504,84 @@ def test_callback_errors_become_messages_not_crashes(state, monkeypatch):
     monkeypatch.setattr(state, "start_training", boom)
     mp._start()
     assert "kaput" in state.error and "session continues" in state.error
+
+
+# --------------------------------------------------------------------------- review fixes
+def test_a_model_is_kept_only_for_its_own_data(state, walk):
+    """New data of the same shape is other data: the model fitted to the old goes."""
+    other = Dataset(name="mine", Y=walk.Y + 1.0, renderer=walk.renderer)
+    v = state.model_version
+    state.set_dataset(other)
+    assert state.model is None and state.model_version > v
+    state.set_dataset(walk)  # the same data again would have kept it
+    s2 = ExplorerState()
+    s2.set_dataset(walk)
+    m = BayesianGPLVM(walk.Y, latent_dim=2, num_inducing=5, seed=0)
+    s2.set_model(m, walk)
+    s2.set_dataset(Dataset(name="synth_walk", Y=walk.Y.copy(), renderer=walk.renderer))
+    assert s2.model is m
+
+
+def test_stopping_a_queued_fit_leaves_a_usable_session(walk, monkeypatch):
+    """A fit stopped while it waited for a trainer has no model: the session says so and
+    can train again (it stayed 'training' for good, poll raised AttributeError)."""
+    from explorer import train_worker as tw
+
+    monkeypatch.setattr(tw, "_slots", __import__("threading").BoundedSemaphore(1))
+    tw._slots.acquire()  # every trainer busy
+    try:
+        s = ExplorerState()
+        s.set_dataset(walk)
+        s.latent_dim, s.num_inducing, s.max_iters = 2, 6, 3
+        s.start_training()
+        s.stop_training()
+        _wait(s, timeout=30)
+    finally:
+        tw._slots.release()
+    assert not s.training and s.model is None and "before training started" in s.train_status
+    s.start_training()
+    _wait(s)
+    assert s.model is not None
+
+
+def test_an_inference_of_a_replaced_model_is_dropped(state, walk, monkeypatch):
+    """Installing another model while an inference runs forgets that inference: its result
+    (for the old model) never lands on the new one."""
+    import threading
+
+    from explorer import inference as inf
+
+    gate = threading.Event()
+    real = inf.infer
+
+    def slow(*a, **k):
+        gate.wait(10)
+        return real(*a, **k)
+
+    monkeypatch.setattr(inf, "infer", slow)
+    state.mask_part = state.mask_options()[1]
+    state.start_inference()
+    assert state.infer_running
+    other = BayesianGPLVM(walk.Y, latent_dim=3, num_inducing=6, seed=1)
+    state.set_model(other, walk)
+    gate.set()
+    assert not state.infer_running and not state.poll_inference() and state.inference is None
+
+
+def test_saved_models_larger_than_the_training_settings_open(walk, state):
+    big = BayesianGPLVM(walk.Y, latent_dim=31, num_inducing=5, seed=0)
+    state.set_model(big, walk)
+    assert state.model is big and state.latent_dim == 30 and state.x_dim < 31
+
+
+def test_string_sequence_ids_draw_and_export(walk_model, walk):
+    from explorer.export import export_bytes
+
+    ids = np.where(walk.sequence == walk.sequence[0], "walk", "run")
+    ds = Dataset(name="synth_walk", Y=walk.Y, renderer=walk.renderer, sequence=ids, times=walk.times)
+    s = ExplorerState()
+    s.set_dataset(ds)
+    s.set_model(walk_model, ds)
+    csv = export_bytes(s, "coords", "csv").decode()
+    assert "sequence" in csv.splitlines()[0] and ",walk," in csv
+    assert export_bytes(s, "latent", "png")[:4] == b"\x89PNG"

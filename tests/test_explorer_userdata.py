@@ -184,3 +184,31 @@ def test_real_cmu_asf_and_amc_upload():
     P = ds.renderer.positions_many(ds.Y[:5])
     height = P[..., 2].max(1) - P[..., 2].min(1)
     assert np.all((height > 1.4) & (height < 2.0))  # a person, in metres
+
+
+def test_upload_limits_and_sequence_ids_without_times():
+    """A small .npz that unpacks to hundreds of MB is refused before it is read; sequence
+    ids without time stamps are checked (length) and string ids are kept."""
+    from explorer.state import MAX_UNPACKED_MB
+
+    big = io.BytesIO()
+    np.savez_compressed(big, Y=np.zeros((MAX_UNPACKED_MB * 2**17 // 8 + 1, 8)))
+    assert len(big.getvalue()) < 2**20
+    with pytest.raises(UserError, match="unpacks to"):
+        array_dataset("bomb.npz", big.getvalue())
+    Y = np.random.default_rng(0).normal(size=(10, 3))
+    with pytest.raises(UserError, match="one id per row"):
+        array_dataset("d.npz", _npz(Y=Y, sequence=np.zeros(8, int)))
+    ds = array_dataset("d.npz", _npz(Y=Y, sequence=np.array(["a"] * 5 + ["b"] * 5)))
+    assert ds.sequence.tolist() == ["a"] * 5 + ["b"] * 5 and ds.meta["uploaded"]
+
+
+def test_an_upload_named_like_a_shipped_set_does_not_get_its_test_split():
+    pytest.importorskip("bgplvm_datasets")
+    from model import BayesianGPLVM
+
+    Y = np.random.default_rng(0).normal(size=(30, 12))
+    s = ExplorerState()
+    s.load_upload("oil.npy", _npy(Y))
+    s.set_model(BayesianGPLVM(Y, latent_dim=2, num_inducing=5, seed=0), s.dataset)
+    assert all("test" not in name for name in s.infer_sources())
