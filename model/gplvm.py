@@ -319,6 +319,7 @@ class BayesianGPLVM:
         if init_iters is None:
             init_iters = min(INIT_ITERS, max_iters // 4)
         init_iters = _check_int("init_iters", init_iters, 0, max_iters)
+        self._check_start()
         opt = Optimisation(max_iters, callback, progress)
         fun = self._bound
         layout = self._layout
@@ -328,7 +329,6 @@ class BayesianGPLVM:
         # (phase, iterations, hold): the held phase in two parts, the second only while
         # holding helps; the main phase gets whatever the held phase left of max_iters
         phases = [("init", check, True), ("init", init_iters - check, True), ("main", None, False)]
-        held_iterations = 0
         with opt.bar:
             try:
                 for k, (phase, iters, hold) in enumerate(phases):
@@ -342,19 +342,36 @@ class BayesianGPLVM:
                         x = opt.run(fun, x, layout.free_mask(), iters, phase)
                     finally:
                         layout.unfreeze(*held)
-                    if hold:
-                        held_iterations = opt.iteration
             except KeyboardInterrupt:
                 interrupted = True
                 x = opt.best_x if opt.best_x is not None else x
         self._set_x(x)
+        self._sync_kernel()  # the kernel object followed the trial points of the last evaluations
+        reason = ("interrupted" if interrupted else "callback" if opt.stopped
+                  else "max_iters" if opt.iteration >= max_iters else "converged")
         self.fit_info = dict(iterations=opt.iteration, evaluations=opt.n_evals,
                              rejected_steps=opt.n_rejected, stopped=opt.stopped or interrupted,
-                             bound=float(opt.best_f), history=opt.history,
-                             held_iterations=held_iterations)
+                             reason=reason,
+                             bound=float(opt.best_f) if np.isfinite(opt.best_f) else float(self.elbo()),
+                             history=opt.history, held_iterations=opt.phase_iterations.get("init", 0))
         if interrupted:
             warnings.warn("fit interrupted: the model keeps the best point reached", stacklevel=2)
         return self
+
+    def _check_start(self) -> None:
+        """A fit needs a finite bound and gradient where it starts: else a ValueError that
+        says so (the optimiser would reject every step and return without a word)."""
+        try:
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                F, g = self._bound(self._x, grad=True)
+        except (np.linalg.LinAlgError, ArithmeticError) as e:
+            raise ValueError(f"cannot fit: the bound cannot be evaluated at the current parameters "
+                             f"({type(e).__name__}: {e})") from e
+        if not np.isfinite(F) or not np.all(np.isfinite(g)):
+            what = "bound" if not np.isfinite(F) else "gradient of the bound"
+            raise ValueError(f"cannot fit: the {what} is not finite at the current parameters "
+                             "(an extreme kernel parameter, noise variance or latent value?); "
+                             "set them to sensible values first")
 
     # --- predictions ------------------------------------------------------------------------
     @blas_single_threaded
@@ -393,6 +410,7 @@ class BayesianGPLVM:
         """(n,) variance of f at deterministic latent points (eq:testPosteriorF), the same
         for every output: k(x,x) - k_u^T (Kuu^{-1} - (Kuu + beta Psi2)^{-1}) k_u."""
         Xnew = self._check_latent(Xnew, "Xnew")
+        self._sync_kernel()
         post = self._posterior()
         Kxu = self.kernel.K(Xnew, self.inducing_inputs)
         var = self.kernel.Kdiag(Xnew) - np.einsum("nm,nm->n", Kxu @ post.Cw, Kxu)
@@ -407,6 +425,7 @@ class BayesianGPLVM:
         ``include_noise`` adds the noise variance (predicting y rather than f).
         """
         Xnew = self._check_latent(Xnew, "Xnew")
+        self._sync_kernel()  # e.g. called from a fit's callback, while the bound moves it
         post = self._posterior()
         Z = self.inducing_inputs
         noise = self.noise_variance if include_noise else 0.0

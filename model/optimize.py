@@ -80,6 +80,7 @@ class Optimisation:
         self.t0 = time.perf_counter()
         self.bar = ProgressBar(max_iters, "fit", enabled=progress)
         self.history: list[float] = []
+        self.phase_iterations: dict[str, int] = {}
 
     # BLAS on one thread for the optimiser too, not only inside the bound: L-BFGS-B's own
     # small products on OpenBLAS's threads cost 3-5 ms per iteration on 2 cores (N=300,
@@ -117,6 +118,7 @@ class Optimisation:
             if np.isfinite(f) and f > -_BAD_VALUE / 2 and f >= self.best_f:
                 self.best_f, self.best_x = f, x  # accepted iterates only
             self.iteration += 1
+            self.phase_iterations[phase] = self.phase_iterations.get(phase, 0) + 1
             self.history.append(f)
             self.bar.update(self.iteration, f"bound {f: .6g} [{phase}]")
             if self.callback is not None:

@@ -19,10 +19,12 @@ class ProgressBar:
         self.min_interval = min_interval
         self._last = 0.0
         self._t0 = time.perf_counter()
+        self._state: tuple[int, str] | None = None  # the last update, drawn or not
 
     def update(self, done: int, info: str = "", force: bool = False) -> None:
         if not self.enabled:
             return
+        self._state = (done, info)
         now = time.perf_counter()
         if not force and now - self._last < self.min_interval:
             return
@@ -39,6 +41,8 @@ class ProgressBar:
 
     def __exit__(self, *exc):
         if self.enabled:
+            if self._state is not None:
+                self.update(*self._state, force=True)  # the final state, not the last one drawn
             self.stream.write("\n")
             self.stream.flush()
         return False

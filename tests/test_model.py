@@ -325,3 +325,52 @@ def test_predict_validates_latent_points():
         m.predict(np.zeros((3, 3)))
     with pytest.raises(ValueError, match="NaN"):
         m.predict(np.array([[np.nan, 0.0]]))
+
+
+def test_fit_refuses_a_non_finite_start_and_reports_why_it_stopped():
+    m = BayesianGPLVM(_data(), latent_dim=2, num_inducing=5, seed=0)
+    v = m._values()
+    v["noise_variance"] = np.asarray(1e-320)  # beta = inf
+    m._set_x(m._layout.pack(v))
+    with pytest.raises(ValueError, match="cannot fit"):
+        m.fit(max_iters=20, progress=False)
+    m = BayesianGPLVM(_data(), latent_dim=2, num_inducing=5, seed=0)
+    assert m.fit(max_iters=0, progress=False).fit_info["bound"] == m.elbo()  # not -inf
+    m.fit(max_iters=12, progress=False)
+    assert m.fit_info["reason"] == "max_iters"
+    m.fit(max_iters=50, progress=False, callback=lambda p: p.iteration >= 3)
+    assert m.fit_info["reason"] == "callback" and m.fit_info["iterations"] == 3
+
+
+def test_interrupted_fit_counts_its_held_iterations_and_syncs_the_kernel():
+    """Ctrl-C in the held phase: fit_info counts the held iterations done; the kernel
+    object is the kept point's, not the last trial point's; predict inside a callback uses
+    the model's parameters."""
+    m = BayesianGPLVM(_data(), latent_dim=2, num_inducing=5, seed=0)
+    X = m.latent_mean[:4]
+    before = m.predict(X)[0]
+    inside = []
+
+    def cb(p):
+        inside.append(m.predict(X)[0])
+        if p.iteration == 7:
+            raise KeyboardInterrupt
+
+    with pytest.warns(UserWarning, match="interrupted"):
+        m.fit(max_iters=400, progress=False, callback=cb)
+    np.testing.assert_array_equal(inside[0], before)  # the model had not moved yet
+    assert m.fit_info["reason"] == "interrupted" and m.fit_info["held_iterations"] == 7
+    kernel_now = {k: np.array(v) for k, v in m.kernel.params.items()}
+    m._sync_kernel()
+    for k, v in m.kernel.params.items():
+        np.testing.assert_array_equal(kernel_now[k], v)
+
+
+def test_progress_bar_ends_on_the_last_update():
+    from model.progress import ProgressBar
+
+    out = io.StringIO()
+    with ProgressBar(60, "fit", enabled=True, stream=out, min_interval=10.0) as bar:
+        for i in range(1, 61):
+            bar.update(i, "bound 1")
+    assert "60/60" in out.getvalue().rsplit("\r", 1)[-1]
