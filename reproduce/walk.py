@@ -58,6 +58,12 @@ def angle_rmse_per_frame(Y_true: np.ndarray, Y_pred: np.ndarray) -> np.ndarray:
     return np.sqrt(np.mean(d * d, axis=1))
 
 
+def pooled_rmse(per_frame: np.ndarray) -> float:
+    """RMSE over every angle of the given frames from their per-frame RMSEs (the root of
+    the mean square, not the mean of the roots, which is never larger)."""
+    return float(np.sqrt(np.mean(np.square(per_frame))))
+
+
 def estimate_period(Y: np.ndarray, min_lag: int = 5) -> int:
     """The lag in [min_lag, T // 2] with the largest autocorrelation of the centred joint
     angles (an unbiased estimate per lag): the gait period in frames."""
@@ -128,8 +134,8 @@ def run(ctx: Context) -> Result:
     rows = []
     for k, v in rmse.items():
         i = info.get(k, {})
-        rows.append([k] + [round(float(v[a - 1:b].mean()), 2) for a, b in horizons]
-                    + [round(float(v.mean()), 2), i.get("ard_kept"),
+        rows.append([k] + [round(pooled_rmse(v[a - 1:b]), 2) for a, b in horizons]
+                    + [round(pooled_rmse(v), 2), i.get("ard_kept"),
                        None if "fit_s" not in i else round(i["fit_s"])])
     table = Table(f"Walk {TRIAL}: forecast after frame {N_TRAIN} (RMSE of the 50 joint angles, degrees)",
                   cols, rows,

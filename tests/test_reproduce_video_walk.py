@@ -59,6 +59,8 @@ def test_walk_angle_rmse_uses_the_50_angles_in_degrees():
     pred[0, :50] = np.radians(2.0)
     pred[:, 50:] = 100.0  # root features are not joint angles
     np.testing.assert_allclose(walk.angle_rmse_per_frame(Y, pred), [2.0, 0.0])
+    # the table pools the frames: the root of the mean square, 2 / sqrt(2), not the mean 1
+    assert walk.pooled_rmse(walk.angle_rmse_per_frame(Y, pred)) == pytest.approx(np.sqrt(2.0))
 
 
 def test_figures_are_pngs(tmp_path):
