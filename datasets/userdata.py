@@ -18,12 +18,11 @@ def _read_text(path: Path, delimiter: str | None) -> np.ndarray:
         lines = [ln for ln in fh.read().splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     if not lines:
         raise DatasetError(f"{path} is empty: expected one row of numbers per line.")
-    first = lines[0].split(delimiter)
-    try:
-        [float(v) for v in first]
-        skip = 0
-    except ValueError:
-        skip = 1  # a header row of column names
+    if delimiter is not None and all(ln.rstrip().endswith(delimiter) for ln in lines):
+        lines = [ln.rstrip()[:-1] for ln in lines]  # every line ends with the delimiter: no last column
+    # a header row of column names: every cell a non-empty non-number (a data row with one
+    # bad or empty cell is an error below, not a header to skip)
+    skip = int(all(c.strip() and _not_float(c) for c in lines[0].split(delimiter)))
     rows = []
     for i, ln in enumerate(lines[skip:], start=skip):
         cells = ln.split(delimiter)

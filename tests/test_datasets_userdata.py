@@ -33,6 +33,19 @@ def test_npy_npz_csv_roundtrip(tmp_path):
     assert bd.load_array(tmp_path / "ints.npy").dtype == np.float64
 
 
+def test_csv_header_needs_every_cell_a_name(tmp_path):
+    """Only a first line of names is skipped: a first data row with an empty or mistyped
+    cell is an error (it was dropped silently); a delimiter ending every line is no column."""
+    for text, match in (("1,,3\n4,5,6\n7,8,9\n", "NaN|empty|missing"), ("1,NA,3\n4,5,6\n", "'NA'")):
+        (tmp_path / "a.csv").write_text(text)
+        with pytest.raises(DatasetError, match=match):
+            bd.load_array(tmp_path / "a.csv")
+    (tmp_path / "b.csv").write_text("x,y,z\n1,2,3\n4,5,6\n")
+    np.testing.assert_array_equal(bd.load_array(tmp_path / "b.csv"), [[1, 2, 3], [4, 5, 6]])
+    (tmp_path / "c.csv").write_text("1,2,3,\n4,5,6,\n")
+    np.testing.assert_array_equal(bd.load_array(tmp_path / "c.csv"), [[1, 2, 3], [4, 5, 6]])
+
+
 @pytest.mark.parametrize(
     "make,match",
     [

@@ -252,6 +252,24 @@ def test_corrupt_files_raise_naming_the_file(tmp_path, skel):
         cmu35.build({"cmu35WalkJog.mat": bad, "35.asf": CMU / "35.asf"})
 
 
+def test_asf_separators_and_bad_numbers(skel):
+    """ASF 1.10 separators (commas; several limit pairs on one line) parse to the same
+    skeleton; non-finite numbers and a zero length unit are parse errors naming the line."""
+    text = (CMU / "35.asf").read_text()
+    same = text.replace("direction 0.34202 -0.939693 0", "direction 0.34202, -0.939693, 0").replace(
+        "limits (-160.0 20.0)\n           (-70.0 70.0)\n           (-60.0 70.0)",
+        "limits (-160.0, 20.0) (-70.0 70.0) (-60.0 70.0)")
+    assert same != text
+    s2 = parse_asf(same, source="commas.asf")
+    np.testing.assert_array_equal(s2.directions, skel.directions)
+    assert s2.limits == skel.limits
+    for bad, line in (("length 7.41015", "length nan"), ("axis 0 0 20  XYZ", "axis inf 0 20  XYZ")):
+        with pytest.raises(MocapParseError, match="line 29|line 30|non-finite"):
+            parse_asf(text.replace(bad, line, 1), source="x.asf")
+    with pytest.raises(MocapParseError, match="line 7: length unit must be positive"):
+        parse_asf(text.replace("length 0.45", "length 0"), source="x.asf")
+
+
 def test_renderer_survives_json(train):
     import dataclasses
     import json

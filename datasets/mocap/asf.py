@@ -292,7 +292,7 @@ class Skeleton:
 def _strip_lines(text: str) -> list[tuple[int, str]]:
     out = []
     for i, line in enumerate(text.splitlines(), start=1):
-        s = line.split("#", 1)[0].strip()
+        s = line.split("#", 1)[0].replace(",", " ").strip()  # commas are whitespace (ASF 1.10)
         if s:
             out.append((i, s))
     return out
@@ -303,6 +303,8 @@ def _floats(tokens, source, lineno, n=None):
         vals = [float(t) for t in tokens]
     except ValueError:
         raise MocapParseError(source, f"line {lineno}: expected numbers, got {' '.join(tokens)!r}") from None
+    if not all(np.isfinite(vals)):
+        raise MocapParseError(source, f"line {lineno}: non-finite number in {' '.join(tokens)!r}")
     if n is not None and len(vals) != n:
         raise MocapParseError(source, f"line {lineno}: expected {n} numbers, got {len(vals)}")
     return vals
@@ -341,6 +343,8 @@ def parse_asf(text: str, source: str = "<asf>") -> Skeleton:
         if section == "units":
             if len(tok) == 2 and tok[0].lower() in ("length", "mass"):
                 units[tok[0].lower()] = _floats(tok[1:], source, lineno, 1)[0]
+                if units[tok[0].lower()] <= 0:
+                    raise MocapParseError(source, f"line {lineno}: {tok[0]} unit must be positive")
             elif len(tok) == 2 and tok[0].lower() == "angle":
                 u = tok[1].lower()
                 if u.startswith("deg"):
@@ -395,8 +399,11 @@ def parse_asf(text: str, source: str = "<asf>") -> Skeleton:
                 bone["dof"] = [t.lower() for t in tok[1:]]
             elif k == "limits" or (last_key == "limits" and s.startswith("(")):
                 body = s[len("limits"):] if k == "limits" else s
-                nums = _floats(body.replace("(", " ").replace(")", " ").split(), source, lineno, 2)
-                bone["limits"].append(tuple(nums))
+                nums = _floats(body.replace("(", " ").replace(")", " ").split(), source, lineno)
+                if not nums or len(nums) % 2:
+                    raise MocapParseError(source, f"line {lineno}: limits come in (min max) pairs, "
+                                                  f"got {len(nums)} numbers")
+                bone["limits"] += [tuple(nums[i:i + 2]) for i in range(0, len(nums), 2)]
                 k = "limits"
             elif k in ("bodymass", "cofmass"):
                 pass
