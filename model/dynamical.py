@@ -137,6 +137,10 @@ def _init_time_kernel(prior: DynamicalPrior, mu: np.ndarray) -> None:
         for part in parts:
             if part.name == "white":
                 part.set_params(variance=f / (1.0 - f) * float(np.mean([p.params["variance"] for p in smooth])))
+    elif not smooth:  # white / bias alone: the prior N(0, I) of the static model, not 1e-3
+        for part in parts:
+            if part.name == "white":
+                part.set_params(variance=1.0)
 
 
 class DynamicalGPLVM(BayesianGPLVM):

@@ -10,6 +10,7 @@ the static prior), Z as it is, the kernel parameters and the noise variance thro
 
 from __future__ import annotations
 
+import copy
 import warnings
 from numbers import Integral
 
@@ -35,6 +36,24 @@ INIT_ITERS = 300
 #: after this many held iterations the hold is kept only while the model wants less noise
 #: than held (``_hold_helps``)
 INIT_CHECK = 100
+
+
+#: Below this mean variance of Y's columns the fixed jitter on Kuu (``linalg.JITTER``) is
+#: no longer small against the kernel variance the data need.
+SMALL_DATA_VARIANCE = 1e-3
+
+
+def _warn_small_units(Yc: np.ndarray) -> None:
+    """Warn when the data are in units so small that the jitter distorts the fit (data of
+    unit scale x 1e-3 were fitted as pure noise). A jitter relative to the kernel scale was
+    tried and dropped: the smaller jitter on real data sets (oil, CMU walks) made their fits
+    stall or end lower."""
+    var = float(np.mean(Yc.var(0)))
+    if 0.0 < var < SMALL_DATA_VARIANCE:
+        warnings.warn(f"Y's columns have a mean variance of {var:.2g}: in units this small the "
+                      "fixed jitter on the inducing-point kernel matrix (1e-6) is not small against "
+                      "the signal and the model may explain everything as noise. Rescale Y (e.g. "
+                      "to unit variance) before fitting.", stacklevel=3)
 
 
 def _check_Y(Y) -> np.ndarray:
@@ -83,10 +102,16 @@ class BayesianGPLVM:
         N, D = Y.shape
         Q = _check_int("latent_dim", latent_dim, 1)
         M = _check_int("num_inducing", num_inducing, 1, N, f" (the number of data points N={N})")
-        self.kernel: Kernel = make_kernel(kernel, Q)
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, Integral)):
+            raise ValueError(f"seed must be an integer or None, got {type(seed).__name__} (it is "
+                             "saved with the model)")
+        # a Kernel object passed in is copied: the model's fit must not change the caller's
+        # object (nor another model built from it)
+        self.kernel: Kernel = make_kernel(kernel if isinstance(kernel, str) else copy.deepcopy(kernel), Q)
         self.Y = Y
         self.Y_mean = Y.mean(0)
         self._Yc = Y - self.Y_mean
+        _warn_small_units(self._Yc)
         self._data = OutputStats.from_centred(self._Yc)
         self.seed = seed
         self.metadata: dict = {}

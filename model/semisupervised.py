@@ -112,7 +112,9 @@ class SemiSupervisedGPR(BayesianGPLVM):
         on the simulated data (4 seeds) that was worse at 10% missing in 3 seeds and at 50% in
         2 (up to 0.158 vs 0.068), better at 100% in 3 (0.20 vs 0.29 at worst), so they move by
         default.
-        ``callback`` as ``BayesianGPLVM.fit`` (all three phases)."""
+        ``callback`` as ``BayesianGPLVM.fit`` (all three phases). Each call runs the three
+        steps from the start (a new M^o, q(X^u) inferred again): unlike
+        ``BayesianGPLVM.fit`` it does not continue from the current point."""
         max_iters = _check_int("max_iters", max_iters, 0)
         observed_iters = max_iters if observed_iters is None else _check_int("observed_iters", observed_iters, 0)
         infer_iters = max_iters // 2 if infer_iters is None else _check_int("infer_iters", infer_iters, 0)

@@ -525,3 +525,15 @@ def test_latent_at_checks_its_times(fitted):
     for bad, match in (([], "non-empty"), ([40.0, np.nan], "finite"), ([[40.0, 41.0], [42.0, 43.0]], "1-D")):
         with pytest.raises(ValueError, match=match):
             m.latent_at(bad)
+
+
+@pytest.mark.parametrize("time_kernel", ["white", "bias+white"])
+def test_white_alone_time_kernel_starts_at_the_static_prior(time_kernel):
+    """Without a smooth part the white variance starts at 1 (the static prior), not 1e-3
+    (it collapsed to 1e-221 and the fit explained everything as noise)."""
+    t = np.linspace(0.0, 1.0, 30)
+    Y = np.c_[np.sin(6 * t), np.cos(6 * t), t] + 0.01 * np.random.default_rng(0).standard_normal((30, 3))
+    m = DynamicalGPLVM(Y, t, latent_dim=2, num_inducing=10, time_kernel=time_kernel, seed=0)
+    assert m.time_kernel.white_diag(t[:1])[0] == pytest.approx(1.0)
+    m.fit(max_iters=100, progress=False)
+    assert np.abs(m.predict(m.latent_mean)[0] - Y).max() < 0.3 * Y.std()

@@ -374,3 +374,18 @@ def test_progress_bar_ends_on_the_last_update():
         for i in range(1, 61):
             bar.update(i, "bound 1")
     assert "60/60" in out.getvalue().rsplit("\r", 1)[-1]
+
+
+def test_kernel_objects_are_copied_seeds_checked_and_small_units_warned():
+    from model.kernels import make_kernel
+
+    Y = _data()
+    k = make_kernel("rbf", 2)
+    v0 = float(k.params["variance"])
+    m = BayesianGPLVM(Y * 100, latent_dim=2, num_inducing=5, kernel=k, seed=0).fit(max_iters=5, progress=False)
+    assert m.kernel is not k and float(k.params["variance"]) == v0  # the caller's object untouched
+    with pytest.raises(ValueError, match="seed must be an integer"):
+        BayesianGPLVM(Y, latent_dim=2, num_inducing=5, seed=np.random.default_rng(1))
+    BayesianGPLVM(Y, latent_dim=2, num_inducing=5, seed=np.int64(3))  # numpy integers are integers
+    with pytest.warns(UserWarning, match="Rescale Y"):
+        BayesianGPLVM(Y * 1e-3, latent_dim=2, num_inducing=5, seed=0)
