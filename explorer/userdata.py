@@ -127,6 +127,15 @@ def _times(filename: str, N: int, t, seq, rows_are_frames: bool, fps: float):
     return t, seq
 
 
+def _frame_rate(t: np.ndarray, seq, default: float) -> float:
+    """Frames per time unit of time stamps t (N,): 1 / the median step within sequences
+    (``default`` when no sequence has two frames)."""
+    ids = np.zeros(len(t)) if seq is None else np.asarray(seq)
+    steps = np.concatenate([np.diff(t[ids == s]) for s in np.unique(ids)] or [np.empty(0)])
+    steps = steps[steps > 0]
+    return float(1.0 / np.median(steps)) if steps.size else default
+
+
 def image_renderer(D: int, height: int | None, width: int | None, order: str,
                    vmin: float, vmax: float, filename: str = "upload") -> ImageRenderer:
     """An ImageRenderer for rows of D pixels; H or W may be left out (0/None) when the
@@ -160,7 +169,10 @@ def array_dataset(filename: str, data: bytes, kind: str = "vector", height: int 
         raise UserError(f"an array upload is drawn as 'vector' or 'image', not {kind!r}")
     Y, t, seq = _read_array_upload(filename, data)
     N, D = Y.shape
+    own_times = t is not None
     t, seq = _times(filename, N, t, seq, rows_are_frames, float(fps))
+    if own_times:  # the file's time stamps set the playback rate, not the page's frames/s
+        fps = _frame_rate(t, seq, float(fps))
     name = os.path.splitext(os.path.basename(filename))[0] or "upload"
     meta = {"title": f"{filename} (uploaded)", "fps": float(fps), "time_unit": "s", "uploaded": True}
     if kind == "image":

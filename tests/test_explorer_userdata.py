@@ -212,3 +212,13 @@ def test_an_upload_named_like_a_shipped_set_does_not_get_its_test_split():
     s.load_upload("oil.npy", _npy(Y))
     s.set_model(BayesianGPLVM(Y, latent_dim=2, num_inducing=5, seed=0), s.dataset)
     assert all("test" not in name for name in s.infer_sources())
+
+
+def test_uploaded_time_stamps_set_the_playback_rate():
+    """An .npz with its own t plays at the rate of its time stamps (0.1 s steps: 10 frames/s),
+    not at the page's frames/s setting, which applies to 'rows are frames' only."""
+    Y = np.random.default_rng(0).normal(size=(10, 3))
+    seq = np.r_[np.zeros(6, int), np.ones(4, int)]
+    t = np.r_[np.arange(6) * 0.1, np.arange(4) * 0.1]
+    assert array_dataset("d.npz", _npz(Y=Y, t=t, sequence=seq), fps=30).meta["fps"] == pytest.approx(10.0)
+    assert array_dataset("d.npy", _npy(Y), rows_are_frames=True, fps=25).meta["fps"] == 25.0
