@@ -222,3 +222,13 @@ def test_uploaded_time_stamps_set_the_playback_rate():
     t = np.r_[np.arange(6) * 0.1, np.arange(4) * 0.1]
     assert array_dataset("d.npz", _npz(Y=Y, t=t, sequence=seq), fps=30).meta["fps"] == pytest.approx(10.0)
     assert array_dataset("d.npy", _npy(Y), rows_are_frames=True, fps=25).meta["fps"] == 25.0
+
+
+def test_amc_frames_may_count_from_zero_but_not_skip():
+    """Some exporters number AMC frames from 0; a gap is still an error that says why."""
+    amc0 = tiny_amc(4).replace("\n1\n", "\n0\n").replace("\n2\n", "\n1\n").replace("\n3\n", "\n2\n").replace("\n4\n", "\n3\n")
+    ds = mocap_dataset({"tiny.asf": TINY_ASF.encode(), "zero.amc": amc0.encode()}, subsample=1)
+    assert ds.N == 4
+    gap = tiny_amc(4).replace("\n3\n", "\n5\n")
+    with pytest.raises(UserError, match="numbered consecutively"):
+        mocap_dataset({"tiny.asf": TINY_ASF.encode(), "gap.amc": gap.encode()}, subsample=1)

@@ -520,8 +520,11 @@ def parse_amc(text: str, skeleton: Skeleton, source: str = "<amc>") -> np.ndarra
         if len(tok) == 1 and tok[0].isdigit():
             close(lineno)
             no = int(tok[0])
+            if row is None and not frames and no in (0, 1):
+                last_no = no - 1  # the first frame: some exporters count from 0
             if no != last_no + 1:
-                raise MocapParseError(source, f"line {lineno}: frame {no} follows frame {last_no}")
+                raise MocapParseError(source, f"line {lineno}: frame {no} follows frame {last_no}; "
+                                              "frames must be numbered consecutively")
             last_no, frame_line = no, lineno
             row = np.full(C, np.nan)
             frames.append(row)
