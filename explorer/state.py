@@ -161,7 +161,7 @@ def dataset_for_model(model) -> Dataset:
 MAX_UNPACKED_MB = 200
 
 
-def _check_upload(data: bytes, name: str = "file") -> None:
+def check_upload(data: bytes, name: str = "file") -> None:
     """Size limits of an upload: the file, and what a zip archive (.npz) unpacks to."""
     if len(data) > MAX_UPLOAD_BYTES:
         raise UserError(f"{name} is {len(data) / 2**20:.1f} MB; the limit is {MAX_UPLOAD_MB} MB")
@@ -354,7 +354,7 @@ class ExplorerState(param.Parameterized):
         """Open an uploaded saved model (and the data set it names, when available)."""
         from model import BayesianGPLVM
 
-        _check_upload(data, filename)
+        check_upload(data, filename)
         try:
             m = BayesianGPLVM.load(io.BytesIO(data))
         except Exception as e:

@@ -32,7 +32,7 @@ import numpy as np
 from bgplvm_datasets import Dataset, DatasetError, load_array
 from bgplvm_datasets.record import ImageRenderer, VectorRenderer
 
-from .state import UserError, _check_upload
+from .state import UserError, check_upload
 
 KINDS = ("vector", "image", "mocap")
 ORDERS = {"row-major (C)": "C", "column-major (F)": "F"}
@@ -41,14 +41,10 @@ TIME_KEYS = ("t", "times", "time")
 SEQUENCE_KEYS = ("sequence", "sequences", "seq", "sequence_ids")
 
 
-def _check_size(name: str, data: bytes) -> None:
-    _check_upload(data, name)
-
-
 # --------------------------------------------------------------------------- arrays
 def _read_array_upload(filename: str, data: bytes) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """(Y, t or None, sequence or None) from an uploaded array file."""
-    _check_size(filename, data)
+    check_upload(data, filename)
     ext = os.path.splitext(filename)[1].lower()
     if ext not in (".npy", ".npz", ".csv", ".txt", ".tsv"):
         raise UserError(f"{filename}: unsupported file type {ext or '(none)'}; use .npy, .npz or .csv "
@@ -232,7 +228,7 @@ def mocap_dataset(files: dict[str, bytes], subsample: int = 4, rate_hz: float = 
         raise UserError("add one or more .amc motion files for this skeleton (each becomes a sequence)")
     subsample = max(1, int(subsample))
     (asf_name, asf_bytes), = asf.items()
-    _check_size(asf_name, asf_bytes)
+    check_upload(asf_bytes, asf_name)
     try:
         skel = parse_asf(asf_bytes.decode("ascii", errors="replace"), source=asf_name)
     except ValueError as e:
@@ -241,7 +237,7 @@ def mocap_dataset(files: dict[str, bytes], subsample: int = 4, rate_hz: float = 
     kept = tuple(i for i, n in enumerate(names) if n not in ("root.TX", "root.TZ"))
     Ys, seqs, times, trials = [], [], [], []
     for s, (name, data) in enumerate(sorted(amc.items())):
-        _check_size(name, data)
+        check_upload(data, name)
         try:
             C = np.asarray(parse_amc(data.decode("ascii", errors="replace"), skel, source=name), dtype=np.float64)
         except ValueError as e:

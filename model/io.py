@@ -52,15 +52,23 @@ def kernel_spec(kernel) -> str:
     return "+".join(p.name for p in parts)
 
 
+def _new_file_mode() -> int:
+    umask = os.umask(0)  # the only way to read it; once, at import (not thread-safe later)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+#: what ``open`` gives a new file (0o666 less the umask)
+_NEW_FILE_MODE = _new_file_mode()
+
+
 def file_mode(path: Path) -> int:
     """Permissions for a file about to be (re)written at ``path``: the existing file's, else
-    what ``open`` would give (0o666 less the umask; ``mkstemp``'s temporary files are 0o600)."""
+    what ``open`` would give (``mkstemp``'s temporary files are 0o600)."""
     try:
         return os.stat(path).st_mode & 0o777
     except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
+        return _NEW_FILE_MODE
 
 
 def check_writable(path, directory: bool = False) -> Path:
