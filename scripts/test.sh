@@ -8,7 +8,7 @@ source scripts/_setup.sh test
 if [ ! -x /usr/bin/chromium ]; then
     echo "[setup] installing Debian chromium for the browser tests"
     SUDO=""; [ "$(id -u)" != 0 ] && SUDO="sudo"
-    $SUDO apt-get update -qq && $SUDO DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+    $SUDO apt-get update -qq && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
 # Real data sets come from the offline mirror next to the project when it exists.
 if [ -z "${BGPLVM_DATA_MIRROR:-}" ] && [ -d ../shared/datasets ]; then
