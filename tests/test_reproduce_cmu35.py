@@ -168,7 +168,8 @@ def test_require_names_what_is_missing():
 def test_seed_table_spread_and_nn_count():
     from bgplvm_reproduce import cmu35 as C
 
-    nn = C.Row("NN (angle space)", results={"legs": {"SC": 14.0, "RA": 4.1}, "body": {"SC": 30.9, "RA": 3.2}})
+    nn = [C.Row("NN (angle space)", results={"legs": {"SC": 14.0, "RA": 4.1}, "body": {"SC": 30.9, "RA": 3.2}}),
+          C.Row("NN sc. (scaled space)", results={"legs": {"SC": 13.5, "RA": 4.4}, "body": {"SC": 20.8, "RA": 2.45}})]
 
     def row(name, lsc, lra, bsc, bra, bound):
         return C.Row(name, results={"legs": {"SC": lsc, "RA": lra}, "body": {"SC": bsc, "RA": bra}},
@@ -184,7 +185,12 @@ def test_seed_table_spread_and_nn_count():
     assert cells[dyn][1] == 3 and cells[static][1] == 2
     assert cells[dyn][2] == "13.00 (11.00-15.00)"
     assert cells[dyn][5] == "2.40 (2.30-2.50)"
-    assert cells[dyn][6] == "2 of 3"  # seed 1 loses on legs
+    # the bar is the better NN row in each column: 13.5 / 4.1 / 20.8 / 2.45; seed 0 beats the
+    # angle-space row everywhere but not the scaled row's B RA, seed 1 loses on legs
+    assert cells[dyn][6] == "1 of 3"
     assert cells[static][6] == "0 of 2"
+    runs[0][0] = row(dyn, 13.0, 4.0, 15.0, 2.4, 1.0)
+    t, _ = C.seed_table(runs, nn)
+    assert {r[0]: r for r in t.rows}[dyn][6] == "2 of 3"
     assert numbers[dyn]["1"] == {"columns": [15.0, 4.6, 14.0, 2.4], "bound": 2.0, "ard_kept": 3}
-    assert "L SC / L RA / B SC / B RA" in t.note
+    assert "L SC / L RA / B SC / B RA" in t.note and "NN sc. (scaled space): 13.50" in t.note
