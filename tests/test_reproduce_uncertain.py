@@ -29,11 +29,18 @@ def test_log_density_is_the_gaussian_one():
     assert mg.log_density(1.0, 0.0, 4.0) == pytest.approx(-0.5 * np.log(8 * np.pi) - 1 / 8)
 
 
-def test_missing_mask_has_the_stated_count_per_row():
+def test_missing_mask_has_the_stated_share():
+    """The stated fraction of the partial rows' entries is missing (with 15 features 10% is
+    1.5 per row: 1 in half the rows, 2 in the others), never by rounding each row's count."""
     rng = np.random.default_rng(0)
-    for p, k in [(0.1, 2), (0.5, 8), (0.9, 14), (1.0, 15)]:
-        mask = ss.missing_mask(30, 15, p, rng)
-        assert np.all(mask.sum(1) == k)
+    for p, counts in [(0.1, {1: 30, 2: 30}), (0.3, {4: 30, 5: 30}), (0.5, {7: 30, 8: 30}),
+                      (0.4, {6: 60}), (0.9, {13: 30, 14: 30}), (1.0, {15: 60})]:
+        mask = ss.missing_mask(60, 15, p, rng)
+        assert mask.mean() == pytest.approx(p)
+        k, n = np.unique(mask.sum(1), return_counts=True)
+        assert dict(zip(k.tolist(), n.tolist())) == counts
+    mask = ss.missing_mask(80, 39, 0.1, rng)  # the mocap version: 3.9 per row
+    assert mask.mean() == pytest.approx(0.1)
 
 
 def test_baselines():
