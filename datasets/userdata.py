@@ -18,11 +18,20 @@ def _read_text(path: Path, delimiter: str | None) -> np.ndarray:
         lines = [ln for ln in fh.read().splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     if not lines:
         raise DatasetError(f"{path} is empty: expected one row of numbers per line.")
-    if delimiter is not None and all(ln.rstrip().endswith(delimiter) for ln in lines):
-        lines = [ln.rstrip()[:-1] for ln in lines]  # every line ends with the delimiter: no last column
+    if delimiter is None and any("\t" in ln for ln in lines):
+        # tab separated: split on each tab, so that an empty cell is a cell (NaN, an error
+        # below), not a gap that shifts the row's later values one column to the left
+        delimiter = "\t"
+
+    def trim(ln: str) -> str:
+        return ln.rstrip(" \r") if delimiter == "\t" else ln.rstrip()
+
+    if delimiter is not None and all(trim(ln).endswith(delimiter) for ln in lines):
+        lines = [trim(ln)[:-1] for ln in lines]  # every line ends with the delimiter: no last column
     # a header row of column names: every cell a non-empty non-number (a data row with one
     # bad or empty cell is an error below, not a header to skip)
-    skip = int(all(c.strip() and _not_float(c) for c in lines[0].split(delimiter)))
+    header = lines[0].split(delimiter)
+    skip = int(all(c.strip() and _not_float(c) for c in header))
     rows = []
     for i, ln in enumerate(lines[skip:], start=skip):
         cells = ln.split(delimiter)
@@ -44,6 +53,11 @@ def _read_text(path: Path, delimiter: str | None) -> np.ndarray:
         )
     if not rows:
         raise DatasetError(f"{path} holds a header but no data rows.")
+    if skip and len(header) != len(rows[0]):
+        raise DatasetError(
+            f"{path}: the first line names {len(header)} columns but the data rows have "
+            f"{len(rows[0])}; every row, the header included, must have the same number of columns."
+        )
     return np.array(rows, dtype=np.float64)
 
 

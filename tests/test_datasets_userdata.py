@@ -46,6 +46,24 @@ def test_csv_header_needs_every_cell_a_name(tmp_path):
     np.testing.assert_array_equal(bd.load_array(tmp_path / "c.csv"), [[1, 2, 3], [4, 5, 6]])
 
 
+def test_tab_separated_empty_cells_and_header_width(tmp_path):
+    """An empty cell of a tab-separated file is a cell (NaN: an error), not a gap that moved
+    the row's later values one column left (whitespace splitting dropped it silently); a
+    header naming more or fewer columns than the data rows have is an error."""
+    (tmp_path / "a.tsv").write_text("x\ty\tz\n1\t\t3\n4\t5\t6\n")
+    with pytest.raises(DatasetError, match=r"NaN or infinite.*row 0, column 1"):
+        bd.load_array(tmp_path / "a.tsv")
+    (tmp_path / "b.txt").write_text("x\ty\tz\n1\t2\t3\n4\t5\t6\n")
+    np.testing.assert_array_equal(bd.load_array(tmp_path / "b.txt"), [[1, 2, 3], [4, 5, 6]])
+    (tmp_path / "c.tsv").write_text("1\t2\t\n4\t5\t\n")  # a tab ending every line: no column
+    np.testing.assert_array_equal(bd.load_array(tmp_path / "c.tsv"), [[1, 2], [4, 5]])
+    (tmp_path / "d.txt").write_text("1 2  3\n4 5 6\n")  # spaces: any run of them separates
+    np.testing.assert_array_equal(bd.load_array(tmp_path / "d.txt"), [[1, 2, 3], [4, 5, 6]])
+    (tmp_path / "e.csv").write_text("a,b,c\n1,2\n3,4\n")
+    with pytest.raises(DatasetError, match="first line names 3 columns but the data rows have 2"):
+        bd.load_array(tmp_path / "e.csv")
+
+
 @pytest.mark.parametrize(
     "make,match",
     [
