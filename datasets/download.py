@@ -250,22 +250,20 @@ def _sources(f: FileSpec, mirror: str | None) -> list[str]:
 
 def _fetch_file(spec: DatasetSpec, f: FileSpec, mirror: str | None, cache_dir, progress: bool) -> Path:
     dest = file_path(spec, f, cache_dir)
-    removed_note = ""
-    if dest.is_file():
-        if dest.stat().st_size == f.size and sha256_of(dest) == f.sha256:
-            return dest
-        dest.unlink(missing_ok=True)  # another process may have removed it already
-        removed_note = (
-            f" (A cached copy at {dest} failed its size/sha256 check and was removed.)"
-        )
-        warnings.warn(f"cached file {dest} was corrupt and has been removed; fetching it again", stacklevel=3)
+    bad = _cached_state(dest, f)
+    if bad is True:
+        return dest
+    if bad is not None:
+        # a corrupt copy is not removed now: another process may be replacing it with a
+        # good one this very moment (the verified copy below replaces it atomically too)
+        warnings.warn(f"cached file {dest} is corrupt; fetching it again", stacklevel=3)
 
     if mirror is not None and not _is_url(mirror) and not Path(mirror).expanduser().is_dir():
         raise DownloadError(
             f"data set {spec.name!r}: the mirror {mirror!r} is not a directory. Set "
             f"{ENV_MIRROR} (or mirror=/--mirror) to a folder laid out like "
             f"../shared/datasets (e.g. it must contain {f.relpath}), or unset it to download "
-            f"from {f.urls[0]}.{removed_note}"
+            f"from {f.urls[0]}.{_drop_corrupt(dest, bad)}"
         )
 
     _check_cache_folder(dest.parent)
@@ -310,8 +308,39 @@ def _fetch_file(spec: DatasetSpec, f: FileSpec, mirror: str | None, cache_dir, p
     cls = ChecksumError if mismatch else DownloadError
     raise cls(
         f"could not fetch file {f.name} of data set {spec.name!r}; tried:\n  {tried}\n"
-        f"Nothing is cached at {dest}.{removed_note} {hint}"
+        f"Nothing is cached at {dest}.{_drop_corrupt(dest, bad)} {hint}"
     )
+
+
+def _cached_state(dest: Path, f: FileSpec):
+    """True: ``dest`` holds a verified copy; None: nothing there; else the ``os.stat`` of a
+    copy that failed its size / sha256 check (``_drop_corrupt`` removes that file only)."""
+    try:
+        st = dest.stat()
+        if st.st_size == f.size and sha256_of(dest) == f.sha256:
+            return True
+        return st
+    except OSError:  # not cached, removed while we looked, or an unusable cache folder
+        return None  # (which _check_cache_folder then reports)
+
+
+def _drop_corrupt(dest: Path, bad) -> str:
+    """After a failed fetch: remove the corrupt copy seen by ``_cached_state`` if it is still
+    the same file (not a good copy another process has put there since). A sentence for the
+    error message."""
+    if bad is None or bad is True:
+        return ""
+    try:
+        st = dest.stat()
+        if (st.st_ino, st.st_size, st.st_mtime_ns) == (bad.st_ino, bad.st_size, bad.st_mtime_ns):
+            dest.unlink()
+        return f" (A cached copy at {dest} failed its size/sha256 check and was removed.)"
+    except FileNotFoundError:
+        return f" (A cached copy at {dest} failed its size/sha256 check and was removed.)"
+    except OSError as e:
+        return (f" (A cached copy at {dest} failed its size/sha256 check and could not be "
+                f"removed: {type(e).__name__}: {e}. Delete it, or choose a writable cache "
+                f"folder with cache_dir=/--cache-dir or {ENV_CACHE}.)")
 
 
 def fetch(name: str, mirror=None, cache_dir=None, progress: bool = True) -> dict[str, Path]:

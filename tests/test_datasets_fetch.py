@@ -305,6 +305,34 @@ def test_corrupt_cached_file_is_removed_and_refetched(oil_mirror, tmp_path):
     assert not cached.exists()
 
 
+def test_corrupt_copy_replaced_meanwhile_by_another_process_is_kept(oil_mirror, tmp_path, monkeypatch):
+    """A process that found a corrupt cached copy and then fails to fetch removes that copy
+    only if it is still the same file: a verified copy another process has put in its place
+    meanwhile stays (it used to be deleted, failing the other process's load). A copy that
+    cannot be removed is named in the error with what to do."""
+    cache = tmp_path / "cache"
+    good = bd.fetch("oil", mirror=oil_mirror, cache_dir=cache, progress=False)["DataTrn.txt"]
+    f = next(x for x in download.get_spec("oil").files if x.name == "DataTrn.txt")
+    good_bytes = good.read_bytes()
+    good.write_bytes(b"x" * len(good_bytes))  # same size, wrong content
+    bad = download._cached_state(good, f)
+    assert bad is not None and bad is not True
+    other = tmp_path / "other.part"  # the other process's verified copy, renamed into place
+    other.write_bytes(good_bytes)
+    os.replace(other, good)
+    download._drop_corrupt(good, bad)
+    assert good.read_bytes() == good_bytes and download._cached_state(good, f) is True
+    good.write_bytes(b"garbage")
+    bad = download._cached_state(good, f)
+
+    def refuse(self, *a, **k):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "unlink", refuse)
+    note = download._drop_corrupt(good, bad)
+    assert "could not be removed" in note and "BGPLVM_CACHE_DIR" in note and good.exists()
+
+
 def test_cache_problems_are_blamed_on_the_cache_and_files_are_readable(oil_mirror, tmp_path):
     """An unusable cache folder is reported as such (not as a bad mirror), and cached
     files get ordinary permissions (not mkstemp's 0o600)."""
