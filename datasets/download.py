@@ -187,8 +187,16 @@ def _copy_verified(src: str, dest: Path, f: FileSpec, label: str, progress: bool
             os.fchmod(out.fileno(), _NEW_FILE_MODE)  # mkstemp's 0o600 would stay after the rename
             stream, length = _open_source(src)
             bar = _Progress(label, length or f.size, progress)
+            got = 0
             with stream:
                 while block := stream.read(_CHUNK):
+                    got += len(block)
+                    if got > f.size:  # not the registry's file: stop instead of saving it all
+                        bar.close()
+                        raise ChecksumError(
+                            f"checksum mismatch for {f.relpath} from {src}: more than the "
+                            f"expected {f.size} bytes (a different or changed file). Nothing "
+                            f"was written to {dest}.")
                     out.write(block)
                     h.update(block)
                     bar.update(len(block))

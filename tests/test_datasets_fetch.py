@@ -290,6 +290,36 @@ def test_truncated_mirror_file_is_rejected(oil_mirror, tmp_path):
     assert not [p for p in _files_under(cache) if p.name.endswith(".part")]
 
 
+def test_oversized_source_is_cut_off_at_the_expected_size(oil_mirror, tmp_path, monkeypatch):
+    """A source longer than the registry's size is rejected as soon as it passes that size
+    (it used to be saved in full first, then called 'truncated')."""
+    f = oil_mirror / "oil" / "DataTst.txt"
+    f.write_bytes(f.read_bytes() * 3)
+    monkeypatch.setattr(download, "_CHUNK", 4096)
+    written = []
+    real_fdopen = os.fdopen
+
+    def spy(fd, *a, **k):  # bytes written per temp file
+        fh = real_fdopen(fd, *a, **k)
+        real_write = fh.write
+        written.append(0)
+        i = len(written) - 1
+
+        def write(b):
+            written[i] += len(b)
+            return real_write(b)
+
+        fh.write = write
+        return fh
+
+    monkeypatch.setattr(download.os, "fdopen", spy)
+    with pytest.raises(ChecksumError, match="more than the expected"):
+        bd.load("oil", split="test", mirror=oil_mirror, cache_dir=tmp_path / "cache")
+    size = next(x.size for x in download.get_spec("oil").files if x.name == "DataTst.txt")
+    assert size - 4096 < written[-1] <= size  # the oversized file stopped at the expected size
+    assert not [p for p in _files_under(tmp_path / "cache") if p.name.endswith(".part")]
+
+
 def test_corrupt_cached_file_is_removed_and_refetched(oil_mirror, tmp_path):
     cache = tmp_path / "cache"
     bd.fetch("oil", mirror=oil_mirror, cache_dir=cache, progress=False)
