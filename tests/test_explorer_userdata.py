@@ -225,10 +225,15 @@ def test_uploaded_time_stamps_set_the_playback_rate():
 
 
 def test_amc_frames_may_count_from_zero_but_not_skip():
-    """Some exporters number AMC frames from 0; a gap is still an error that says why."""
+    """Some exporters number AMC frames from 0, a clip may start at its take's frame number;
+    a gap is still an error that says why."""
     amc0 = tiny_amc(4).replace("\n1\n", "\n0\n").replace("\n2\n", "\n1\n").replace("\n3\n", "\n2\n").replace("\n4\n", "\n3\n")
     ds = mocap_dataset({"tiny.asf": TINY_ASF.encode(), "zero.amc": amc0.encode()}, subsample=1)
     assert ds.N == 4
+    clip = tiny_amc(4)  # a clip cut from a longer take: frames 101..104
+    for k in range(4, 0, -1):
+        clip = clip.replace(f"\n{k}\n", f"\n{100 + k}\n")
+    assert mocap_dataset({"tiny.asf": TINY_ASF.encode(), "clip.amc": clip.encode()}, subsample=1).N == 4
     gap = tiny_amc(4).replace("\n3\n", "\n5\n")
     with pytest.raises(UserError, match="numbered consecutively"):
         mocap_dataset({"tiny.asf": TINY_ASF.encode(), "gap.amc": gap.encode()}, subsample=1)

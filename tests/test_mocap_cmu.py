@@ -268,6 +268,12 @@ def test_asf_separators_and_bad_numbers(skel):
             parse_asf(text.replace(bad, line, 1), source="x.asf")
     with pytest.raises(MocapParseError, match="line 7: length unit must be positive"):
         parse_asf(text.replace("length 0.45", "length 0"), source="x.asf")
+    # open limits, as in the Acclaim format's own example; NaN is still an error
+    s3 = parse_asf(text.replace("limits (-160.0 20.0)", "limits (-inf inf)", 1), source="open.asf")
+    assert (-np.inf, np.inf) in [lim for ls in s3.limits for lim in ls]
+    np.testing.assert_array_equal(s3.directions, skel.directions)
+    with pytest.raises(MocapParseError, match="non-finite"):
+        parse_asf(text.replace("limits (-160.0 20.0)", "limits (nan 20.0)", 1), source="x.asf")
 
 
 def test_renderer_survives_json(train):

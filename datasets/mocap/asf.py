@@ -298,12 +298,14 @@ def _strip_lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
-def _floats(tokens, source, lineno, n=None):
+def _floats(tokens, source, lineno, n=None, infinite_ok=False):
+    """Numbers of one line; ``infinite_ok``: limits may be open, e.g. ``(-inf inf)`` as in
+    the Acclaim format's own example (NaN never)."""
     try:
         vals = [float(t) for t in tokens]
     except ValueError:
         raise MocapParseError(source, f"line {lineno}: expected numbers, got {' '.join(tokens)!r}") from None
-    if not all(np.isfinite(vals)):
+    if not all(np.isfinite(vals) | (infinite_ok & np.isinf(vals))):
         raise MocapParseError(source, f"line {lineno}: non-finite number in {' '.join(tokens)!r}")
     if n is not None and len(vals) != n:
         raise MocapParseError(source, f"line {lineno}: expected {n} numbers, got {len(vals)}")
@@ -399,7 +401,8 @@ def parse_asf(text: str, source: str = "<asf>") -> Skeleton:
                 bone["dof"] = [t.lower() for t in tok[1:]]
             elif k == "limits" or (last_key == "limits" and s.startswith("(")):
                 body = s[len("limits"):] if k == "limits" else s
-                nums = _floats(body.replace("(", " ").replace(")", " ").split(), source, lineno)
+                nums = _floats(body.replace("(", " ").replace(")", " ").split(), source, lineno,
+                               infinite_ok=True)
                 if not nums or len(nums) % 2:
                     raise MocapParseError(source, f"line {lineno}: limits come in (min max) pairs, "
                                                   f"got {len(nums)} numbers")
@@ -520,8 +523,8 @@ def parse_amc(text: str, skeleton: Skeleton, source: str = "<amc>") -> np.ndarra
         if len(tok) == 1 and tok[0].isdigit():
             close(lineno)
             no = int(tok[0])
-            if row is None and not frames and no in (0, 1):
-                last_no = no - 1  # the first frame: some exporters count from 0
+            if row is None and not frames:
+                last_no = no - 1  # the first frame: 1, 0 (some exporters) or a clip's own start
             if no != last_no + 1:
                 raise MocapParseError(source, f"line {lineno}: frame {no} follows frame {last_no}; "
                                               "frames must be numbered consecutively")
