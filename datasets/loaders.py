@@ -37,9 +37,20 @@ def reading(path: Path, spec: DatasetSpec):
     except Exception as e:  # noqa: BLE001 -- re-raised with the file name
         raise ParseError(
             f"could not parse {path} (data set {spec.name!r}): {type(e).__name__}: {e}. "
-            f"The file may be corrupt or truncated: delete it and run "
-            f"`bgplvm datasets fetch {spec.name}` to download it again."
+            f"{parse_remedy(spec, e)}"
         ) from e
+
+
+def parse_remedy(spec: DatasetSpec, e: BaseException) -> str:
+    """What to do about a file that failed to parse. It passed its size / sha256 check just
+    before (``load`` fetches first), so deleting and downloading it again fetches the same
+    bytes: only a file that went missing or unreadable since is worth fetching again."""
+    if isinstance(e, OSError):
+        return (f"The file could not be read (removed or made unreadable since it was checked?): "
+                f"run `bgplvm datasets fetch {spec.name}` to check it and fetch it again.")
+    return ("The file passed its size and sha256 check, so it holds the expected bytes: this is "
+            "a fault of the loader or of a library it uses (a version it was not written for?); "
+            "please report it with this message.")
 
 
 def _check(cond: bool, msg: str) -> None:
@@ -173,15 +184,14 @@ def _call_mocap(spec: DatasetSpec, paths: dict, module: str, call):
         return call(mod.build)
     except ParseError as e:  # the parser names the file; add the data set, paths and a remedy
         raise ParseError(
-            f"data set {spec.name!r}: {e} (files: {files}). A file may be corrupt or truncated: "
-            f"delete it and run `bgplvm datasets fetch {spec.name}` to download it again."
+            f"data set {spec.name!r}: {e} (files: {files}). {parse_remedy(spec, e.__cause__ or e)}"
         ) from e
     except DatasetError:
         raise
     except Exception as e:  # noqa: BLE001 -- re-raised with the file names
         raise ParseError(
             f"could not parse the files of data set {spec.name!r} ({files}): {type(e).__name__}: {e}. "
-            f"A file may be corrupt or truncated: delete it and run `bgplvm datasets fetch {spec.name}`."
+            f"{parse_remedy(spec, e)}"
         ) from e
 
 

@@ -390,6 +390,8 @@ def test_parse_error_names_the_file(oil_mirror, monkeypatch, tmp_path):
     with pytest.raises(ParseError) as e:
         bd.load("oil", mirror=oil_mirror, cache_dir=tmp_path / "cache")
     assert "DataTrn.txt" in str(e.value) and "'oil'" in str(e.value)
+    # it passed its checksum: downloading it again would fetch the same bytes
+    assert "passed its size and sha256 check" in str(e.value) and "download it again" not in str(e.value)
 
 
 @needs_shared
