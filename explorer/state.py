@@ -52,16 +52,26 @@ class UserError(ValueError):
 
 
 # --------------------------------------------------------------------------- helpers
+def read_only(ds: Dataset) -> Dataset:
+    """``ds`` with its arrays made read-only in place: a record shared by every session
+    (the caches below) must not be changed by one of them (an attempt raises at once)."""
+    for attr in ("Y", "labels", "sequence", "times"):
+        v = getattr(ds, attr)
+        if isinstance(v, np.ndarray):
+            v.flags.writeable = False
+    return ds
+
+
 @functools.lru_cache(maxsize=8)
 def load_cached(name: str) -> Dataset:
     """``bgplvm_datasets.load`` once per process: every session opening the same data
     set shares the (read-only) record, so a new page does not re-read it."""
-    return load(name)
+    return read_only(load(name))
 
 
 @functools.lru_cache(maxsize=8)
 def load_cached_split(name: str, split: str) -> Dataset:
-    return load(name, split=split)
+    return read_only(load(name, split=split))
 
 
 @functools.lru_cache(maxsize=4)
@@ -76,7 +86,7 @@ def load_asset_cached(name: str):
         m, ds = load_asset(name)
         m.latent_mean  # q(X) and the posterior once, here, not in the first session
         m.predict(m.latent_mean[:1])
-    return m, ds
+    return m, read_only(ds)
 
 
 def ard_off_mask(alpha: np.ndarray) -> np.ndarray:

@@ -585,3 +585,16 @@ def test_string_sequence_ids_draw_and_export(walk_model, walk):
     csv = export_bytes(s, "coords", "csv").decode()
     assert "sequence" in csv.splitlines()[0] and ",walk," in csv
     assert export_bytes(s, "latent", "png")[:4] == b"\x89PNG"
+
+
+def test_shared_data_records_are_read_only():
+    """The data set record every session shares (load_cached) cannot be changed in place by
+    one session: writing into it raises instead of altering the other sessions' data."""
+    from explorer.state import load_cached
+
+    ds = load_cached("synth_walk")
+    assert load_cached("synth_walk") is ds
+    for a in (ds.Y, ds.sequence, ds.times):
+        if a is not None:
+            with pytest.raises(ValueError, match="read-only"):
+                a[0] = a[0]
