@@ -193,6 +193,7 @@ def run(ctx: Context) -> Result:
         notes.append(f"VGP-LVM (static): {e}")
         rows.append(["VGP-LVM (static) (not run)", None, None, None, None])
     rows.append([f"NN (best k = {best_k})", knn[best_k], PAPER_MISSA["NN (best k)"], None, None])
+    mses = {r[0]: r[1] for r in rows if r[1] is not None}  # unrounded, for the ordering below
     for r in rows:
         r[1] = None if r[1] is None else round(r[1], 2)
 
@@ -202,7 +203,6 @@ def run(ctx: Context) -> Result:
     else:
         notes.append("Forecast strip not drawn: it needs DynamicalGPLVM.forecast (issue 8).")
 
-    mses = {r[0]: r[1] for r in rows if r[1] is not None}
     ordering = None
     if all(k in mses for k in ("Dyn. VGP-LVM", "VGP-LVM (static)")):
         nn = knn[best_k]
@@ -256,7 +256,7 @@ def _forecast_figure(ctx, name, renderer, Y_win, Y_future, forecast) -> str:
     n = len(Y_future)
     sd = np.sqrt(np.maximum(f_var, 0.0))
     top = float(sd.max()) or 1.0
-    rows = [("true (first 3: training)", [renderer.image(y) for y in last] + [renderer.image(y) for y in Y_future]),
+    rows = [("true (first 3: the window's last frames)", [renderer.image(y) for y in last] + [renderer.image(y) for y in Y_future]),
             ("generated (mean)", [None] * 3 + [renderer.image(np.clip(y, 0, 255)) for y in f_mean]),
             (f"sd (white = {top:.0f})", [None] * 3 + [renderer.image(255 * v / top) for v in sd])]
     cols = [f"t={WINDOW - 3 + j}" for j in range(3 + n)]
