@@ -256,7 +256,7 @@ def _forecast_figure(ctx, name, renderer, Y_win, Y_future, forecast) -> str:
     n = len(Y_future)
     sd = np.sqrt(np.maximum(f_var, 0.0))
     top = float(sd.max()) or 1.0
-    rows = [("true (first 3: the window's last frames)", [renderer.image(y) for y in last] + [renderer.image(y) for y in Y_future]),
+    rows = [("true (3 from the window)", [renderer.image(y) for y in last] + [renderer.image(y) for y in Y_future]),
             ("generated (mean)", [None] * 3 + [renderer.image(np.clip(y, 0, 255)) for y in f_mean]),
             (f"sd (white = {top:.0f})", [None] * 3 + [renderer.image(255 * v / top) for v in sd])]
     cols = [f"t={WINDOW - 3 + j}" for j in range(3 + n)]
