@@ -249,10 +249,10 @@ def main(argv=None) -> int:
         srv = Server()
         try:
             ready, _ = browser_latency(browser, srv.url, 3, rng)
-            print(f"\n== embedded default (synth_walk + shipped model): server start to /liveness "
+            print(f"\n== the default page (the shipped default asset's model and data): server start to /liveness "
                   f"{srv.start_s:.2f} s (Numba warm-up included); page open to plots drawn {ready:.2f} s "
                   f"(first session)")
-            ready2, lat = browser_latency(browser, srv.url, args.clicks, rng, shots, "synth_walk")
+            ready2, lat = browser_latency(browser, srv.url, args.clicks, rng, shots, "default")
             print(f"  second session page open to plots drawn {ready2:.2f} s")
             print(f"  browser: mouse move -> pose drawn {_ms(lat['move'])}")
             print(f"  browser: click      -> pose drawn {_ms(lat['click'])}")

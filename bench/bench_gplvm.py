@@ -164,7 +164,7 @@ def _gpy_model(case: dict, jitter="ours"):
                         lengthscale=np.array(case["lengthscale"], dtype=np.float64), ARD=True)
     lik = GPy.likelihoods.Gaussian(variance=float(case["noise"]))
     # GPy 1.15's VarDTC adds const_jitter = 1e-8 to Kuu; ours adds 1e-6. The bound is
-    # sensitive to it (at the oil start 5.5e-5 relative), so by default GPy gets our jitter
+    # sensitive to it (at the oil start 5.6e-5 relative), so by default GPy gets our jitter
     # (an instance attribute: the cost of an evaluation does not change).
     from GPy.inference.latent_function_inference.var_dtc import VarDTC
 
@@ -660,9 +660,9 @@ def main(argv=None) -> int:
                        if r else f"bound {args.target:g} NOT reached")
                     + f"; run stopped at {fit['wall_s']:.1f} s, {fit['iterations']} iterations, "
                       f"{fit['evaluations']} evaluations, final bound {fit['final_bound']:.1f}. "
-                      f"GPy reference: {GPY_REF['fit_s']} s for {GPY_REF['fit_evals']} evaluations")
-            if r:
-                line += f" (wall-time ratio {GPY_REF['fit_s'] / r['time_s']:.0f}x)."
+                      f"GPy reference: {GPY_REF['fit_s']} s for {GPY_REF['fit_evals']} evaluations "
+                      f"of its own fit, which ends below {args.target:g} (no ratio: not the same "
+                      f"endpoint; bench/bench_fit.py compares the two fits at equal budgets).")
             log("   " + line)
             tables.append(line)
             # bound agreement at the fitted (non-initial) parameters
@@ -724,8 +724,19 @@ def main(argv=None) -> int:
         check("bound agreement < 1e-6 relative", max(diffs) < 1e-6, f"max {max(diffs):.1e} over {len(diffs)} cases")
     for r in rows_main:
         if r["name"] in ("oil", "frey faces") and "speedup" in r:
-            check(f"{r['name']}: >= 10x faster than GPy", r["speedup"] >= 10,
+            check(f"{r['name']}: >= 10x faster than GPy at its defaults", r["speedup"] >= 10,
                   f"{r['speedup']:.1f}x ({fmt_s(r['ours']['median_s'])} vs {fmt_s(r['gpy']['median_s'])})")
+    # GPy is faster with its BLAS on one thread: ours at its defaults against GPy's fastest
+    # thread setting measured for the same case (the "1 thread" / "tuned threads" rows)
+    for base in ("oil", "frey faces"):
+        same = [r for r in rows_main if r["name"].split(" (")[0] == base and "gpy" in r and "median_s" in r["gpy"]]
+        ours = next((r["ours"]["median_s"] for r in same if r["name"] == base and "median_s" in r["ours"]), None)
+        if ours and len(same) > 1:
+            best = min(same, key=lambda r: r["gpy"]["median_s"])
+            ratio = best["gpy"]["median_s"] / ours
+            check(f"{base}: >= 10x faster than GPy at its fastest thread setting", ratio >= 10,
+                  f"{ratio:.1f}x (ours {fmt_s(ours)} at its defaults vs GPy {fmt_s(best['gpy']['median_s'])}, "
+                  f"row '{best['name']}')")
     if "n_growth" in results:
         ex = results["n_growth"]["exponent_N>=4000"]
         if not math.isfinite(ex):
