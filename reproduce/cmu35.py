@@ -78,7 +78,9 @@ GAP_NOTE = (
     "earlier Matern fit continued for 1,500 iterations (bound 318,267) reconstructs L SC 10.63 / "
     "L RA 3.84 / B SC 12.86 / B RA 2.49 (conditioned), below nearest neighbour on all four, "
     "while the 766ed24 run's Matern fit taken on to 6,000 iterations (bound 318,003, 951 s) gave "
-    "17.25 / 4.83 / 16.98 / 2.50 (training q(u)).")
+    "17.25 / 4.83 / 16.98 / 2.50 (training q(u)). Rounding alone moves them too: this command's "
+    "seed-0 static and Matern fits redone on 2026-11-25 on another machine of the same kind "
+    "(same code, bound 317,950 against 317,627) reconstruct 13.24 / 4.21 / 21.35 / 3.61.")
 
 
 @dataclass
