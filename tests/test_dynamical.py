@@ -41,12 +41,21 @@ def test_time_kernel_matrix_is_symmetric_psd(name):
 
 
 def test_time_kernel_closed_forms():
+    """Each stationary kernel's k(r) against its textbook formula (the symmetry, PSD and
+    gradient tests cannot see a wrong constant such as sqrt(3) in the Matern 5/2)."""
     r = np.array([0.0, 0.7, 2.0])
     t = np.r_[0.0, r[1:]]
     m32 = make_time_kernel("matern32")
     m32.set_params(variance=2.0, lengthscale=1.5)
     a = np.sqrt(3) * r / 1.5
     np.testing.assert_allclose(m32.K(t[:1], t)[0], 2.0 * (1 + a) * np.exp(-a))
+    m52 = make_time_kernel("matern52")
+    m52.set_params(variance=2.0, lengthscale=1.5)
+    b = np.sqrt(5) * r / 1.5
+    np.testing.assert_allclose(m52.K(t[:1], t)[0], 2.0 * (1 + b + b**2 / 3) * np.exp(-b))
+    rbf = make_time_kernel("rbf")
+    rbf.set_params(variance=2.0, lengthscale=1.5)
+    np.testing.assert_allclose(rbf.K(t[:1], t)[0], 2.0 * np.exp(-0.5 * r**2 / 1.5**2))
     per = make_time_kernel("periodic")
     per.set_params(variance=1.0, lengthscale=0.8, period=2.0)
     np.testing.assert_allclose(per.K(t[:1], t)[0], np.exp(-2 * np.sin(np.pi * r / 2.0) ** 2 / 0.64))

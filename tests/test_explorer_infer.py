@@ -74,6 +74,11 @@ def test_infer_one_frame_reconstructs_the_hidden_joints(st, walk):
     assert r.mu.shape == (1, 3) and np.all(r.S > 0)
     assert r.error["n"] == cols.size and np.isfinite(r.error["value"]) and np.isfinite(r.nn_error["value"])
     assert "nearest neighbour" in st.infer_status and st.play_mode == "sequence"
+    # the inferred joints are the model's, not a fill: well below the training mean's error
+    from explorer.masks import reconstruction_error
+
+    mean_fill = reconstruction_error(walk, walk.Y.mean(0), walk.Y[5], cols)
+    assert r.error["unit"] == mean_fill["unit"] and r.error["value"] < 0.6 * mean_fill["value"]
 
 
 def test_infer_a_stretch_plays_against_its_truth(st, walk):

@@ -389,3 +389,23 @@ def test_kernel_objects_are_copied_seeds_checked_and_small_units_warned():
     BayesianGPLVM(Y, latent_dim=2, num_inducing=5, seed=np.int64(3))  # numpy integers are integers
     with pytest.warns(UserWarning, match="Rescale Y"):
         BayesianGPLVM(Y * 1e-3, latent_dim=2, num_inducing=5, seed=0)
+
+
+def test_kl_static_against_the_dense_gaussian_kl():
+    """KL(q(X) || N(0, I)) (KLstatic) against the textbook KL of two Gaussians with dense
+    covariances, and its gradients by central differences."""
+    from model.kl import kl_static
+
+    rng = np.random.default_rng(0)
+    mu, S = rng.standard_normal((4, 3)), rng.uniform(0.1, 2.0, (4, 3))
+    x, C = mu.ravel(), np.diag(S.ravel())
+    k = x.size
+    dense = 0.5 * (np.trace(C) + x @ x - k - np.linalg.slogdet(C)[1])
+    kl, dmu, dS = kl_static(mu, S)
+    assert kl == pytest.approx(dense, rel=1e-12)
+    h = 1e-6
+    for (i, j) in [(0, 0), (2, 1), (3, 2)]:
+        e = np.zeros_like(mu)
+        e[i, j] = h
+        assert dmu[i, j] == pytest.approx((kl_static(mu + e, S)[0] - kl_static(mu - e, S)[0]) / (2 * h), rel=1e-6)
+        assert dS[i, j] == pytest.approx((kl_static(mu, S + e)[0] - kl_static(mu, S - e)[0]) / (2 * h), rel=1e-6)

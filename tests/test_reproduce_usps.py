@@ -43,6 +43,8 @@ def test_quick_run_writes_both_pixel_versions(tmp_path):
     res = run("usps", Context(out_dir=tmp_path, quick=True, verbose=False, mirror=str(mirror)))
     runs = res.numbers["runs"]
     assert set(runs) == {"gpmat", "raw"}
+    # 300 test digits: one class for all makes 244-282 errors, guessing ~270; the quick run's
+    # ten small models (60 rows each, 150 iterations) made 44-46 and 1-NN 22-30 (2026-11-25)
     for r in runs.values():
-        assert 0 <= r["errors"] < 300 and 0 <= r["nn_errors"] < 300
+        assert 0 <= r["errors"] < 75 and 0 <= r["nn_errors"] < 60
     assert (tmp_path / "usps" / "table.md").is_file()

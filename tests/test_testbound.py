@@ -346,12 +346,31 @@ def test_inferred_q_is_a_stationary_point(oil_like):
 
 
 def test_more_starting_points_never_lower_the_start(oil_like):
+    """n_init > 1 starts each row from the best of its n_init nearest training rows' q(x_n)
+    (the highest gain - KL), which is never below the nearest one's."""
     m, Yt, _ = oil_like
     st = stats_of(m)
-    Ys, obs = check_test_outputs(Yt, st.D)
+    # the test rows, and noisy copies of training rows with two dims observed: for these the
+    # nearest row in the observed dims is often not the best start
+    rng = np.random.default_rng(1)
+    extra = m.Y + 0.3 * rng.standard_normal(m.Y.shape)
+    extra[np.argsort(rng.random(extra.shape), axis=1) >= 2] = np.nan
+    Ys, obs = check_test_outputs(np.vstack([Yt, extra]), st.D)
     f1 = infer_latent(st, Ys, obs, n_init=1)
     f5 = infer_latent(st, Ys, obs, n_init=5)
-    assert np.all(np.isin(f1.init_rows, tbm.nearest_rows(st, Ys, obs, 1)[:, 0]))
+    cand = tbm.nearest_rows(st, Ys, obs, 5)
+    np.testing.assert_array_equal(f1.init_rows, cand[:, 0])
+    tb = TestBound(st, Ys, obs)
+
+    def start(rows):
+        return (tb.evaluate(st.mu[rows], st.S[rows], grad=False)[0]
+                - tbm.kl_rows(st.mu[rows], st.S[rows])[0])
+
+    by_cand = np.column_stack([start(cand[:, c]) for c in range(5)])
+    assert np.all(np.isin(f5.init_rows[:, None], cand).any(1))
+    np.testing.assert_allclose(start(f5.init_rows), by_cand.max(1), rtol=1e-12, atol=1e-9)
+    assert np.all(start(f5.init_rows) >= start(f1.init_rows) - 1e-9)
+    assert np.any(f5.init_rows != f1.init_rows)  # the choice is exercised here
     assert f5.log_density.mean() >= f1.log_density.mean() - 1e-3
 
 
@@ -395,14 +414,18 @@ def test_uncertain_input_moments_match_monte_carlo(oil_like):
     m, _, _ = oil_like
     rng = np.random.default_rng(0)
     mu = m.latent_mean[:2] + 0.3
-    S = np.full_like(mu, 0.05)
+    # a spread of half a lengthscale per dimension: wide enough that E[f(x)] is far from
+    # f(E[x]) (checked below), so that the mean check has the power to see that mistake
+    S = np.broadcast_to(np.minimum((0.5 / np.sqrt(m.ard_weights)) ** 2, 4.0), mu.shape).copy()
     mean, var = m.predict(mu, S, include_noise=False)
+    at_mean, _ = m.predict(mu, include_noise=False)
     for i in range(2):
         X = mu[i] + np.sqrt(S[i]) * rng.standard_normal((100_000, mu.shape[1]))
         mX, vX = m.predict(X, include_noise=False)
         mc_mean = mX.mean(0)
         mc_var = vX.mean(0) + mX.var(0)
         se = mX.std(0) / np.sqrt(X.shape[0])
+        assert np.max(np.abs(at_mean[i] - mc_mean) / se) > 10  # f(E[x]) would fail the next line
         assert np.all(np.abs(mean[i] - mc_mean) < 5 * se + 1e-12)
         np.testing.assert_allclose(var[i], mc_var, rtol=0.02)
 

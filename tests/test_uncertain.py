@@ -176,13 +176,23 @@ def test_fixed_inputs_model_is_a_gp_regression_and_keeps_q_fixed():
     np.testing.assert_allclose(var, np.repeat(var_ex[:, None], 2, 1), rtol=0.1)
 
 
-def test_uncertain_test_inputs_widen_the_prediction():
+def test_uncertain_test_inputs_give_the_moments_of_the_prediction():
+    """predict(z, Z_star_var=V) is the mean and variance of the prediction at x* ~ N(z, V +
+    Sigma_z) (meanFstar / covFstar, exact moments): against Monte Carlo over x* of the
+    deterministic-input prediction. The test input's variance widens the prediction far
+    beyond the fitted input noise's (a Z_star_var that was checked but not added passed the
+    earlier 'v1 > v0' test on Sigma_z's 1e-6 alone)."""
     Z, Y = _regression_data(N=25)
     m = UncertainInputGPR(Z, Y, num_inducing=10, seed=0).fit(max_iters=80, progress=False)
-    zs = np.array([[0.3, -0.4]])
+    zs, V = np.array([[0.3, -0.4]]), np.array([[0.5, 0.5]])
     _, v0 = m.predict(zs, input_noise=False)
-    _, v1 = m.predict(zs, Z_star_var=np.array([[0.5, 0.5]]))
-    assert np.all(v1 > v0)
+    mean1, v1 = m.predict(zs, Z_star_var=V)
+    xs = zs + np.sqrt(V + m.input_noise_variance) * np.random.default_rng(3).standard_normal((40000, 2))
+    mu_x, var_x = m.predict(xs, input_noise=False)
+    se = mu_x.std(0) / np.sqrt(len(xs))
+    assert np.all(np.abs(mean1[0] - mu_x.mean(0)) < 5 * se)
+    np.testing.assert_allclose(v1[0], var_x.mean(0) + mu_x.var(0), rtol=0.03)
+    assert np.all(v1 > 3 * v0)
 
 
 # --- autoregressive forecasting ---------------------------------------------------------------------------
