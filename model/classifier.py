@@ -57,15 +57,18 @@ class GPLVMClassifier:
             raise ValueError(f"class {_fmt(small[0])} has {int(counts[classes == small[0]][0])} "
                              "row; every class needs at least 2 rows to fit its model"
                              + (f" (also: {', '.join(_fmt(c) for c in small[1:])})" if small.size > 1 else ""))
-        self.classes_ = classes
-        self.models_ = []
+        models = []
         for c in classes:
             Yc = Y[labels == c]
             m = BayesianGPLVM(Yc, latent_dim=self.latent_dim,
                               num_inducing=min(int(self.num_inducing), Yc.shape[0]),
                               kernel=self.kernel, seed=self.seed)
             m.fit(max_iters=self.max_iters, progress=self.progress)
-            self.models_.append(m)
+            if m.fit_info.get("reason") == "interrupted":  # Ctrl-C: not the next classes too
+                raise KeyboardInterrupt(f"GPLVMClassifier.fit interrupted in the model of class "
+                                        f"{_fmt(c)}; the classifier is not fitted")
+            models.append(m)
+        self.classes_, self.models_ = classes, models
         self.n_features_in_ = Y.shape[1]
         return self
 

@@ -19,6 +19,7 @@ import numpy as np
 from .bound import OutputStats, collapsed_bound, fstar_moments, posterior_from_stats
 from .init import init_params
 from .kernels import Kernel, make_kernel
+from ._interrupt import caused_by_interrupt, deferred_interrupt
 from .optimize import Optimisation
 from ._threads import blas_single_threaded, single_threaded_blas
 from .params import Block, ParamLayout
@@ -354,11 +355,12 @@ class BayesianGPLVM:
         # (phase, iterations, hold): the held phase in two parts, the second only while
         # holding helps; the main phase gets whatever the held phase left of max_iters
         phases = [("init", check, True), ("init", init_iters - check, True), ("main", None, False)]
-        with opt.bar:
+        with opt.bar, deferred_interrupt() as opt.interrupt:
             try:
                 for k, (phase, iters, hold) in enumerate(phases):
                     iters = max_iters - opt.iteration if iters is None else iters
-                    if iters <= 0 or opt.stopped or (k == 1 and not self._hold_helps(x)):
+                    if (iters <= 0 or opt.stopped or opt.interrupted
+                            or (k == 1 and not self._hold_helps(x))):
                         continue
                     held = [n for n in self._init_held if n in layout.slices and n not in layout.frozen]
                     held = held if hold else []
@@ -367,9 +369,12 @@ class BayesianGPLVM:
                         x = opt.run(fun, x, layout.free_mask(), iters, phase)
                     finally:
                         layout.unfreeze(*held)
-            except KeyboardInterrupt:
+            except (KeyboardInterrupt, SystemError) as e:  # a second Ctrl-C (Numba: SystemError)
+                if not caused_by_interrupt(e):
+                    raise
                 interrupted = True
                 x = opt.best_x if opt.best_x is not None else x
+        interrupted = interrupted or opt.interrupted
         self._set_x(x)
         self._sync_kernel()  # the kernel object followed the trial points of the last evaluations
         reason = ("interrupted" if interrupted else "callback" if opt.stopped

@@ -81,6 +81,9 @@ class Optimisation:
         self.bar = ProgressBar(max_iters, "fit", enabled=progress)
         self.history: list[float] = []
         self.phase_iterations: dict[str, int] = {}
+        #: an ``_interrupt.InterruptRequest`` polled after every iteration (Ctrl-C)
+        self.interrupt = None
+        self.interrupted = False
 
     # BLAS on one thread for the optimiser too, not only inside the bound: L-BFGS-B's own
     # small products on OpenBLAS's threads cost 3-5 ms per iteration on 2 cores (N=300,
@@ -127,6 +130,9 @@ class Optimisation:
                 if self.callback(p):
                     self.stopped = True
                     raise _Stop
+            if self.interrupt is not None and self.interrupt.requested:
+                self.interrupted = True
+                raise _Stop
             if iters_left() <= 0:
                 raise _Stop
 

@@ -59,6 +59,11 @@ def nearest_rows(Xs: np.ndarray, observed: np.ndarray, Ys: np.ndarray, full: np.
     return np.flatnonzero(full)[np.argmin(d, axis=1)]
 
 
+def _stopped(fit_info: dict) -> bool:
+    """Whether a fit ended on a callback's request or Ctrl-C (not on its iteration budget)."""
+    return fit_info.get("reason") in ("callback", "interrupted")
+
+
 @register_model_class
 class SemiSupervisedGPR(BayesianGPLVM):
     """GP regression from inputs with missing features (NaN) to outputs Y.
@@ -112,7 +117,8 @@ class SemiSupervisedGPR(BayesianGPLVM):
         on the simulated data (4 seeds) that was worse at 10% missing in 3 seeds and at 50% in
         2 (up to 0.158 vs 0.068), better at 100% in 3 (0.20 vs 0.29 at worst), so they move by
         default.
-        ``callback`` as ``BayesianGPLVM.fit`` (all three phases). Each call runs the three
+        ``callback`` as ``BayesianGPLVM.fit``: it sees all three steps, and returning True
+        (or Ctrl-C) ends the fit, the later steps included. Each call runs the three
         steps from the start (a new M^o, q(X^u) inferred again): unlike
         ``BayesianGPLVM.fit`` it does not continue from the current point."""
         max_iters = _check_int("max_iters", max_iters, 0)
@@ -125,15 +131,18 @@ class SemiSupervisedGPR(BayesianGPLVM):
         self.observed_model = mo
         self._start_from(mo)
         info = {"observed": mo.fit_info}
-        held = [n for n in self.param_names if n not in ("mu", "S")]
-        info["infer"] = self._fit_holding(held, infer_iters, callback, progress)
-        hyper = [] if learn_hyperparameters else [n for n in self.param_names
-                                                  if n.startswith("kernel.") or n == "noise_variance"]
-        hyper += [] if learn_inducing else ["Z"]
-        self._fit_holding(hyper, max_iters, callback, progress)
-        info["joint"] = self.fit_info
-        self.fit_info = dict(self.fit_info, phases={k: {kk: vv for kk, vv in v.items() if kk != "history"}
-                                                    for k, v in info.items()})
+        if not _stopped(mo.fit_info):  # a callback's stop or Ctrl-C ends the later steps too
+            held = [n for n in self.param_names if n not in ("mu", "S")]
+            info["infer"] = self._fit_holding(held, infer_iters, callback, progress)
+        if not _stopped(info.get("infer", mo.fit_info)):
+            hyper = [] if learn_hyperparameters else [n for n in self.param_names
+                                                      if n.startswith("kernel.") or n == "noise_variance"]
+            hyper += [] if learn_inducing else ["Z"]
+            self._fit_holding(hyper, max_iters, callback, progress)
+            info["joint"] = self.fit_info
+        last = info[list(info)[-1]]
+        self.fit_info = dict(last, phases={k: {kk: vv for kk, vv in v.items() if kk != "history"}
+                                           for k, v in info.items()})
         return self
 
     def _fit_holding(self, held: list[str], max_iters: int, callback, progress) -> dict:

@@ -109,3 +109,30 @@ def test_three_digit_classes(tmp_path):
     clf = GPLVMClassifier(latent_dim=3, num_inducing=15, max_iters=100).fit(ds.Y[train], ds.labels[train])
     acc = clf.score(ds.Y[test], ds.labels[test])
     assert acc >= 0.9, acc
+
+
+def test_ctrl_c_stops_the_whole_classifier_fit(monkeypatch):
+    """Ctrl-C in one class model's fit ends the classifier's fit (the next classes were
+    fitted on regardless) and leaves it unfitted, saying so."""
+    import os
+    import signal
+
+    from model import BayesianGPLVM
+
+    Ytr, ltr, _, _ = _blobs()
+    fits = []
+    real_fit = BayesianGPLVM.fit
+
+    def fit(self, *a, **k):
+        fits.append(self)
+        k["callback"] = lambda p: p.iteration == 3 and os.kill(os.getpid(), signal.SIGINT)
+        return real_fit(self, *a, **k)
+
+    monkeypatch.setattr(BayesianGPLVM, "fit", fit)
+    clf = GPLVMClassifier(latent_dim=2, num_inducing=5, max_iters=50)
+    with pytest.warns(UserWarning, match="interrupted"), \
+            pytest.raises(KeyboardInterrupt, match="class 3; the classifier is not fitted"):
+        clf.fit(Ytr, ltr)
+    assert len(fits) == 1 and fits[0].fit_info["iterations"] == 3
+    with pytest.raises(RuntimeError, match="not fitted"):
+        clf.predict(Ytr)

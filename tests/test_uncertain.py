@@ -554,3 +554,22 @@ def test_forecast_without_noise_feeds_back_the_same_window():
     mean_f, var_f = m.forecast(steps=8, include_noise=False)
     np.testing.assert_array_equal(mean_f, mean_y)
     np.testing.assert_allclose(var_f, np.maximum(var_y - m.noise_variance, 0.0), rtol=1e-12, atol=1e-15)
+
+
+def test_semi_supervised_stop_ends_every_step():
+    """A callback's stop ends the whole fit, not only the step it came in (the later steps
+    ran on before); fit_info says which steps ran and why the fit ended."""
+    X, Y = _semi_data()
+    Xm = X.copy()
+    Xm[15:, 1:3] = np.nan
+    seen = []
+
+    def cb(p):
+        seen.append(p.phase)
+        return p.iteration >= 4
+
+    m = SemiSupervisedGPR(Xm, Y, num_inducing=12, seed=0).fit(max_iters=60, callback=cb, progress=False)
+    assert m.fit_info["reason"] == "callback" and set(m.fit_info["phases"]) == {"observed"}
+    assert len(seen) == 4
+    mean, _ = m.predict(X[:3])  # still a usable model: q(X) started from the observed rows' fit
+    assert np.all(np.isfinite(mean))
