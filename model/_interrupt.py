@@ -23,6 +23,9 @@ class InterruptRequest:
 
 
 _active: InterruptRequest | None = None
+#: set by ``interrupt_aborts``: a fit stopped by Ctrl-C raises KeyboardInterrupt after
+#: keeping its best point
+_aborts = False
 
 
 @contextmanager
@@ -65,3 +68,20 @@ def caused_by_interrupt(e: BaseException) -> bool:
         seen.add(id(e))
         e = e.__cause__ or e.__context__
     return False
+
+
+@contextmanager
+def interrupt_aborts():
+    """Within the block a fit stopped by Ctrl-C raises KeyboardInterrupt once the model has
+    kept its best point: for commands made of many fits (``bgplvm reproduce``), which must
+    not go on and report a result built on an interrupted fit."""
+    global _aborts
+    old, _aborts = _aborts, True
+    try:
+        yield
+    finally:
+        _aborts = old
+
+
+def aborts() -> bool:
+    return _aborts

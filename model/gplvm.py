@@ -19,7 +19,7 @@ import numpy as np
 from .bound import OutputStats, collapsed_bound, fstar_moments, posterior_from_stats
 from .init import init_params
 from .kernels import Kernel, make_kernel
-from ._interrupt import caused_by_interrupt, deferred_interrupt
+from ._interrupt import aborts, caused_by_interrupt, deferred_interrupt
 from .optimize import Optimisation
 from ._threads import blas_single_threaded, single_threaded_blas
 from .params import Block, ParamLayout
@@ -386,6 +386,8 @@ class BayesianGPLVM:
                              history=opt.history, held_iterations=opt.phase_iterations.get("init", 0))
         if interrupted:
             warnings.warn("fit interrupted: the model keeps the best point reached", stacklevel=2)
+            if aborts():
+                raise KeyboardInterrupt("fit interrupted (Ctrl-C)")
         return self
 
     def _check_start(self) -> None:

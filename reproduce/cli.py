@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+from model._interrupt import interrupt_aborts
 from model.io import check_writable
 
 from . import EXPERIMENTS, run
@@ -32,10 +33,15 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     try:
         check_writable(Path(args.out) / args.name, directory=True)  # before the run, not after
-        result = run(args.name, ctx)
+        with interrupt_aborts():  # Ctrl-C in any fit ends the run: no result from a cut fit
+            result = run(args.name, ctx)
     except (ValueError, OSError) as e:
         print(f"bgplvm reproduce: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"bgplvm reproduce: interrupted before its result was written (result.json, "
+              f"table.md and REPORT.md are as they were)", file=sys.stderr)
+        return 130
     print(result.markdown())
     print(f"wrote {Path(args.out) / args.name} and {Path(args.out) / 'REPORT.md'} "
           f"in {time.perf_counter() - t0:.0f} s", file=sys.stderr)

@@ -74,3 +74,27 @@ def test_quick_mocap_run(tmp_path):
         pytest.skip("CMU 35 data not in the offline mirror")
     res = run("semi-supervised-mocap", Context(out_dir=tmp_path, quick=True, verbose=False, mirror=str(mirror)))
     assert res.settings["n_frames"] > 330 and res.tables[0].rows
+
+
+def test_ctrl_c_ends_a_reproduction_without_writing_its_result(tmp_path, monkeypatch, capsys):
+    """Ctrl-C in one of a reproduction's fits ends the command (exit 130) instead of going
+    on and reporting numbers from the interrupted fit; no result is written."""
+    import os
+    import signal
+
+    from bgplvm_reproduce.cli import main
+    from model import BayesianGPLVM
+
+    real_fit = BayesianGPLVM.fit
+
+    def fit(self, *a, **k):
+        k["callback"] = lambda p: p.iteration == 2 and os.kill(os.getpid(), signal.SIGINT)
+        return real_fit(self, *a, **k)
+
+    monkeypatch.setattr(BayesianGPLVM, "fit", fit)
+    with pytest.warns(UserWarning, match="interrupted"):
+        rc = main(["semi-supervised", "--quick", "--out", str(tmp_path)])
+    assert rc == 130 and "interrupted" in capsys.readouterr().err
+    assert not (tmp_path / "semi-supervised" / "result.json").exists()
+    assert not (tmp_path / "REPORT.md").exists()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
