@@ -30,12 +30,12 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bgplvm datasets", description="List and fetch bgplvm's data sets.")
     sub = p.add_subparsers(dest="command", required=True, metavar="{list,fetch}")
     pl = sub.add_parser("list", help="list the data sets: size, cached or not, licence")
-    pl.add_argument("--cache-dir", help="cache directory (default $BGPLVM_CACHE_DIR or ~/.cache/bgplvm/datasets)")
+    pl.add_argument("--cache-dir", help="cache directory (default $BGPLVM_CACHE_DIR, else $XDG_CACHE_HOME/bgplvm/datasets or ~/.cache/bgplvm/datasets)")
     pf = sub.add_parser("fetch", help="download data set files into the cache (verified by sha256)")
     pf.add_argument("names", nargs="+", metavar="NAME", help="data set name(s), or 'all'")
     pf.add_argument("--mirror", help="offline mirror: a folder laid out like ../shared/datasets, or a file:// "
                                      "or http(s):// URL (default $BGPLVM_DATA_MIRROR)")
-    pf.add_argument("--cache-dir", help="cache directory (default $BGPLVM_CACHE_DIR or ~/.cache/bgplvm/datasets)")
+    pf.add_argument("--cache-dir", help="cache directory (default $BGPLVM_CACHE_DIR, else $XDG_CACHE_HOME/bgplvm/datasets or ~/.cache/bgplvm/datasets)")
     pf.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 

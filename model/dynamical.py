@@ -157,7 +157,9 @@ class DynamicalGPLVM(BayesianGPLVM):
     learn_time_variance : learn the variance of the smooth time-kernel parts (rbf, matern,
         periodic). Off by default, as in the paper's code: it trades off against the scale
         of X and the ARD weights, and the lengthscale compensates (white/bias variances are
-        always learned). ``unfreeze("time_kernel.<name>")`` also turns it on.
+        always learned). ``unfreeze`` also turns it on: ``m.unfreeze("time_kernel.variance")``
+        for a single kernel, ``"time_kernel.rbf.variance"`` for the rbf part of a sum
+        (``m.param_names`` lists them).
     Other arguments as ``BayesianGPLVM``.
     """
 

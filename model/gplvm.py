@@ -161,16 +161,20 @@ class BayesianGPLVM:
     def _init_kernel(self, init: dict) -> None:
         """Kernel parameters from the data: signal variance = data variance; RBF inverse
         widths alpha_q = 5 / range(mu_q)^2 (vargplvm); linear ARD weights proportional to
-        the PCA variance fractions."""
+        the PCA variance fractions. Values given to a kernel object's constructor
+        (``RBF(Q, variance=...)``: its ``user_set``) are kept."""
         from .kernels import RBF, Linear, Sum
 
         parts = self.kernel.parts if isinstance(self.kernel, Sum) else [self.kernel]
         for k in parts:
             if isinstance(k, RBF):
-                k.set_params(variance=np.asarray(init["data_var"]),
-                             lengthscale=1.0 / np.sqrt(init["alpha"]))
+                vals = dict(variance=np.asarray(init["data_var"]), lengthscale=1.0 / np.sqrt(init["alpha"]))
             elif isinstance(k, Linear):
-                k.set_params(variances=init["fracs"] * init["data_var"])
+                vals = dict(variances=init["fracs"] * init["data_var"])
+            else:
+                continue
+            keep = getattr(k, "user_set", frozenset())
+            k.set_params(**{n: v for n, v in vals.items() if n not in keep})
 
     def _model_blocks(self, M: int, Q: int) -> list[Block]:
         """Inducing inputs, kernel parameters and noise: the blocks every prior shares."""

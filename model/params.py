@@ -53,6 +53,9 @@ class ParamLayout:
             self.frozen.add(n)
 
     def unfreeze(self, *names: str) -> None:
+        for n in names:  # as freeze: a misspelt name is an error, not silently nothing
+            if n not in self.slices:
+                raise KeyError(f"unknown parameter {n!r}; known: {self.names}")
         self.frozen.difference_update(names)
 
     def freeze_entries(self, name: str, mask) -> None:

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Quick start, command 1: set everything up and open the explorer on the embedded default.
+# Quick start, command 1: set everything up and open the explorer on its default page (CMU
+# motion capture with a shipped dynamical model; the embedded synthetic walk when CMU's data
+# cannot be fetched).
 # Extra arguments go to `bgplvm serve` (e.g. --port 5007 --no-show).
 set -euo pipefail
 cd "$(dirname "$0")/.."

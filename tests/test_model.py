@@ -462,3 +462,24 @@ def test_kl_static_against_the_dense_gaussian_kl():
         e[i, j] = h
         assert dmu[i, j] == pytest.approx((kl_static(mu + e, S)[0] - kl_static(mu - e, S)[0]) / (2 * h), rel=1e-6)
         assert dS[i, j] == pytest.approx((kl_static(mu, S + e)[0] - kl_static(mu, S - e)[0]) / (2 * h), rel=1e-6)
+
+
+def test_kernel_object_values_are_the_start():
+    """Values given to a kernel object's constructor are the model's start; the ones not
+    given start from the data, as for a kernel name (they used to be overwritten too)."""
+    from model.kernels import RBF, Linear, Sum
+
+    Y = _data()
+    by_name = BayesianGPLVM(Y, latent_dim=2, num_inducing=5, seed=0).kernel.params
+    m = BayesianGPLVM(Y, latent_dim=2, num_inducing=5, seed=0, kernel=RBF(2, lengthscale=[0.1, 0.2]))
+    np.testing.assert_array_equal(m.kernel.params["lengthscale"], [0.1, 0.2])
+    assert float(m.kernel.params["variance"]) == float(by_name["variance"])
+    m = BayesianGPLVM(Y, latent_dim=2, num_inducing=5, seed=0, kernel=RBF(2))
+    for k, v in by_name.items():
+        np.testing.assert_array_equal(m.kernel.params[k], v)
+    m = BayesianGPLVM(Y, latent_dim=2, num_inducing=5, seed=0,
+                      kernel=Sum([RBF(2, variance=7.0), Linear(2, variances=[0.5, 0.25])]))
+    assert float(m.kernel.parts[0].params["variance"]) == 7.0
+    np.testing.assert_array_equal(m.kernel.parts[1].params["variances"], [0.5, 0.25])
+    with pytest.raises(KeyError, match="unknown parameter 'kernel.rbf'"):
+        m.unfreeze("kernel.rbf")  # a misspelt name is an error, as in freeze

@@ -19,9 +19,12 @@ class Linear(Kernel):
 
     name = "linear"
 
-    def __init__(self, input_dim: int, variances=1.0):
+    def __init__(self, input_dim: int, variances=None):
         super().__init__(input_dim)
-        self.params = {"variances": positive_vector(variances, self.input_dim, "variances")}
+        #: given here: a model keeps them as its start (else they start from the data)
+        self.user_set = frozenset({"variances"} if variances is not None else ())
+        self.params = {"variances": positive_vector(1.0 if variances is None else variances,
+                                                    self.input_dim, "variances")}
 
     @property
     def variances(self) -> np.ndarray:

@@ -20,11 +20,16 @@ class RBF(Kernel):
 
     name = "rbf"
 
-    def __init__(self, input_dim: int, variance=1.0, lengthscale=1.0):
+    def __init__(self, input_dim: int, variance=None, lengthscale=None):
         super().__init__(input_dim)
+        #: the parameters given here: a model keeps them as its start (the others, 1.0 here,
+        #: start from the data: ``BayesianGPLVM._init_kernel``)
+        self.user_set = frozenset(n for n, v in (("variance", variance), ("lengthscale", lengthscale))
+                                  if v is not None)
         self.params = {
-            "variance": positive_scalar(variance, "variance"),
-            "lengthscale": positive_vector(lengthscale, self.input_dim, "lengthscale"),
+            "variance": positive_scalar(1.0 if variance is None else variance, "variance"),
+            "lengthscale": positive_vector(1.0 if lengthscale is None else lengthscale,
+                                           self.input_dim, "lengthscale"),
         }
 
     # --- parameters -------------------------------------------------------------------
