@@ -184,6 +184,13 @@ def _read(source) -> tuple[dict, dict]:
                              f"this bgplvm reads ({FORMAT_VERSION}); upgrade bgplvm to open it")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise ModelFileError(f"{name!r} has an invalid model format version {version!r} (corrupt file)")
+    if "Y" not in arrays and "asset.json" in arrays:
+        asset = json.loads(arrays["asset.json"].tobytes().decode("utf-8") or "{}")
+        raise ModelFileError(
+            f"{name!r} is one of the explorer's pre-trained models, shipped without its data "
+            f"({asset.get('dataset', 'a data set')!r} is fetched when it is opened): open it with "
+            f"`bgplvm serve`, or in Python with bgplvm_assets.load_asset("
+            f"{asset.get('asset', 'NAME')!r}), which loads the data and checks it")
     for key in ("x", "Y"):
         if key not in arrays:
             raise ModelFileError(f"model file {name!r} lacks the array {key!r}: truncated or corrupt")

@@ -72,3 +72,15 @@ def test_model_package_does_not_import_the_app():
             "bad = [m for m in sys.modules if m.split('.')[0] in ('explorer', 'bgplvm_reproduce', 'panel')]; "
             "print(bad); assert not bad")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_summary_of_a_data_free_asset_says_how_to_open_it(capsys):
+    """The explorer's shipped models hold no data: summary says so and how to open one,
+    not 'truncated or corrupt'."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "assets" / "cmu35_dynamical.npz"
+    assert main(["summary", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "pre-trained models, shipped without its data" in err and "load_asset('cmu35')" in err
+    assert "corrupt" not in err
