@@ -57,6 +57,8 @@ class GPLVMClassifier:
             raise ValueError(f"class {_fmt(small[0])} has {int(counts[classes == small[0]][0])} "
                              "row; every class needs at least 2 rows to fit its model"
                              + (f" (also: {', '.join(_fmt(c) for c in small[1:])})" if small.size > 1 else ""))
+        for attr in ("classes_", "models_", "n_features_in_"):  # a refit replaces the old fit
+            self.__dict__.pop(attr, None)
         models = []
         for c in classes:
             Yc = Y[labels == c]
