@@ -185,7 +185,11 @@ def _read(source) -> tuple[dict, dict]:
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise ModelFileError(f"{name!r} has an invalid model format version {version!r} (corrupt file)")
     if "Y" not in arrays and "asset.json" in arrays:
-        asset = json.loads(arrays["asset.json"].tobytes().decode("utf-8") or "{}")
+        try:
+            asset = json.loads(arrays["asset.json"].tobytes().decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            asset = {}
+        asset = asset if isinstance(asset, dict) else {}
         raise ModelFileError(
             f"{name!r} is one of the explorer's pre-trained models, shipped without its data "
             f"({asset.get('dataset', 'a data set')!r} is fetched when it is opened): open it with "
