@@ -303,7 +303,8 @@ def summary_text(m) -> str:
         fi = m.fit_info
         lines.append(f"  last fit: {fi.get('iterations', '?')} iterations, "
                      f"{fi.get('evaluations', '?')} evaluations"
-                     + (", stopped early" if fi.get("stopped") else ""))
+                     + (f", ended: {fi['reason']}" if fi.get("reason")
+                        else ", stopped early" if fi.get("stopped") else ""))
     return "\n".join(lines)
 
 
