@@ -41,7 +41,10 @@ class InferView(pn.viewable.Viewer):
         self.bones = ColumnDataSource(dict(x0=[], y0=[], x1=[], y1=[], color=[], dash=[]))
         self.joints = ColumnDataSource(dict(x=[], y=[], color=[], hidden=[]))
         self.discs = ColumnDataSource(dict(x=[], y=[], r=[]))
-        self.images = {k: ColumnDataSource(dict(image=[np.zeros((1, 1))], x=[0], y=[0], dw=[1], dh=[1]))
+        # the observed image is RGBA (uint32: a float placeholder broke the page while the
+        # image figures are built but hidden, "offset is out of bounds")
+        self.images = {k: ColumnDataSource(dict(image=[np.zeros((1, 1), np.uint32 if k == "observed" else float)],
+                                                x=[0], y=[0], dw=[1], dh=[1]))
                        for k in ("observed", "inferred", "truth", "sd")}
         self.vec = ColumnDataSource(dict(d=[], truth=[], mean=[], lo=[], hi=[]))
         self.vec_hidden = ColumnDataSource(dict(d=[]))
@@ -50,6 +53,8 @@ class InferView(pn.viewable.Viewer):
         self.lat_path = ColumnDataSource(dict(x=[], y=[]))
         self.lat_star = ColumnDataSource(dict(x=[], y=[]))
         self._fig_pane = pn.pane.Bokeh(None)
+        self._fig_pane.object = self._build()  # once, before the page exists (``_build``)
+        self._use_kind("pose")
         self._kind = None
         self._uv = None
         self._extent = None
@@ -141,49 +146,62 @@ class InferView(pn.viewable.Viewer):
         return getattr(getattr(ds, "renderer", None), "kind", "vector") if ds is not None else "vector"
 
     # ------------------------------------------------------------------ figures
-    def _build(self, kind):
-        common = dict(toolbar_location=None, tools="", min_border=4)
-        if kind == "pose":
-            p = figure(width=270, height=270, title=INFER_TITLE, match_aspect=True, **common)
-            p.axis.visible = False
-            p.grid.visible = False
-            p.segment(x0="x0", y0="y0", x1="x1", y1="y1", source=self.ghost, line_width=5, line_color=GHOST_COLOR,
-                      line_alpha=0.7)
-            p.circle(x="x", y="y", radius="r", source=self.discs, fill_color=INFERRED_COLOR, fill_alpha=0.22,
-                     line_color=INFERRED_COLOR, line_alpha=0.6)
-            p.segment(x0="x0", y0="y0", x1="x1", y1="y1", source=self.bones, line_width=4, line_color="color",
-                      line_dash="dash")
-            p.scatter(x="x", y="y", source=self.joints, size=9, fill_color="color", line_color="white")
-            p.on_event(Tap, self._on_tap)
-            self._figs = {"out": p}
-            return p
-        if kind == "image":
-            figs = {}
-            for name, title, pal in (("observed", "Observed (red: hidden)", "Greys256"),
-                                     ("inferred", INFER_TITLE, "Greys256"), ("truth", "Truth", "Greys256"),
-                                     ("sd", "Inferred: sd", "Magma256")):
-                f = figure(width=125, height=190, title=title, x_range=Range1d(0, 1), y_range=Range1d(0, 1), **common)
-                f.axis.visible = False
-                f.grid.visible = False
-                f.title.text_font_size = "11px"
-                if name == "observed":
-                    f.image_rgba(image="image", x="x", y="y", dw="dw", dh="dh", source=self.images[name])
-                else:
-                    f.image(image="image", x="x", y="y", dw="dw", dh="dh", source=self.images[name], palette=pal)
-                figs[name] = f
-            self._figs = figs
-            from bokeh.layouts import row
+    def _build(self):
+        """Every kind's figures (pose; observed / inferred / truth / sd images; vector),
+        built once per session: a change of data kind only shows other ones (``_use_kind``;
+        replacing them, with the sources they share, left references the page no longer
+        knew, and the player then drew the previous model's data). Returns the layout."""
+        from bokeh.layouts import column, row
+        from bokeh.models import DataRange1d
 
-            return row(*figs.values())
-        p = figure(width=RIGHT_W - 20, height=240, title=INFER_TITLE, **common)
-        p.vbar(x="d", top=1e9, bottom=-1e9, width=1.0, source=self.vec_hidden, fill_color=HIDDEN_COLOR,
+        common = dict(toolbar_location=None, tools="", min_border=4)
+        p = figure(width=270, height=270, title=INFER_TITLE, match_aspect=True, **common)
+        p.axis.visible = False
+        p.grid.visible = False
+        p.segment(x0="x0", y0="y0", x1="x1", y1="y1", source=self.ghost, line_width=5, line_color=GHOST_COLOR,
+                  line_alpha=0.7)
+        p.circle(x="x", y="y", radius="r", source=self.discs, fill_color=INFERRED_COLOR, fill_alpha=0.22,
+                 line_color=INFERRED_COLOR, line_alpha=0.6)
+        p.segment(x0="x0", y0="y0", x1="x1", y1="y1", source=self.bones, line_width=4, line_color="color",
+                  line_dash="dash")
+        p.scatter(x="x", y="y", source=self.joints, size=9, fill_color="color", line_color="white")
+        p.on_event(Tap, self._on_tap)
+        figs = {}
+        for name, title, pal in (("observed", "Observed (red: hidden)", "Greys256"),
+                                 ("inferred", INFER_TITLE, "Greys256"), ("truth", "Truth", "Greys256"),
+                                 ("sd", "Inferred: sd", "Magma256")):
+            f = figure(width=125, height=190, title=title, x_range=Range1d(0, 1), y_range=Range1d(0, 1), **common)
+            f.axis.visible = False
+            f.grid.visible = False
+            f.title.text_font_size = "11px"
+            if name == "observed":
+                f.image_rgba(image="image", x="x", y="y", dw="dw", dh="dh", source=self.images[name])
+            else:
+                f.image(image="image", x="x", y="y", dw="dw", dh="dh", source=self.images[name], palette=pal)
+            figs[name] = f
+        v = figure(width=RIGHT_W - 20, height=240, title=INFER_TITLE, **common)
+        v.vbar(x="d", top=1e9, bottom=-1e9, width=1.0, source=self.vec_hidden, fill_color=HIDDEN_COLOR,
                fill_alpha=0.08, line_alpha=0)
-        p.varea(x="d", y1="lo", y2="hi", source=self.vec, fill_color=INFERRED_COLOR, fill_alpha=0.25)
-        p.line(x="d", y="truth", source=self.vec, line_color="#555555", line_width=2, legend_label="truth")
-        p.line(x="d", y="mean", source=self.vec, line_color=INFERRED_COLOR, line_width=2, legend_label="reconstruction")
-        p.legend.location = "top_right"
-        self._figs = {"out": p}
-        return p
+        data = [v.varea(x="d", y1="lo", y2="hi", source=self.vec, fill_color=INFERRED_COLOR, fill_alpha=0.25),
+                v.line(x="d", y="truth", source=self.vec, line_color="#555555", line_width=2, legend_label="truth"),
+                v.line(x="d", y="mean", source=self.vec, line_color=INFERRED_COLOR, line_width=2,
+                       legend_label="reconstruction")]
+        # the hidden dims' shading reaches +-1e9: the y range follows the data only (it took
+        # the shading in too, an axis of +-1.1e9 with the lines flat on it)
+        v.y_range = DataRange1d(renderers=data)
+        v.legend.location = "top_right"
+        v.legend.background_fill_alpha = 0.6
+        self._by_kind = {"pose": {"out": p}, "image": figs, "vector": {"out": v}}
+        return column(p, row(*figs.values()), v)
+
+    def _use_kind(self, kind: str) -> None:
+        """Show the figures of data of this kind ("pose", "image" or "vector")."""
+        with unlocked():  # may run outside the document's lock (a model loaded in a thread)
+            for k, figs in self._by_kind.items():
+                for f in figs.values():
+                    f.visible = k == kind
+        self._figs = self._by_kind[kind]
+        self._kind = kind
 
     @guarded
     def _on_tap(self, event):
@@ -212,11 +230,11 @@ class InferView(pn.viewable.Viewer):
         got = s.infer_frames() if s.model is not None else None
         kind = self._data_kind()
         if got is None:
-            self._fig_pane.object = None
+            self._fig_pane.visible = False
             return
-        if kind != self._kind or self._fig_pane.object is None:
-            self._fig_pane.object = self._build(kind)
-            self._kind = kind
+        self._fig_pane.visible = True
+        if kind != self._kind:
+            self._use_kind(kind)
         src, a, n = got
         cols = s.hidden_columns()
         inf = s.inference

@@ -172,6 +172,9 @@ class PlayerView(pn.viewable.Viewer):
         self._kind = None
         self._out_pane = pn.pane.Bokeh(None)
         self._time_pane = pn.pane.Bokeh(None)
+        # built once, before the page exists: later only shown, hidden and fed (_use_kind)
+        self._out_pane.object, self._time_pane.object = self._build_figures()
+        self._use_kind("pose")
         self._seq = pn.widgets.Select(label="sequence", width=220, css_classes=["play-sequence"])
         self._horizon = pn.widgets.IntSlider(label="forecast steps past the end", start=0,
                                              end=s.param.forecast_steps.bounds[1], step=10,
@@ -223,38 +226,37 @@ class PlayerView(pn.viewable.Viewer):
         r.level = "overlay"  # moving it repaints only the overlay layer
 
     # ------------------------------------------------------------------ figures
-    def _build_figures(self, kind: str):
-        s = self.state
-        figs = {}
+    def _build_figures(self):
+        """Every kind's output figures (pose; image and its sd; vector) and the time figure,
+        built once per session: a change of data kind only shows other ones
+        (``_use_kind``). Replacing the figures instead, with the sources and widgets they
+        share, left references the page no longer knew ("reference p... isn't known"): the
+        player stayed blank after a video model and then showed the video on a pose model."""
         common = dict(toolbar_location=None, tools="", min_border=4)
-        if kind == "pose":
-            p = figure(width=270, height=270, title=PLAY_TITLE, match_aspect=True, **common)
-            p.axis.visible = False
-            p.grid.visible = False
-            p.segment(x0="x0", y0="y0", x1="x1", y1="y1", source=self.ghost_bones, line_width=6,
-                      line_color="#b8b8b8", line_alpha=0.7)
-            p.circle(x="x", y="y", radius="r", source=self.pose_joints, fill_color="#e6194b", fill_alpha=0.22,
-                     line_color="#e6194b", line_alpha=0.55)
-            self.pose_glyph = p.segment(x0="x0", y0="y0", x1="x1", y1="y1", source=self.pose_bones,
-                                        line_width=4, line_color="#1f3b73").glyph
-            p.scatter(x="x", y="y", source=self.pose_joints, size=5, color="#1f3b73")
-            figs["out"] = p
-        elif kind == "image":
-            for name, src, pal in (("out", self.img_src, "Greys256"), ("sd", self.sd_src, "Magma256")):
-                p = figure(width=100, height=165, title=PLAY_TITLE if name == "out" else "Played: sd",
-                           x_range=Range1d(0, 1), y_range=Range1d(0, 1), **common)
-                p.axis.visible = False
-                p.grid.visible = False
-                p.image(image="image", x="x", y="y", dw="dw", dh="dh", source=src, palette=pal)
-                figs[name] = p
-        else:
-            p = figure(width=270, height=270, title=PLAY_TITLE, **common)
-            p.varea(x="d", y1="lo", y2="hi", source=self.vec_src, fill_color="#e6194b", fill_alpha=0.2)
-            p.line(x="d", y="y", source=self.vec_src, line_color="#e6194b", line_width=2)
-            figs["out"] = p
-        tp = figure(width=540, height=200,
-                    title=TIME_TITLE, x_axis_label=f"time ({self._unit()})", y_axis_label="latent coordinate",
-                    toolbar_location=None, tools="", min_border=4)
+        p = figure(width=270, height=270, title=PLAY_TITLE, match_aspect=True, **common)
+        p.axis.visible = False
+        p.grid.visible = False
+        p.segment(x0="x0", y0="y0", x1="x1", y1="y1", source=self.ghost_bones, line_width=6,
+                  line_color="#b8b8b8", line_alpha=0.7)
+        p.circle(x="x", y="y", radius="r", source=self.pose_joints, fill_color="#e6194b", fill_alpha=0.22,
+                 line_color="#e6194b", line_alpha=0.55)
+        self.pose_glyph = p.segment(x0="x0", y0="y0", x1="x1", y1="y1", source=self.pose_bones,
+                                    line_width=4, line_color="#1f3b73").glyph
+        p.scatter(x="x", y="y", source=self.pose_joints, size=5, color="#1f3b73")
+        by_kind = {"pose": {"out": p}, "image": {}}
+        for name, src, pal in (("out", self.img_src, "Greys256"), ("sd", self.sd_src, "Magma256")):
+            q = figure(width=100, height=165, title=PLAY_TITLE if name == "out" else "Played: sd",
+                       x_range=Range1d(0, 1), y_range=Range1d(0, 1), **common)
+            q.axis.visible = False
+            q.grid.visible = False
+            q.image(image="image", x="x", y="y", dw="dw", dh="dh", source=src, palette=pal)
+            by_kind["image"][name] = q
+        v = figure(width=270, height=270, title=PLAY_TITLE, **common)
+        v.varea(x="d", y1="lo", y2="hi", source=self.vec_src, fill_color="#e6194b", fill_alpha=0.2)
+        v.line(x="d", y="y", source=self.vec_src, line_color="#e6194b", line_width=2)
+        by_kind["vector"] = {"out": v}
+        tp = figure(width=540, height=200, title=TIME_TITLE, x_axis_label=f"time ({self._unit()})",
+                    y_axis_label="latent coordinate", **common)
         tp.varea(x="t", y1="xlo", y2="xhi", source=self.traj, fill_color=X_COLOR, fill_alpha=0.18)
         tp.varea(x="t", y1="ylo", y2="yhi", source=self.traj, fill_color=Y_COLOR, fill_alpha=0.18)
         self._xline = tp.line(x="t", y="lx", source=self.traj, line_color=X_COLOR, line_width=2)
@@ -262,28 +264,31 @@ class PlayerView(pn.viewable.Viewer):
         tp.add_layout(self.forecast_box)
         tp.add_layout(self.span)
         tp.add_layout(self.info)
-        tp.title.text_font_size = "12px"
-        figs["time"] = tp
-        for f in figs.values():
+        for f in [tp] + [f for figs in by_kind.values() for f in figs.values()]:
             f.title.text_font_size = "12px"
-        self._figs = figs
-        self._kind = kind
+        self._by_kind, self._time_fig = by_kind, tp
         args = dict(slider=self.slider, traj=self.traj, meta=self.meta, frames=self.frames, images=self.images,
                     bones=self.bones, marker=self.marker, span=self.span, pose_bones=self.pose_bones,
                     ghost_bones=self.ghost_bones, ghost=self.ghost,
                     pose_joints=self.pose_joints, img_src=self.img_src, sd_src=self.sd_src, vec_src=self.vec_src,
-                    info=self.info, pose_glyph=self.pose_glyph or self.span)
-        self.slider.js_property_callbacks = {}
-        self.toggle.js_property_callbacks = {}
-        self.speed.js_property_callbacks = {}
+                    info=self.info, pose_glyph=self.pose_glyph)
         self.slider.js_on_change("value", CustomJS(args=args, code=JS_RENDER))
         self.toggle.js_on_change("active", CustomJS(args=dict(toggle=self.toggle, slider=self.slider, traj=self.traj,
                                                               meta=self.meta, speed=self.speed, loop=self.loop),
                                                     code=JS_PLAY))
         self.speed.js_on_change("value", CustomJS(args=dict(slider=self.slider), code=JS_SPEED))
         controls = row(self.toggle, self.slider, self.speed, self.loop)
-        out = row(figs["out"], figs["sd"]) if kind == "image" else figs["out"]
-        return out, column(controls, figs["time"])
+        outs = [p, by_kind["image"]["out"], by_kind["image"]["sd"], v]
+        return row(*outs), column(controls, tp)
+
+    def _use_kind(self, kind: str) -> None:
+        """Show the output figures of data of this kind ("pose", "image" or "vector")."""
+        with unlocked():  # may run outside the document's lock (a model loaded in a thread)
+            for k, figs in self._by_kind.items():
+                for f in figs.values():
+                    f.visible = k == kind
+        self._figs = {**self._by_kind[kind], "time": self._time_fig}
+        self._kind = kind
 
     def _unit(self) -> str:
         meta = getattr(self.state.dataset, "meta", None) or {}
@@ -302,7 +307,6 @@ class PlayerView(pn.viewable.Viewer):
         s = self.state
         pb = s.playback() if s.model is not None else None
         if pb is None:
-            self._out_pane.object = self._time_pane.object = None
             self._out_pane.visible = self._time_pane.visible = False
             self._note.object = ("*No sequences to play: this data set has no sequence ids or time stamps.*"
                                  if s.model is not None else "*No model yet.*")
@@ -312,8 +316,10 @@ class PlayerView(pn.viewable.Viewer):
                 self.marker.data = dict(lx=[], ly=[], color=[])
             return
         kind = self.kind
-        if kind != self._kind or self._out_pane.object is None:
-            self._out_pane.object, self._time_pane.object = self._build_figures(kind)
+        if kind != self._kind:
+            self._use_kind(kind)
+        with unlocked():
+            self._time_fig.xaxis.axis_label = f"time ({self._unit()})"
         self._out_pane.visible = self._time_pane.visible = True
         self._push(pb)
         if pb.truth is not None:
