@@ -291,3 +291,38 @@ def test_click_joints_on_the_figure_to_hide_them(page, server):
     assert sum(page.evaluate(JS_INFER_JOINTS)["hidden"]) == 1
     page.locator(".infer-button button").first.click()
     page.get_by_text(re.compile(r"^RA error")).first.wait_for(timeout=120000)
+
+
+def _open_pretrained(page, word: str, key: str):
+    """Pick the pre-trained model whose name holds ``word`` and open it; wait until the
+    latent view's title names ``key``."""
+    sel = page.locator("select").first
+    labels = sel.locator("option").all_inner_texts()
+    sel.select_option(index=next(i for i, t in enumerate(labels) if word in t))
+    page.get_by_role("button", name="Open model").click()
+    t0 = time.time()
+    while key not in plot_info(page, LATENT)["title"]:
+        assert time.time() - t0 < 60, f"{key} did not open"
+        page.wait_for_timeout(200)
+    page.wait_for_timeout(1500)
+
+
+def test_switching_video_and_pose_models_redraws_the_player(page, server):
+    """Frey faces (a video), then CMU again: the player plays frames, then poses. It stayed
+    blank after the video and then played the video on the pose model (its figures were
+    replaced under the sources they share: 'reference ... isn't known' in the page)."""
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    open_app(page, server)
+    for word, key, width in (("Frey", "frey", 100), ("CMU", "cmu35", 270)):
+        _open_pretrained(page, word, key)
+        play = plot_info(page, PLAYING)
+        assert abs(play["box"][2] - width) < 30, (key, play)  # the frame / pose figure is the one shown
+        before = shot_of(page, play, "frame")
+        page.locator(".play-toggle button").first.click()
+        page.wait_for_timeout(1200)
+        after = shot_of(page, play, "frame")
+        page.locator(".play-toggle button").first.click()
+        assert np.abs(after.astype(int) - before).sum(axis=2).max() > 60, f"{key}: the player drew nothing"
+    assert plot_info(page, PLAYING)["title"].startswith("Playing: 35_")
+    assert not errors, errors
