@@ -293,7 +293,10 @@ def vector_plot(mean: np.ndarray, std=None, train=None, title: str = OUTPUT_TITL
         hv.Scatter((d, train), kdims=[kd], vdims=[vd], label="training point").opts(
             color="black", size=6, marker="diamond"),
     ]
-    opts = dict(title=title, legend_position="top_right")
+    # see-through and small: the legend sat on the curve near its end (oil, uploads)
+    opts = dict(title=title, legend_position="top_right",
+                legend_opts={"background_fill_alpha": 0.35, "label_text_font_size": "8pt",
+                             "glyph_height": 12, "spacing": 0, "padding": 4})
     if ylim is not None:
         opts.update(ylim=tuple(ylim))
     return hv.Overlay(layers).opts(**opts)

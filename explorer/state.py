@@ -575,6 +575,13 @@ class ExplorerState(param.Parameterized):
             return
         self.cursor = (float(x), float(y))
 
+    @param.depends("follow", watch=True)
+    def _unpin_when_following(self):
+        """Follow mode on: the point follows the mouse again, it is no longer pinned (the
+        readout said "pinned (click)" while the coordinates followed the mouse)."""
+        if self.follow:
+            self.pinned = False
+
     def click(self, x, y) -> None:
         """Tap callback: pin the generated point there (follow mode switches off) and
         select the training point under the click, if any."""

@@ -450,9 +450,12 @@ class OutputView(_Rebuilding):
         self._push(only="discs")
 
     def _title(self):
+        """Short enough for the figure: an image's is ~110 px wide, so its title leaves the
+        coordinates to the readout above ("Generated (-0.39" was all that showed)."""
+        if self.kind == "image":
+            return "Generated"
         x, y = self.state.cursor
-        what = {"pose": "Generated at", "image": "Generated"}.get(self.kind, f"{plots.OUTPUT_TITLE} at")
-        return f"{what} ({x:.2f}, {y:.2f})"
+        return f"Generated at ({x:.2f}, {y:.2f})"
 
     def _columns(self) -> dict:
         """{layer name: Bokeh columns} of the output at the cursor."""
@@ -534,8 +537,8 @@ class OutputView(_Rebuilding):
         s = self.state
         r = s.dataset.renderer
         n = selected_index
-        if n >= 0:
-            title = f"{plots.TRAIN_TITLE} #{n}"
+        if n >= 0:  # an image's figure is narrow: "Training point #146" showed as "#1"
+            title = f"Training #{n}" if self.kind == "image" else f"{plots.TRAIN_TITLE} #{n}"
         else:
             title = f"{plots.TRAIN_TITLE}: click one" + (" in the latent view" if self.kind == "pose" else "")
         if self.kind == "pose":

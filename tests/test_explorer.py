@@ -112,6 +112,10 @@ def test_hover_follows_only_in_follow_mode_and_click_pins(state, walk_model):
     x0, y0, x1, y1 = state.bounds()
     state.click(x1, y1)  # empty corner: no training point
     assert state.selected_index == -1
+    assert "pinned (click)" in state.readout()
+    state.follow = True  # following the mouse again: no longer pinned, and the readout says so
+    state.hover(0.5, 0.5)
+    assert not state.pinned and "following the mouse" in state.readout()
 
 
 def test_generate_uses_the_full_latent_vector(state, walk_model):
