@@ -69,7 +69,10 @@ class InferView(pn.viewable.Viewer):
                                                 value=s.mask_fraction, width=200)
         self._clear = pn.widgets.Button(label="Show all joints", width=120)
         self._infer = pn.widgets.Button(label="Infer", color="primary", width=120, css_classes=["infer-button"])
-        self._play = pn.widgets.Toggle(label="Play the stretch against the truth", width=250, disabled=True)
+        # it loads the stretch into the player (Play is there): the label said "Play", and
+        # users clicked it expecting playback
+        self._play = pn.widgets.Toggle(label="Stretch in the player (Play & forecast tab)", width=300,
+                                       disabled=True)
         self._status = pn.pane.Markdown("", width=RIGHT_W - 20, styles={"font-size": "13px"},
                                         css_classes=["infer-status"])
         self._method = pn.pane.Markdown("", width=RIGHT_W - 20, styles={"font-size": "12px", "color": "#555"})

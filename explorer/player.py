@@ -325,7 +325,7 @@ class PlayerView(pn.viewable.Viewer):
         if pb.truth is not None:
             self._note.object = (
                 f"**{pb.label}**: the reconstruction of the hidden part, frame by frame, over the truth (grey). "
-                "Lines and bands: q(x*) of the stretch with 2 sd. Untick *Play the stretch* in *Observe & infer* "
+                "Lines and bands: q(x*) of the stretch with 2 sd. Untick *Stretch in the player* in *Observe & infer* "
                 "to go back to the training sequences.")
         elif pb.dynamical:
             self._note.object = (
