@@ -436,6 +436,15 @@ class ExportPanel(pn.viewable.Viewer):
         self._buttons.append([self._button("sequence", "gif", "Played sequence GIF")])
         self._buttons.append([self._button("coords", "csv", "Latent coords CSV"),
                               self._button("coords", "npz", "Latent coords NPZ")])
+        self.state.param.watch(self._enable, "model_version")
+        self._enable()
+
+    def _enable(self, *events):
+        """No model, nothing to export: the buttons are off (a click answered with no file,
+        which Panel logged as a traceback on the server)."""
+        for row in self._buttons:
+            for btn in row:
+                btn.disabled = self.state.model is None
 
     def _filename(self, what, fmt):
         base = {"coords": "latent"}.get(what, what)

@@ -602,3 +602,18 @@ def test_shared_data_records_are_read_only():
         if a is not None:
             with pytest.raises(ValueError, match="read-only"):
                 a[0] = a[0]
+
+
+def test_export_buttons_are_off_without_a_model(walk, walk_model):
+    """No model, nothing to export: the buttons are disabled (a click used to be answered
+    with no file, logged by Panel as a traceback), and on again once there is a model."""
+    from explorer.export import ExportPanel
+    from explorer.state import ExplorerState
+
+    s = ExplorerState()
+    s.set_dataset(walk)
+    panel = ExportPanel(state=s)
+    buttons = [b for row in panel._buttons for b in row]
+    assert buttons and all(b.disabled for b in buttons)
+    s.set_model(walk_model, walk)
+    assert not any(b.disabled for b in buttons)
