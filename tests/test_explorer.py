@@ -617,3 +617,20 @@ def test_export_buttons_are_off_without_a_model(walk, walk_model):
     assert buttons and all(b.disabled for b in buttons)
     s.set_model(walk_model, walk)
     assert not any(b.disabled for b in buttons)
+
+
+def test_latent_ellipses_are_one_path_broken_by_nan():
+    """q(x)'s 2-sd ellipses are one NaN-separated path (one Bokeh line: a path per
+    ellipse took HoloViews ~4 s to render for 2,613 points), with every ellipse's vertices."""
+    from explorer.plots import ellipse_paths, latent_ellipses
+
+    rng = np.random.default_rng(0)
+    mu, S = rng.standard_normal((5, 3)), rng.uniform(0.1, 1.0, (5, 3))
+    (path,) = latent_ellipses(mu, S, (0, 2)).split()
+    xy = path.array()
+    parts = ellipse_paths(mu, S, (0, 2))
+    assert xy.shape == (sum(len(p) for p in parts) + len(parts) - 1, 2)
+    breaks = np.flatnonzero(np.isnan(xy[:, 0]))
+    assert len(breaks) == len(parts) - 1
+    np.testing.assert_allclose(xy[:breaks[0]], parts[0])
+    np.testing.assert_allclose(xy[breaks[-1] + 1:], parts[-1])
