@@ -14,6 +14,7 @@ import panel as pn
 import param
 
 from . import plots
+from . import sequences as seqs
 from .figures import Axes, colormap, new_canvas
 from .state import ExplorerState, UserError, ard_off_mask, pose_spread, variance_grid
 
@@ -244,18 +245,19 @@ def trajectory_figure(state: ExplorerState, fmt: str = "png") -> bytes:
     lo = np.minimum(pb.mu[:, [xd, yd]] - 2 * np.sqrt(pb.S[:, [xd, yd]]), np.inf).min()
     hi = np.maximum(pb.mu[:, [xd, yd]] + 2 * np.sqrt(pb.S[:, [xd, yd]]), -np.inf).max()
     pad = 0.05 * (hi - lo or 1.0)
-    tax = Axes(c, (570, 40, 430, 370), (float(pb.t[0]), float(pb.t[-1]) if pb.T > 1 else float(pb.t[0]) + 1),
+    ts = seqs.seconds(state.dataset, pb.t)
+    tax = Axes(c, (570, 40, 430, 370), (float(ts[0]), float(ts[-1]) if pb.T > 1 else float(ts[0]) + 1),
                (float(lo - pad), float(hi + pad)))
     tax.clip()
     if pb.T > n:
-        X0 = float(tax.px(pb.t[n - 1]))
+        X0 = float(tax.px(ts[n - 1]))
         c.rect(X0, tax.y, tax.x + tax.w - X0, tax.h, fill="#8e44ad", opacity=0.08)
     for q, col in ((xd, plots.X_COLOR), (yd, plots.Y_COLOR)):
         sd = np.sqrt(pb.S[:, q])
-        band = np.concatenate([np.column_stack([pb.t, pb.mu[:, q] + 2 * sd]),
-                               np.column_stack([pb.t, pb.mu[:, q] - 2 * sd])[::-1]])
+        band = np.concatenate([np.column_stack([ts, pb.mu[:, q] + 2 * sd]),
+                               np.column_stack([ts, pb.mu[:, q] - 2 * sd])[::-1]])
         c.polygon(tax.pts(band), col, opacity=0.18)
-        c.polyline(tax.pts(np.column_stack([pb.t, pb.mu[:, q]])), col, width=2)
+        c.polyline(tax.pts(np.column_stack([ts, pb.mu[:, q]])), col, width=2)
     tax.unclip()
     unit = (state.dataset.meta or {}).get("time_unit", "s")
     tax.frame(title="Latent coordinates over time (2 sd bands)", xlabel=f"time ({unit})", ylabel="latent coordinate")
@@ -294,7 +296,6 @@ def sequence_gif(state: ExplorerState, fps: float | None = None, size: int = 260
     """The played sequence (with its forecast) as an animated GIF, at the data's frame rate."""
     from PIL import Image, ImageDraw
 
-    from . import sequences as seqs
 
     pb = _need_playback(state)
     ds = state.dataset
@@ -304,11 +305,12 @@ def sequence_gif(state: ExplorerState, fps: float | None = None, size: int = 260
     fps = float(fps or meta.get("frame_rate_hz") or meta.get("fps") or 20.0)
     unit = meta.get("time_unit", "s")
     frames = []
+    t = seqs.seconds(ds, pb.t)
 
     def caption(i):
         fc = i >= pb.n_train
-        extra = f"  forecast +{pb.t[i] - pb.t[pb.n_train - 1]:.2f}" if fc else ""
-        return f"{pb.label}  t={pb.t[i]:.2f} {unit}{extra}", fc
+        extra = f"  forecast +{t[i] - t[pb.n_train - 1]:.2f}" if fc else ""
+        return f"{pb.label}  t={t[i]:.2f} {unit}{extra}", fc
 
     if kind == "pose":
         zc, lim = seqs.pose_extent(r, ds.Y)
@@ -431,20 +433,26 @@ class ExportPanel(pn.viewable.Viewer):
             for fmt in ("png", "svg"):
                 row.append(self._button(what, fmt, f"{label} {fmt.upper()}"))
             self._buttons.append(row)
-        self._buttons.append([self._button("trajectory", "png", "Trajectory PNG"),
-                              self._button("trajectory", "svg", "Trajectory SVG")])
-        self._buttons.append([self._button("sequence", "gif", "Played sequence GIF")])
+        self._sequence_buttons = [self._button("trajectory", "png", "Trajectory PNG"),
+                                  self._button("trajectory", "svg", "Trajectory SVG"),
+                                  self._button("sequence", "gif", "Played sequence GIF")]
+        self._buttons.append(self._sequence_buttons[:2])
+        self._buttons.append(self._sequence_buttons[2:])
         self._buttons.append([self._button("coords", "csv", "Latent coords CSV"),
                               self._button("coords", "npz", "Latent coords NPZ")])
-        self.state.param.watch(self._enable, "model_version")
+        self.state.param.watch(self._enable, ["model_version", "play_sequence", "play_mode", "inference"])
         self._enable()
 
     def _enable(self, *events):
         """No model, nothing to export: the buttons are off (a click answered with no file,
-        which Panel logged as a traceback on the server)."""
+        which Panel logged as a traceback on the server); the trajectory and the GIF also
+        need a sequence in the player (a data set without time stamps or sequence ids has
+        none)."""
+        s = self.state
+        playable = s.play_sequence is not None or (s.play_mode == "inferred" and s.inference is not None)
         for row in self._buttons:
             for btn in row:
-                btn.disabled = self.state.model is None
+                btn.disabled = s.model is None or (any(btn is b for b in self._sequence_buttons) and not playable)
 
     def _filename(self, what, fmt):
         base = {"coords": "latent"}.get(what, what)

@@ -361,12 +361,20 @@ class InferView(pn.viewable.Viewer):
                         line_color="black", line_width=1.2)
         r.level = "overlay"
 
+    def _intro_text(self) -> str:
+        head = ("Hide part of frames the model has not seen and let it infer them from the rest: q(x*) appears "
+                "on the latent view (star and 2-sd ellipse, orange), ")
+        return head + {
+            "pose": "the reconstruction over the truth (grey ghost) here, inferred parts in orange with 2-sd "
+                    "discs. Click joints on the figure to hide them.",
+            "image": "and here the frame as observed (hidden pixels tinted red), the reconstruction, the truth "
+                     "and the sd of the inferred pixels.",
+        }.get(self._data_kind(), "and here the reconstruction (orange, with a 2-sd band) over the truth (grey); "
+                                 "the hidden columns are shaded red.")
+
     def __panel__(self):
-        intro = pn.pane.Markdown(
-            "Hide part of frames the model has not seen and let it infer them from the rest: q(x*) appears on "
-            "the latent view (star and 2-sd ellipse, orange), the reconstruction over the truth (grey ghost) "
-            "here, inferred parts in orange with 2-sd discs. Click joints on the figure to hide them.",
-            styles={"font-size": "12px"}, width=RIGHT_W - 20)
+        intro = pn.pane.Markdown(self._intro_text(), styles={"font-size": "12px"}, width=RIGHT_W - 20)
+        self.state.param.watch(lambda e: setattr(intro, "object", self._intro_text()), "model_version")
         return pn.Column(intro, pn.Row(self._source, self._mask), pn.Row(self._frame, self._length),
                          pn.Row(self._infer, self._clear, self._fraction), self._status, self._method,
                          self._fig_pane, self._play)

@@ -12,13 +12,14 @@ costs the server nothing, whatever the number of sessions.
 
 from __future__ import annotations
 
+import html
 import logging
 
 import numpy as np
 import panel as pn
 import param
 from bokeh.layouts import column, row
-from bokeh.models import (BoxAnnotation, CheckboxGroup, ColumnDataSource, CustomJS, Label, Range1d, Select,
+from bokeh.models import (BoxAnnotation, CheckboxGroup, ColumnDataSource, CustomJS, Div, Label, Range1d, Select,
                           Slider, Span, Toggle)
 from bokeh.plotting import figure
 from panel.io.document import unlocked
@@ -181,7 +182,11 @@ class PlayerView(pn.viewable.Viewer):
                                              value=s.forecast_steps, width=230)
         self._seq.param.watch(self._on_seq, "value")
         self._horizon.param.watch(self._on_horizon, "value_throttled")
-        self._note = pn.pane.Markdown("", styles={"font-size": "12px"}, width=540, margin=(0, 10))
+        # a plain Bokeh Div, written inside unlocked(): as a Markdown pane, its update after an
+        # inference ran while its model was outside the document, and Panel then gave it
+        # stylesheets from cdn.holoviz.org (fetched, and failing, offline)
+        self._note_div = Div(text="", width=540, styles={"font-size": "12px"}, css_classes=["player-note"])
+        self._note = pn.pane.Bokeh(self._note_div, margin=(0, 10))
         s.param.watch(self._sync_widgets, ["model_version", "play_sequence"])
         s.param.watch(self._refresh, ["model_version", "play_sequence", "forecast_steps", "play_mode", "inference"])
         s.param.watch(self._reproject, ["azimuth", "elevation"])
@@ -290,6 +295,10 @@ class PlayerView(pn.viewable.Viewer):
         self._figs = {**self._by_kind[kind], "time": self._time_fig}
         self._kind = kind
 
+    def _set_note(self, text: str) -> None:
+        with unlocked():
+            self._note_div.text = text
+
     def _unit(self) -> str:
         meta = getattr(self.state.dataset, "meta", None) or {}
         return str(meta.get("time_unit", "s"))
@@ -308,8 +317,8 @@ class PlayerView(pn.viewable.Viewer):
         pb = s.playback() if s.model is not None else None
         if pb is None:
             self._out_pane.visible = self._time_pane.visible = False
-            self._note.object = ("*No sequences to play: this data set has no sequence ids or time stamps.*"
-                                 if s.model is not None else "*No model yet.*")
+            self._set_note("<i>No sequences to play: this data set has no sequence ids or time stamps.</i>"
+                           if s.model is not None else "<i>No model yet.</i>")
             with unlocked():
                 self.path_src.data = dict(xs=[], ys=[], color=[], dash=[])
                 self.ellipse_src.data = dict(xs=[], ys=[], color=[], fill=[])
@@ -323,20 +332,20 @@ class PlayerView(pn.viewable.Viewer):
         self._out_pane.visible = self._time_pane.visible = True
         self._push(pb)
         if pb.truth is not None:
-            self._note.object = (
-                f"**{pb.label}**: the reconstruction of the hidden part, frame by frame, over the truth (grey). "
-                "Lines and bands: q(x*) of the stretch with 2 sd. Untick *Stretch in the player* in *Observe & infer* "
-                "to go back to the training sequences.")
+            self._set_note(
+                f"<b>{html.escape(pb.label)}</b>: the reconstruction of the hidden part, frame by frame, over the "
+                "truth (grey). Lines and bands: q(x*) of the stretch with 2 sd. Untick <i>Stretch in the player</i> "
+                "in <i>Observe &amp; infer</i> to go back to the training sequences.")
         elif pb.dynamical:
-            self._note.object = (
-                f"**{pb.label}**: {pb.n_train} training frames, then {pb.T - pb.n_train} forecast from the "
-                "time prior (purple). Lines and bands: the latent coordinates on the view's axes with 2 sd "
+            self._set_note(
+                f"<b>{html.escape(pb.label)}</b>: {pb.n_train} training frames, then {pb.T - pb.n_train} forecast "
+                "from the time prior (purple). Lines and bands: the latent coordinates on the view's axes with 2 sd "
                 "of q(x*); discs / sd image: 2 sd of the output from the uncertain-input moments (covFstar). "
                 "Playing runs in the browser.")
         else:
-            self._note.object = (
-                f"**{pb.label}**: {pb.n_train} frames of a static model (no forecast: train a *dynamical* model "
-                "for that). Bands: 2 sd of q(x_n); discs / sd image: 2 sd of the output (covFstar).")
+            self._set_note(
+                f"<b>{html.escape(pb.label)}</b>: {pb.n_train} frames of a static model (no forecast: train a "
+                "<i>dynamical</i> model for that). Bands: 2 sd of q(x_n); discs / sd image: 2 sd of the output (covFstar).")
 
     def _frames_columns(self, pb) -> dict:
         s = self.state
@@ -380,7 +389,7 @@ class PlayerView(pn.viewable.Viewer):
         xd, yd = self.state.dims
         sx, sy = np.sqrt(pb.S[:, xd]), np.sqrt(pb.S[:, yd])
         lx, ly = pb.mu[:, xd], pb.mu[:, yd]
-        return dict(t=pb.t, lx=lx, ly=ly, xlo=lx - 2 * sx, xhi=lx + 2 * sx, ylo=ly - 2 * sy, yhi=ly + 2 * sy,
+        return dict(t=seqs.seconds(self.state.dataset, pb.t), lx=lx, ly=ly, xlo=lx - 2 * sx, xhi=lx + 2 * sx, ylo=ly - 2 * sy, yhi=ly + 2 * sy,
                     fc=pb.is_forecast.astype(np.int8))
 
     def _latent_layers(self, pb):
@@ -435,7 +444,8 @@ class PlayerView(pn.viewable.Viewer):
             self.traj.data = traj
             self.path_src.data = path
             self.ellipse_src.data = ell
-            self.forecast_box.left = float(pb.t[pb.n_train - 1]) if pb.T > pb.n_train else None
+            t = seqs.seconds(s.dataset, pb.t)
+            self.forecast_box.left = float(t[pb.n_train - 1]) if pb.T > pb.n_train else None
             self.forecast_box.visible = pb.T > pb.n_train
             self._set_ranges(pb, kind, W, H)
             self.slider.end = max(1, pb.T - 1)
@@ -506,7 +516,8 @@ class PlayerView(pn.viewable.Viewer):
         lo = float(min(np.min(tr["xlo"]), np.min(tr["ylo"])))
         hi = float(max(np.max(tr["xhi"]), np.max(tr["yhi"])))
         pad = 0.05 * (hi - lo or 1.0)
-        f["time"].x_range = Range1d(float(pb.t[0]), float(pb.t[-1]) if pb.T > 1 else float(pb.t[0]) + 1)
+        t = tr["t"]
+        f["time"].x_range = Range1d(float(t[0]), float(t[-1]) if pb.T > 1 else float(t[0]) + 1)
         f["time"].y_range = Range1d(lo - pad, hi + pad)
 
     @guarded

@@ -98,6 +98,17 @@ def sequence_rows(model, ds, s) -> np.ndarray:
     return rows
 
 
+def seconds(ds, t: np.ndarray) -> np.ndarray:
+    """Time stamps as shown (axes, readouts): in seconds of the recording. A data set whose
+    stamps are on another clock says so in its metadata -- CMU 35 keeps the paper's code's
+    0.05 per frame (``time_step``) for frames recorded at 30 Hz (``frame_rate_hz``), so
+    its stamps run 1.5x the seconds they span; the model keeps its own units."""
+    meta = getattr(ds, "meta", None) or {}
+    step, hz = meta.get("time_step"), meta.get("frame_rate_hz")
+    scale = 1.0 / (float(hz) * float(step)) if step and hz else 1.0
+    return np.asarray(t, dtype=np.float64) * scale
+
+
 def time_step(t: np.ndarray) -> float:
     d = np.diff(np.asarray(t, dtype=np.float64))
     d = d[d > 0]

@@ -58,7 +58,7 @@ class _Rebuilding(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self._pane = pn.pane.HoloViews(None, sizing_mode="fixed", linked_axes=False)
+        self._pane = pn.pane.HoloViews(None, linked_axes=False)
         self._placeholder = pn.pane.Markdown("", styles={"color": "#666"})
         self.state.param.watch(self._rebuild, list(self._rebuild_on))
         self._rebuild()
@@ -355,8 +355,8 @@ class OutputView(_Rebuilding):
     _rebuild_on = ("model_version", "dataset")
 
     def __init__(self, **params):
-        self._train_pane = pn.pane.HoloViews(None, sizing_mode="fixed", linked_axes=False)
-        self._sd_pane = pn.pane.HoloViews(None, sizing_mode="fixed", linked_axes=False)
+        self._train_pane = pn.pane.HoloViews(None, linked_axes=False)
+        self._sd_pane = pn.pane.HoloViews(None, linked_axes=False)
         super().__init__(**params)
         s = self.state
         self._az = pn.widgets.FloatSlider(label="view azimuth (deg)", start=-180, end=180, step=5,
@@ -521,9 +521,12 @@ class OutputView(_Rebuilding):
     def _sd_element(self):
         mean, var = self.state.generate(*self.state.cursor)
         sd = self.state.dataset.renderer.image(np.sqrt(np.maximum(var, 0)))
-        vmin, vmax = self._image_range()
-        # fixed range (half the pixel range) so the image brightens as the model gets less sure
-        return plots.image_plot(sd, f"Per-pixel sd (max {sd.max():.3g})", 0.0, 0.5 * (vmax - vmin),
+        # a fixed range, 0 to the sd far from the data (signal + noise variance), so the
+        # image brightens as the model gets less sure (half the pixel range left Frey's
+        # sd of ~8 black on a bar to 128)
+        m = self.state.model
+        top = float(np.sqrt(float(m.kernel_variance) + float(m.noise_variance)))
+        return plots.image_plot(sd, f"Per-pixel sd (max {sd.max():.3g})", 0.0, top,
                                 cmap="magma", label="standard deviation").opts(hooks=[self._grab("sd")])
 
     def _image_range(self):
@@ -673,10 +676,10 @@ class ModelPanel(pn.viewable.Viewer):
         # FileDropper checks the size in the browser (so a huge file never reaches the
         # server) and uploads in chunks; the server checks size and type again. (No
         # accepted_filetypes: browsers report no MIME type for .npy, which FilePond rejects.)
-        self._upload = pn.widgets.FileDropper(
-            max_file_size=f"{MAX_UPLOAD_MB}MB", multiple=True,
-            width=250, height=90, layout="compact", css_classes=["upload-array"])
-        self._upload.param.watch(self._on_upload, "value")
+        self._renewal: dict[str, object] = {}
+        self._upload_slot = pn.Column(margin=0)
+        self._model_upload_slot = pn.Column(margin=0)
+        self._new_droppers(array=True, model=True)
         self._kind = pn.widgets.RadioButtonGroup.from_param(s.param.upload_kind, width=250,
                                                             css_classes=["upload-kind"])
         self._H = pn.widgets.IntInput.from_param(s.param.image_height, label="height H", width=78)
@@ -686,10 +689,6 @@ class ModelPanel(pn.viewable.Viewer):
         self._frames = pn.widgets.Checkbox.from_param(s.param.rows_are_frames, label="rows are frames in time order")
         self._fps = pn.widgets.FloatInput.from_param(s.param.upload_fps, label="frames/s", width=78)
         self._sub = pn.widgets.IntInput.from_param(s.param.mocap_subsample, label="AMC: every k-th", width=110)
-        self._model_upload = pn.widgets.FileDropper(
-            max_file_size=f"{MAX_UPLOAD_MB}MB", multiple=False,
-            width=250, height=90, layout="compact", css_classes=["upload-model"])
-        self._model_upload.param.watch(self._on_model_upload, "value")
         self._Q = pn.widgets.IntInput.from_param(s.param.latent_dim, label="latent dims Q", width=78)
         self._M = pn.widgets.IntInput.from_param(s.param.num_inducing, label="inducing M", width=78)
         self._iters = pn.widgets.IntInput.from_param(s.param.max_iters, label="iterations", width=78, step=50,
@@ -741,20 +740,69 @@ class ModelPanel(pn.viewable.Viewer):
         name, data = list(value.items())[-1]
         return name, data.encode() if isinstance(data, str) else data
 
-    @guarded
+    def _new_droppers(self, array: bool = False, model: bool = False) -> None:
+        """Fresh, empty drop areas. A FileDropper's file list cannot be cleared from the
+        server, so a finished upload (read, or refused with a message) gets a new widget:
+        no stale 'Upload complete' on a refused file, and the next file dropped is the one
+        read even when it has the name of an earlier one. The area grows with its list
+        (min_height, not height) so a file in flight never covers the controls below."""
+        if array:
+            self._upload = pn.widgets.FileDropper(
+                max_file_size=f"{MAX_UPLOAD_MB}MB", multiple=True,
+                width=250, min_height=90, layout="compact", css_classes=["upload-array"])
+            self._upload.param.watch(self._on_upload, "value")
+            self._upload_slot.objects = [self._upload]
+        if model:
+            self._model_upload = pn.widgets.FileDropper(
+                max_file_size=f"{MAX_UPLOAD_MB}MB", multiple=False,
+                width=250, min_height=90, layout="compact", css_classes=["upload-model"])
+            self._model_upload.param.watch(self._on_model_upload, "value")
+            self._model_upload_slot.objects = [self._model_upload]
+
     def _on_upload(self, event):
         files = {n: (d.encode() if isinstance(d, str) else d) for n, d in (event.new or {}).items()}
         mocap = {n: d for n, d in files.items() if n.lower().endswith((".asf", ".amc"))}
         if mocap and list(files)[-1] in mocap:
-            self.state.load_upload_files(mocap)
+            # a skeleton waits for its motions (or vice versa): keep the list until complete
+            done = self._read_upload(self.state.load_upload_files, mocap)
         elif files:
-            self.state.load_upload(*list(files.items())[-1])
+            done = self._read_upload(self.state.load_upload, *list(files.items())[-1])
+        else:
+            return
+        if done is not False:
+            self._renew("array")
 
-    @guarded
     def _on_model_upload(self, event):
         f = self._one_file(event.new)
         if f is not None:
-            self.state.load_model_bytes(*f)
+            self._read_upload(self.state.load_model_bytes, *f)
+            self._renew("model")
+
+    def _renew(self, which: str, ms: int = 1500) -> None:
+        """A fresh drop area ``ms`` after a finished upload: FilePond animates the finished
+        file for a while, and a widget replaced at once made it write to its destroyed list
+        (a page error). Not while another file is arriving in the old one (Panel keeps its
+        chunks in ``_file_buffer``), and not for an upload that a newer one has followed."""
+        old = self._upload if which == "array" else self._model_upload
+        token = self._renewal[which] = object()
+
+        def go():
+            if self._renewal.get(which) is not token:
+                return  # a newer upload schedules its own
+            if getattr(old, "_file_buffer", None):
+                doc.add_timeout_callback(go, ms)
+                return
+            self._new_droppers(array=which == "array", model=which == "model")
+
+        doc = pn.state.curdoc
+        if doc is not None and doc.session_context is not None:
+            doc.add_timeout_callback(go, ms)
+        else:  # no browser (tests, notebooks' static render): nothing to wait for
+            go()
+
+    @guarded
+    def _read_upload(self, load, *args):
+        return load(*args)
 
     # ---- training
     @guarded
@@ -789,6 +837,8 @@ class ModelPanel(pn.viewable.Viewer):
         self._status.object = self.state.train_status
 
     def _on_model(self, *events):
+        if self.state.dataset_name in self._ds_select.options.values():
+            self._ds_select.value = self.state.dataset_name  # follows an opened model or asset
         info = self.state.summary()
         if not info:
             self._summary.object = "*No model yet.*"
@@ -820,7 +870,7 @@ class ModelPanel(pn.viewable.Viewer):
                              "N rows x D columns; an .npz may add time stamps `t` and sequence ids `sequence`), "
                              "or motion capture: one .asf skeleton with its .amc motions.",
                              styles={"font-size": "12px"}, margin=(5, 10, 0, 10)),
-            self._upload,
+            self._upload_slot,
             pn.pane.Markdown("An array's rows are drawn as:", styles={"font-size": "12px"}, margin=(0, 10)),
             self._kind,
             pn.Row(self._H, self._W, self._order,
@@ -828,7 +878,7 @@ class ModelPanel(pn.viewable.Viewer):
             self._frames, pn.Row(self._fps, self._sub),
             pn.pane.Markdown("**Or open a saved model** (.npz from *Save model*):",
                              styles={"font-size": "12px"}, margin=(5, 10, 0, 10)),
-            self._model_upload,
+            self._model_upload_slot,
             title="1. Data", width=280)
         train = pn.Card(
             pn.Row(self._Q, self._M, self._iters), self._kernel,

@@ -634,3 +634,68 @@ def test_latent_ellipses_are_one_path_broken_by_nan():
     assert len(breaks) == len(parts) - 1
     np.testing.assert_allclose(xy[:breaks[0]], parts[0])
     np.testing.assert_allclose(xy[breaks[-1] + 1:], parts[-1])
+
+
+def test_sequence_exports_are_off_without_a_sequence(walk, walk_model):
+    """The trajectory and the GIF need a sequence in the player: for data without sequence
+    ids or time stamps their buttons are off (a click was answered with no file, logged by
+    Panel as a traceback); the figure and coordinate exports stay on."""
+    from explorer.export import ExportPanel
+
+    flat = Dataset(name="flat", Y=walk.Y, renderer=walk.renderer)
+    m = BayesianGPLVM(walk.Y, latent_dim=2, num_inducing=5, seed=0)
+    s = ExplorerState()
+    s.set_dataset(flat)
+    s.set_model(m, flat)
+    panel = ExportPanel(state=s)
+    off = {b.label for row in panel._buttons for b in row if b.disabled}
+    assert off == {"Trajectory PNG", "Trajectory SVG", "Played sequence GIF"}
+    s.set_dataset(walk)
+    s.set_model(walk_model, walk)
+    assert not any(b.disabled for row in panel._buttons for b in row)
+
+
+def test_a_refused_upload_gets_a_fresh_drop_area(state):
+    """The drop area's list cannot be cleared from the server: a read or refused upload
+    gets a new, empty widget (a refused file stayed listed as a green 'Upload complete'),
+    and the area grows with its list instead of covering the controls below."""
+    from explorer.views import ModelPanel
+
+    mp = ModelPanel(state=state)
+    old = mp._upload
+    old.value = {"bad.csv": b"a,b\n1,foo\n"}
+    assert "non-numeric" in state.error
+    assert mp._upload is not old and mp._upload.value == {} and mp._upload_slot.objects == [mp._upload]
+    assert mp._upload.height is None and mp._upload.min_height == 90
+    state.error = ""
+    old = mp._upload
+    old.value = {"skeleton.asf": b":version 1.10\n"}  # waits for its .amc files: the list stays
+    assert mp._upload is old and "add its .amc" in state.info
+    old = mp._model_upload
+    old.value = {"model.npz": b"not a model"}
+    assert "not a bgplvm model file" in state.error and mp._model_upload is not old
+
+
+def test_the_data_set_choice_follows_an_opened_model(state, walk, walk_model):
+    from explorer.views import ModelPanel
+
+    mp = ModelPanel(state=state, dataset_options={"walk": "synth_walk", "oil": "oil"})
+    other = Dataset(name="oil", Y=walk.Y, renderer=walk.renderer)
+    state.set_dataset(other)
+    assert mp._ds_select.value == "oil"
+    state.set_dataset(walk)
+    state.set_model(walk_model, walk)
+    assert mp._ds_select.value == "synth_walk"
+
+
+def test_cmu_times_are_shown_in_seconds_of_the_recording():
+    """CMU 35 keeps the paper code's 0.05 per frame for frames recorded at 30 Hz: axes and
+    readouts show seconds (frame / 30); other data sets' stamps pass through."""
+    from explorer.sequences import seconds
+
+    cmu = Dataset(name="cmu35", Y=np.zeros((3, 2)), renderer=VectorRenderer(),
+                  meta={"time_step": 0.05, "frame_rate_hz": 30.0})
+    np.testing.assert_allclose(seconds(cmu, [0.0, 0.05, 3.0]), [0.0, 1 / 30, 2.0])
+    plain = Dataset(name="x", Y=np.zeros((3, 2)), renderer=VectorRenderer(), meta={"fps": 25.0})
+    np.testing.assert_allclose(seconds(plain, [0.0, 1.5]), [0.0, 1.5])
+    assert seconds(None, [2.0])[0] == 2.0

@@ -269,6 +269,9 @@ def test_invalid_upload_shows_error_and_page_keeps_working(page, server, tmp_pat
     err.wait_for(timeout=15000)
     assert err.is_visible()
     page.screenshot(path=str(ARTIFACTS / "browser-06-bad-upload.png"), full_page=True)
+    # the refused file is not left in the drop area as a green "Upload complete": a fresh one
+    wait_for(lambda: page.locator(".upload-array .filepond--item").count() == 0, timeout=10,
+             what="a fresh drop area after a refused upload")
     # NaN file: another clear message
     buf = io.BytesIO()
     np.save(buf, np.array([[1.0, np.nan], [2, 3], [4, 5]]))
