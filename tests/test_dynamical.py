@@ -203,7 +203,11 @@ def test_full_gradient_one_sequence_at_a_moved_point():
     rng = np.random.default_rng(4)
     x = m._x + 0.3 * rng.standard_normal(m._x.size)
     m._set_x(x)
-    assert_gradient(lambda v: m._bound(v), x, rtol=2e-5, atol=1e-7)
+    g, num = assert_gradient(lambda v: m._bound(v), x, rtol=2e-5, atol=1e-7)
+    # entry by entry as well: the check above scales its tolerance by the largest entry
+    # (~1.7e3 here), which would let a wrong small entry (a lambda, ~0.2) through; the
+    # central differences' own error is ~1e-6 absolute, ~1e-6 relative
+    np.testing.assert_allclose(g, num, rtol=1e-5, atol=3e-6)
 
 
 # --- forecasting ----------------------------------------------------------------------------------
