@@ -356,6 +356,8 @@ class InferView(pn.viewable.Viewer):
         fig = plot.state
         fig.patches(xs="xs", ys="ys", source=self.lat_ell, fill_color=INFERRED_COLOR, fill_alpha=0.15,
                     line_color=INFERRED_COLOR, line_width=2)
+        # a dark casing under the path: orange on the orange points of a 'walk' label was lost
+        fig.line(x="x", y="y", source=self.lat_path, line_color="black", line_width=4.5, line_alpha=0.8)
         fig.line(x="x", y="y", source=self.lat_path, line_color=INFERRED_COLOR, line_width=2)
         r = fig.scatter(x="x", y="y", source=self.lat_star, marker="star", size=22, fill_color=INFERRED_COLOR,
                         line_color="black", line_width=1.2)
