@@ -69,6 +69,22 @@ def _not_float(c: str) -> bool:
         return bool(c.strip())
 
 
+#: how NumPy's binary files begin: np.load reads anything else as a pickle, and its
+#: refusal ("allow_pickle") then said a text file renamed .npy "holds Python objects"
+_MAGIC = {".npy": (b"\x93NUMPY", "NumPy .npy (numpy.save)"), ".npz": (b"PK", "NumPy .npz (numpy.savez)")}
+
+
+def _check_magic(path: Path, ext: str) -> None:
+    if ext not in _MAGIC:
+        return
+    magic, kind = _MAGIC[ext]
+    with open(path, "rb") as f:
+        head = f.read(len(magic))
+    if head != magic:
+        raise DatasetError(f"{path} is not a {kind} file (its first bytes are not NumPy's header); "
+                           "save the array with numpy, or give a text table the extension .csv or .txt.")
+
+
 def load_array(path: str | os.PathLike, key: str | None = None) -> np.ndarray:
     """Read a user data matrix Y (N, D) as float64 and validate it.
 
@@ -83,6 +99,7 @@ def load_array(path: str | os.PathLike, key: str | None = None) -> np.ndarray:
     ext = path.suffix.lower()
     if ext not in SUPPORTED:
         raise DatasetError(f"{path}: unsupported file type {ext!r}; use one of {', '.join(SUPPORTED)}.")
+    _check_magic(path, ext)
     try:
         if ext == ".npy":
             A = np.load(path, allow_pickle=False)

@@ -37,6 +37,8 @@ def latent_figure(state: ExplorerState, fmt: str = "png", res: int = 200) -> byt
     mode = state.color_mode()
     if mode in ("label", "sequence"):
         W += 170  # the legend goes right of the colour bar, outside the data
+    elif mode == "time":
+        W += 110  # the time colour bar beside the variance one (its labels were cut off)
     c = new_canvas(fmt, W, H)
     ax = Axes(c, (70, 40, 440, 420), (x0, x1), (y0, y1))
     ax.clip()
@@ -84,7 +86,8 @@ def latent_figure(state: ExplorerState, fmt: str = "png", res: int = 200) -> byt
     if legend:
         ax.legend(legend[:12], x=ax.x + ax.w + (112 if var is not None else 16), y=ax.y)
     if mode == "time":
-        ax.colorbar("viridis", float(np.min(ds.times)), float(np.max(ds.times)), "time",
+        ts = seqs.seconds(ds, ds.times)
+        ax.colorbar("viridis", float(np.min(ts)), float(np.max(ts)), f"time ({(ds.meta or {}).get('time_unit', 's')})",
                     x=ax.x + ax.w + (96 if var is not None else 16))
     return c.to_bytes()
 
@@ -163,13 +166,12 @@ def output_figure(state: ExplorerState, fmt: str = "png") -> bytes:
         return c.to_bytes()
     if kind == "image":
         img, sd = r.image(mean), r.image(std)
-        vmin = r.vmin if getattr(r, "vmin", None) is not None else float(ds.Y.min())
-        vmax = r.vmax if getattr(r, "vmax", None) is not None else float(ds.Y.max())
+        vmin, vmax = seqs.image_range(ds)
         Hh, Ww = img.shape
         ph = 300
         pw = ph * Ww / Hh
-        panels = [(img, "gray", vmin, vmax, f"Generated {where}", "intensity"),
-                  (sd, "magma", 0.0, 0.5 * (vmax - vmin), f"Per-pixel sd (max {sd.max():.3g})", "sd")]
+        panels = [(img, "gray", vmin, vmax, "Generated", "intensity"),  # where: below (a narrow panel)
+                  (sd, "magma", 0.0, seqs.sd_scale(state.model), f"Per-pixel sd (max {sd.max():.3g})", "sd")]
         if n >= 0:
             panels.append((r.image(ds.Y[n]), "gray", vmin, vmax, f"Training point #{n}", "intensity"))
         step = pw + 110
@@ -179,6 +181,7 @@ def output_figure(state: ExplorerState, fmt: str = "png") -> bytes:
             c.image(ax.x, ax.y, ax.w, ax.h, colormap(im, cm, lo, hi))
             ax.frame(title=title, xticks=False, yticks=False)
             ax.colorbar(cm, lo, hi, lab, x=ax.x + ax.w + 8, width=10)
+        c.text(20 + pw / 2, 40 + ph + 20, where, size=11, anchor="middle", color="#333333")
         return c.to_bytes()
     D = mean.size
     lo = float(min(ds.Y.min(), (mean - 2 * std).min()))
@@ -233,7 +236,8 @@ def trajectory_figure(state: ExplorerState, fmt: str = "png") -> bytes:
         col = "#8e44ad" if i >= n else "#1f77b4"
         e = np.column_stack([pb.mu[i, xd] + 2 * np.sqrt(pb.S[i, xd]) * np.cos(t),
                              pb.mu[i, yd] + 2 * np.sqrt(pb.S[i, yd]) * np.sin(t)])
-        c.polygon(ax.pts(e), col, opacity=0.08)
+        if i < n:  # forecast ellipses as outlines only, as on screen: they pile up where
+            c.polygon(ax.pts(e), col, opacity=0.08)  # q(x*) relaxes to the prior (a solid blob)
         c.polyline(ax.pts(e), col, width=0.8, opacity=0.5)
     c.polyline(ax.pts(pb.mu[:n][:, [xd, yd]]), "#222222", width=2.2)
     if pb.T > n:
@@ -266,7 +270,9 @@ def trajectory_figure(state: ExplorerState, fmt: str = "png") -> bytes:
     return c.to_bytes()
 
 
-def _gif_pose_frame(uv, spread, conns, lim, forecast: bool, text: str, size: int = 260):
+def _gif_pose_frame(uv, spread, conns, lim, forecast: bool, text: str, size: int = 260, ghost=None):
+    """One GIF frame of a pose: bones, 2-sd discs per joint and, for an inferred stretch,
+    the truth ``ghost`` (J, 2) in grey underneath (as on screen)."""
     from PIL import Image, ImageDraw
 
     s = 2  # drawn at 2x, then halved: smooth edges
@@ -275,6 +281,10 @@ def _gif_pose_frame(uv, spread, conns, lim, forecast: bool, text: str, size: int
 
     def px(u, v):
         return ((u + lim) / (2 * lim) * size * s, (1 - (v + lim) / (2 * lim)) * size * s)
+
+    if ghost is not None:
+        for a, b in conns:
+            d.line([px(*ghost[a]), px(*ghost[b])], fill=(184, 184, 184), width=7 * s)
 
     disc = (230, 25, 75, 55)
     for (u, v), r in zip(uv, spread):
@@ -309,31 +319,37 @@ def sequence_gif(state: ExplorerState, fps: float | None = None, size: int = 260
 
     def caption(i):
         fc = i >= pb.n_train
-        extra = f"  forecast +{t[i] - t[pb.n_train - 1]:.2f}" if fc else ""
-        return f"{pb.label}  t={t[i]:.2f} {unit}{extra}", fc
+        extra = f"  forecast +{seqs.time_text(t[i] - t[pb.n_train - 1], unit)}" if fc else ""
+        return f"{pb.label}  t={seqs.time_text(t[i], unit)}{extra}", fc
 
     if kind == "pose":
         zc, lim = seqs.pose_extent(r, ds.Y)
         d = seqs.pose_frames(r, pb.mean, pb.var, state.azimuth, state.elevation, zc)
+        ghosts = (seqs.pose_frames(r, pb.truth, np.zeros_like(pb.truth), state.azimuth, state.elevation, zc)["uv"]
+                  if pb.truth is not None else None)
         conns = np.asarray(r.connections, dtype=int).reshape(-1, 2)
         for i in range(pb.T):
             text, fc = caption(i)
-            frames.append(_gif_pose_frame(d["uv"][i], d["spread"][i], conns, lim, fc, text, size))
+            frames.append(_gif_pose_frame(d["uv"][i], d["spread"][i], conns, lim, fc,
+                                          text + ("  (grey: truth)" if ghosts is not None else ""), size,
+                                          ghost=None if ghosts is None else ghosts[i]))
     elif kind == "image":
         fr = seqs.image_frames(r, pb.mean, pb.var)
-        vmin = r.vmin if getattr(r, "vmin", None) is not None else float(ds.Y.min())
-        vmax = r.vmax if getattr(r, "vmax", None) is not None else float(ds.Y.max())
+        vmin, vmax = seqs.image_range(ds)
         Hh, Ww = fr["img"].shape[1:]
         k = max(1, size // max(Hh, Ww))
+        truth = None if pb.truth is None else np.stack([r.image(y) for y in pb.truth])
+        right = "sd" if truth is None else "truth"
         for i in range(pb.T):
             a = colormap(fr["img"][i], "gray", vmin, vmax)
-            b = colormap(fr["sd"][i], "magma", 0.0, 0.5 * (vmax - vmin))
+            b = (colormap(fr["sd"][i], "magma", 0.0, seqs.sd_scale(state.model)) if truth is None
+                 else colormap(truth[i], "gray", vmin, vmax))
             both = np.concatenate([a, np.full((Hh, 2, 3), 255, np.uint8), b], axis=1)
             im = Image.fromarray(both).resize((both.shape[1] * k, Hh * k), Image.NEAREST)
             canvas = Image.new("RGB", (im.width, im.height + 16), "white")
             canvas.paste(im, (0, 16))
             text, fc = caption(i)
-            ImageDraw.Draw(canvas).text((2, 2), text + "   (left: mean, right: sd)",
+            ImageDraw.Draw(canvas).text((2, 2), text + f"   (left: mean, right: {right})",
                                         fill=(142, 68, 173) if fc else (40, 40, 40))
             frames.append(canvas)
     else:
@@ -361,8 +377,12 @@ def sequence_gif(state: ExplorerState, fps: float | None = None, size: int = 260
 
 
 # --------------------------------------------------------------------------- data
+def _time_name(ds) -> str:
+    return "time_" + str((ds.meta or {}).get("time_unit", "s"))
+
+
 def latent_csv(state: ExplorerState) -> bytes:
-    """index, [label], [sequence], [time], mu_0..mu_{Q-1}, var_0..var_{Q-1} per row."""
+    """index, [label], [sequence], [time_<unit>], mu_0..mu_{Q-1}, var_0..var_{Q-1} per row."""
     m = _need_model(state)
     ds = state.dataset
     mu, S = np.asarray(m.latent_mean), np.asarray(m.latent_variance)
@@ -376,9 +396,9 @@ def latent_csv(state: ExplorerState) -> bytes:
     if ds.sequence is not None:
         head.append("sequence")
         extra.append([str(v) for v in np.asarray(ds.sequence).tolist()])  # integer or string ids
-    if ds.times is not None:
-        head.append("time")
-        extra.append([repr(float(v)) for v in ds.times])
+    if ds.times is not None:  # as the page shows them, the unit in the name
+        head.append(_time_name(ds))
+        extra.append([repr(float(v)) for v in seqs.seconds(ds, ds.times)])
     head += [f"mu_{q}" for q in range(Q)] + [f"var_{q}" for q in range(Q)]
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
@@ -389,7 +409,9 @@ def latent_csv(state: ExplorerState) -> bytes:
 
 
 def latent_npz(state: ExplorerState) -> bytes:
-    """mu (N, Q), S (N, Q), Z (M, Q), alpha (Q,) and labels/sequence/times if present."""
+    """mu (N, Q), S (N, Q), Z (M, Q), alpha (Q,) and labels/sequence/times if present:
+    ``times`` the data set's stamps (the model's units), ``time_<unit>`` as the page shows
+    them (CMU 35: seconds of the recording; its stamps are 0.05 per 30 Hz frame)."""
     m = _need_model(state)
     ds = state.dataset
     arrays = dict(mu=np.asarray(m.latent_mean), S=np.asarray(m.latent_variance),
@@ -398,6 +420,8 @@ def latent_npz(state: ExplorerState) -> bytes:
         v = getattr(ds, k)
         if v is not None:
             arrays[k] = np.asarray(v)
+    if ds.times is not None:
+        arrays[_time_name(ds)] = seqs.seconds(ds, ds.times)
     buf = io.BytesIO()
     np.savez_compressed(buf, **arrays)
     return buf.getvalue()
@@ -456,8 +480,13 @@ class ExportPanel(pn.viewable.Viewer):
 
     def _filename(self, what, fmt):
         base = {"coords": "latent"}.get(what, what)
-        if what in ("trajectory", "sequence") and self.state.play_sequence is not None:
-            base += f"-{self.state.play_sequence}"
+        s = self.state
+        if what in ("trajectory", "sequence"):
+            if s.play_mode == "inferred" and s.inference is not None:  # what the player plays
+                inf = s.inference
+                base += "-inferred-" + inf.frames.replace(" ", "_")
+            elif s.play_sequence is not None:
+                base += f"-{s.play_sequence}"
         return f"bgplvm-{self.state.dataset_name or 'data'}-{base}.{fmt}"
 
     def _button(self, what, fmt, label):

@@ -62,7 +62,7 @@ class InferView(pn.viewable.Viewer):
         self._source = pn.widgets.Select(label="test frames", width=250, css_classes=["infer-source"])
         self._frame = pn.widgets.IntSlider(label="first frame", start=0, end=1, value=0, width=250,
                                            css_classes=["infer-frame"])
-        self._length = pn.widgets.IntInput(label="frames (a stretch)", start=1, end=200, value=1, width=120,
+        self._length = pn.widgets.IntInput(label="frames (a stretch)", start=1, end=200, value=1, width=170,
                                            css_classes=["infer-length"])
         self._mask = pn.widgets.Select(label="hide", width=250, css_classes=["infer-mask"])
         self._fraction = pn.widgets.FloatSlider(label="share of pixels", start=0.05, end=0.95, step=0.05,
@@ -85,10 +85,11 @@ class InferView(pn.viewable.Viewer):
         self._infer.on_click(self._start)
         self._play.param.watch(lambda e: self._set("play_mode", "inferred" if e.new else "sequence"), "value")
         self._cb = None
-        s.param.watch(self._sync_widgets, ["model_version", "infer_source", "mask_part", "play_mode", "inference",
-                                           "infer_running"])
-        s.param.watch(self._redraw, ["model_version", "infer_source", "infer_frame", "mask_part", "mask_joints",
-                                     "mask_fraction", "inference", "azimuth", "elevation", "x_dim", "y_dim"])
+        s.param.watch(self._sync_widgets, ["model_version", "infer_source", "infer_frame", "infer_length",
+                                           "mask_part", "play_mode", "inference", "infer_running"])
+        s.param.watch(self._redraw, ["model_version", "infer_source", "infer_frame", "infer_length", "mask_part",
+                                     "mask_joints", "mask_fraction", "inference", "azimuth", "elevation", "x_dim",
+                                     "y_dim"])
         s.param.watch(lambda e: setattr(self._status, "object", e.new), "infer_status")
         self._sync_widgets()
         self._redraw()
@@ -126,10 +127,18 @@ class InferView(pn.viewable.Viewer):
         self._source.options = {src.label: name for name, src in srcs.items()}
         if s.infer_source in srcs:
             self._source.value = s.infer_source
-            n = srcs[s.infer_source].Y.shape[0]
+            src = srcs[s.infer_source]
+            n = src.Y.shape[0]
             self._frame.end = max(1, n - 1)
             self._frame.value = min(s.infer_frame, n - 1)
-            self._length.end = n
+            # the box says how long a stretch may be from this frame (a value beyond it
+            # was reverted, or shortened, without a word)
+            room = min(s.stretch_room(src, min(s.infer_frame, n - 1)), s.param.infer_length.bounds[1])
+            self._length.end = room
+            self._length.name = f"frames (a stretch; up to {room})"
+            if s.infer_length > room:
+                self._set("infer_length", room)
+                self._length.value = room
         opts = s.mask_options()
         self._mask.options = opts
         if s.mask_part in opts:
@@ -241,7 +250,12 @@ class InferView(pn.viewable.Viewer):
         src, a, n = got
         cols = s.hidden_columns()
         inf = s.inference
-        show = inf is not None and inf.source == s.infer_source and inf.start == a
+        # the last result belongs to these frames and this mask only: after a change of
+        # either, it must not be drawn (or read out) as if it were the current one
+        show = (inf is not None and inf.source == s.infer_source and inf.start == a and inf.n == n
+                and np.array_equal(np.sort(inf.cols), np.sort(cols)))
+        self._status.object = (s.infer_status if show or inf is None or s.infer_running else
+                               "*Frames or mask changed since the last inference: press Infer.*")
         truth = src.Y[a]
         with unlocked():
             if kind == "pose":
@@ -274,7 +288,7 @@ class InferView(pn.viewable.Viewer):
             uv = self._project(truth)["uv"][0]
             self.ghost.data = dict(x0=[], y0=[], x1=[], y1=[])
             self.discs.data = dict(x=[], y=[], r=[])
-            f.title.text = f"{INFER_TITLE}: the frame, hidden joints ringed"
+            f.title.text = f"{INFER_TITLE}: hidden red"  # "the frame, hidden joints ringed" was cut
             colors = [HIDDEN_COLOR if hidden[b] else OBSERVED_COLOR for _, b in conns]
             dash = ["dashed" if hidden[b] else "solid" for _, b in conns]
         else:

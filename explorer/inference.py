@@ -46,6 +46,7 @@ class Source:
     t: np.ndarray | None
     sequence: object = None  # training sequence they continue (dynamical), None: a new one
     rows: np.ndarray | None = None  # training rows they are (None: unseen frames)
+    first: int = 0  # the data set's frame number of row 0 (held-out frames continue the numbering)
 
 
 @dataclass(frozen=True)
@@ -67,11 +68,19 @@ class Inference:
     iterations: int
     seconds: float
     method: str
+    first: int = 0  # the source's frame number of its row 0
     extra: dict = field(default_factory=dict)
 
     @property
     def n(self) -> int:
         return int(self.truth.shape[0])
+
+    @property
+    def frames(self) -> str:
+        """Which frames, as the data set numbers them: 'held-out frames 370-399'."""
+        what = {"test trial": "test trial frames"}.get(self.source, self.source)
+        a = self.first + self.start
+        return f"{what} {a}-{a + self.n - 1}"
 
 
 def sources_for(model, ds, test_ds=None, heldout: tuple | None = None) -> dict[str, Source]:
@@ -82,8 +91,8 @@ def sources_for(model, ds, test_ds=None, heldout: tuple | None = None) -> dict[s
         out["test trial"] = Source("test trial", f"test trial {trials[0]} ({test_ds.N} frames, not trained on)",
                                    test_ds.Y, test_ds.times)
     if heldout is not None:
-        Y, t, seq, label = heldout
-        out["held-out frames"] = Source("held-out frames", label, Y, t, sequence=seq)
+        Y, t, seq, label, first = heldout
+        out["held-out frames"] = Source("held-out frames", label, Y, t, sequence=seq, first=first)
     out["training rows"] = Source("training rows", f"training rows ({ds.N}; their values are still hidden "
                                   "from the inference)", ds.Y, ds.times, rows=np.arange(ds.N))
     return out
@@ -155,7 +164,8 @@ def infer(model, ds, src: Source, start: int, n: int, cols, max_iters: int = INF
     nn = M.reconstruction_error(ds, nearest_neighbour_fill(ds.Y, Ym, own), truth, cols)
     return Inference(source=src.name, start=start, cols=cols, truth=truth, observed=observed, t=t,
                      mu=np.asarray(mu), S=np.asarray(S), mean=mean, var=np.maximum(var, 0.0), error=err,
-                     nn_error=nn, iterations=int(iters), seconds=time.perf_counter() - t0, method=method)
+                     nn_error=nn, iterations=int(iters), seconds=time.perf_counter() - t0, method=method,
+                     first=src.first)
 
 
 def as_playback(inf: Inference, label: str, noise_variance: float) -> Playback:

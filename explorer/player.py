@@ -21,6 +21,7 @@ import param
 from bokeh.layouts import column, row
 from bokeh.models import (BoxAnnotation, CheckboxGroup, ColumnDataSource, CustomJS, Div, Label, Range1d, Select,
                           Slider, Span, Toggle)
+from bokeh.palettes import Greys256, Magma256
 from bokeh.plotting import figure
 from panel.io.document import unlocked
 
@@ -32,6 +33,9 @@ from .views import guarded
 log = logging.getLogger("explorer")
 
 PLAY_TITLE = "Playing"
+SD_TITLE = "Played: sd"
+#: height of the played image's drawing area (px); its width follows the frames' aspect
+IMG_FRAME_H = 140
 TIME_TITLE = "Latent trajectory over time"
 FORECAST_COLOR = "#8e44ad"  # purple: distinct from the label colours and the axis colours
 TRAIN_PATH_COLOR = "#222222"
@@ -82,7 +86,8 @@ if (kind === 'pose') {
 }
 const n = meta.data.n_train[0], unit = meta.data.unit[0], t = traj.data.t[i];
 // a canvas label, not a DOM element: changing it repaints one small plot, no page layout
-info.text = `frame ${i + 1}/${T}  t = ${t.toFixed(2)} ${unit}` + (fc ? `  forecast +${(t - traj.data.t[n - 1]).toFixed(2)}` : '');
+const dg = unit === 'frame' ? 0 : 2;  // as seqs.time_text
+info.text = `frame ${i + 1}/${T}  t = ${t.toFixed(dg)} ${unit}` + (fc ? `  forecast +${(t - traj.data.t[n - 1]).toFixed(dg)} ${unit}` : '');
 info.text_color = fc ? '%(fc)s' : '#333333';
 window.__bgplvm_frames = window.__bgplvm_frames || [];
 window.__bgplvm_frames.push([performance.now(), i]);
@@ -249,12 +254,16 @@ class PlayerView(pn.viewable.Viewer):
                                     line_width=4, line_color="#1f3b73").glyph
         p.scatter(x="x", y="y", source=self.pose_joints, size=5, color="#1f3b73")
         by_kind = {"pose": {"out": p}, "image": {}}
+        self._img_mappers = {}
         for name, src, pal in (("out", self.img_src, "Greys256"), ("sd", self.sd_src, "Magma256")):
-            q = figure(width=100, height=165, title=PLAY_TITLE if name == "out" else "Played: sd",
+            # the drawing area follows the frames' aspect (``_set_ranges``)
+            q = figure(frame_width=IMG_FRAME_H, frame_height=IMG_FRAME_H,
+                       title=PLAY_TITLE if name == "out" else SD_TITLE,
                        x_range=Range1d(0, 1), y_range=Range1d(0, 1), **common)
             q.axis.visible = False
             q.grid.visible = False
-            q.image(image="image", x="x", y="y", dw="dw", dh="dh", source=src, palette=pal)
+            r = q.image(image="image", x="x", y="y", dw="dw", dh="dh", source=src, palette=pal)
+            self._img_mappers[name] = r.glyph.color_mapper
             by_kind["image"][name] = q
         v = figure(width=270, height=270, title=PLAY_TITLE, **common)
         v.varea(x="d", y1="lo", y2="hi", source=self.vec_src, fill_color="#e6194b", fill_alpha=0.2)
@@ -333,8 +342,9 @@ class PlayerView(pn.viewable.Viewer):
         self._push(pb)
         if pb.truth is not None:
             self._set_note(
-                f"<b>{html.escape(pb.label)}</b>: the reconstruction of the hidden part, frame by frame, over the "
-                "truth (grey). Lines and bands: q(x*) of the stretch with 2 sd. Untick <i>Stretch in the player</i> "
+                f"<b>{html.escape(pb.label)}</b>: the reconstruction of the hidden part, frame by frame, "
+                + ("beside the truth (right)" if kind == "image" else "over the truth (grey)")
+                + ". Lines and bands: q(x*) of the stretch with 2 sd. Untick <i>Stretch in the player</i> "
                 "in <i>Observe &amp; infer</i> to go back to the training sequences.")
         elif pb.dynamical:
             self._set_note(
@@ -497,8 +507,8 @@ class PlayerView(pn.viewable.Viewer):
             sd = np.asarray(self.frames.data["r"])[i * J:(i + 1) * J]
             self.vec_src.data = dict(d=np.arange(J), y=y, lo=y - 2 * sd, hi=y + 2 * sd)
         n, unit, t = int(meta["n_train"][0]), meta["unit"][0], float(tr["t"][i])
-        self.info.text = f"frame {i + 1}/{T}  t = {t:.2f} {unit}" + (
-            f"  forecast +{t - float(tr['t'][n - 1]):.2f}" if fc else "")
+        self.info.text = f"frame {i + 1}/{T}  t = {seqs.time_text(t, unit)}" + (
+            f"  forecast +{seqs.time_text(t - float(tr['t'][n - 1]), unit)}" if fc else "")
         self.info.text_color = FORECAST_COLOR if fc else "#333333"
         self.slider.value = i
 
@@ -509,9 +519,21 @@ class PlayerView(pn.viewable.Viewer):
             f["out"].x_range = Range1d(-R, R)
             f["out"].y_range = Range1d(-R, R)
         elif kind == "image":
+            ds, truth = self.state.dataset, pb.truth is not None
+            vmin, vmax = seqs.image_range(ds)
             for name in ("out", "sd"):
                 f[name].x_range.start, f[name].x_range.end = 0, W
                 f[name].y_range.start, f[name].y_range.end = 0, H
+                f[name].frame_width = int(round(np.clip(IMG_FRAME_H * W / H, 40, 2 * IMG_FRAME_H)))
+            # fixed scales as in "Generated": a frame's pixels on the data's range, its sd
+            # from 0 to the sd far from the data; an inferred stretch shows its truth there
+            self._img_mappers["out"].update(low=vmin, high=vmax)
+            sd = self._img_mappers["sd"]
+            if truth:
+                sd.update(palette=Greys256, low=vmin, high=vmax)
+            else:
+                sd.update(palette=Magma256, low=0.0, high=seqs.sd_scale(self.state.model))
+            f["sd"].title.text = "Truth" if truth else SD_TITLE
         tr = self.traj.data
         lo = float(min(np.min(tr["xlo"]), np.min(tr["ylo"])))
         hi = float(max(np.max(tr["xhi"]), np.max(tr["yhi"])))

@@ -116,18 +116,25 @@ def _natural_key(g):
 
 
 def latent_points(mu: np.ndarray, dims: tuple[int, int], labels=None, label_names=None,
-                  sequence=None, times=None, color_mode: str = "none") -> hv.Points:
-    """Latent means of the two shown dims, coloured by label / sequence / time."""
+                  sequence=None, times=None, color_mode: str = "none", time_unit: str = "s") -> hv.Points:
+    """Latent means of the two shown dims, coloured by label / sequence / time (``times``
+    as shown, in ``time_unit``)."""
     cols = point_table(mu, dims, labels, label_names, sequence, times, color_mode)
     pts = hv.Points(cols, kdims=[_kd(dims[0], "lx"), _kd(dims[1], "ly")],
                     vdims=[hv.Dimension("index", label="index"), hv.Dimension("label", label="label"),
                            hv.Dimension("group", label={"time": "time", "sequence": "sequence"}.get(color_mode, "class"))])
     dense = mu.shape[0] > 1000  # smaller, lighter points: trajectories stay visible
+    # the hover shows the colour key only when it is not the label again (it read
+    # "label: run/jog" and "class: run/jog")
+    tips = [("index", "@index"), ("label", "@label")] + (
+        [("time" if color_mode == "time" else "sequence", "@group")] if color_mode in ("time", "sequence") else [])
     opts = dict(size=4 if dense else 7, line_color="white", line_width=0.3 if dense else 0.6, tools=["hover"],
-                fill_alpha=0.6 if dense else 0.9)
+                hover_tooltips=tips, fill_alpha=0.6 if dense else 0.9)
     if color_mode == "time":
-        opts.update(color="group", cmap=TIME_CMAP, colorbar=True, colorbar_position="bottom",
-                    colorbar_opts={"title": "time"})
+        # on the right: a second colour bar at the bottom, beside the variance one, was
+        # dropped by HoloViews (the time colours had no key)
+        opts.update(color="group", cmap=TIME_CMAP, colorbar=True, colorbar_position="right",
+                    clabel=f"time ({time_unit})", colorbar_opts={"width": 10})
     elif color_mode in ("label", "sequence"):
         opts.update(color="group", cmap=group_colors(cols["group"]),
                     show_legend=True, legend_position="right")

@@ -109,6 +109,11 @@ def seconds(ds, t: np.ndarray) -> np.ndarray:
     return np.asarray(t, dtype=np.float64) * scale
 
 
+def time_text(t: float, unit: str) -> str:
+    """A time as the readouts write it: '2.33 s', '115 frame' (frames are whole)."""
+    return f"{t:.0f} {unit}" if unit == "frame" else f"{t:.2f} {unit}"
+
+
 def time_step(t: np.ndarray) -> float:
     d = np.diff(np.asarray(t, dtype=np.float64))
     d = d[d > 0]
@@ -200,6 +205,21 @@ def pose_frames(renderer, mean: np.ndarray, var: np.ndarray, azimuth: float, ele
     R = rotation(azimuth, elevation)
     uv = P @ R.T
     return {"uv": uv, "spread": joint_spread(renderer, mean, var)}
+
+
+def image_range(ds) -> tuple[float, float]:
+    """(vmin, vmax) of a data set's images: its renderer's declared range, else the data's."""
+    r = ds.renderer
+    if getattr(r, "vmin", None) is not None and getattr(r, "vmax", None) is not None:
+        return float(r.vmin), float(r.vmax)
+    return float(np.min(ds.Y)), float(np.max(ds.Y))
+
+
+def sd_scale(model) -> float:
+    """Top of every per-pixel sd colour scale (screen and exports alike): the sd far from
+    the data, sqrt(signal + noise variance), so an sd image brightens as the model gets
+    less sure (half the pixel range left Frey's sd of ~8 black on a scale to 128)."""
+    return float(np.sqrt(float(model.kernel_variance) + float(model.noise_variance)))
 
 
 def image_frames(renderer, mean: np.ndarray, var: np.ndarray) -> dict:

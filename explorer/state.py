@@ -365,10 +365,13 @@ class ExplorerState(param.Parameterized):
         from model import BayesianGPLVM
 
         check_upload(data, filename)
+        buf = io.BytesIO(data)
         try:
-            m = BayesianGPLVM.load(io.BytesIO(data))
+            m = BayesianGPLVM.load(buf)
         except Exception as e:
-            raise UserError(f"{filename}: not a bgplvm model file ({type(e).__name__}: {e})") from None
+            # the loader names its source: the upload's name, not "<_io.BytesIO object at 0x...>"
+            msg = str(e).replace(repr(str(buf)), repr(filename)).replace(str(buf), filename)
+            raise UserError(msg if filename in msg else f"{filename}: not a bgplvm model file ({msg})") from None
         self.set_model(m, dataset_for_model(m))
         self.info = f"Opened model {filename}."
 
@@ -453,6 +456,8 @@ class ExplorerState(param.Parameterized):
             self.error = ""
             self.train_status = (f"Starting a worker: {what} model, Q={Q}, M={M}, kernel {self.kernel}, "
                                  f"{self.max_iters} iterations...")
+            # the line at the top said how the previous fit ended, as if of this one
+            self.info = f"Training a {what} model on {ds.name} (progress in 2. Train)."
         return self._job
 
     def stop_training(self) -> None:
@@ -669,7 +674,7 @@ class ExplorerState(param.Parameterized):
             hit = self._play_cache.get(key)
             if hit is None:
                 hit = self._play_cache[key] = as_playback(
-                    inf, f"inferred, {inf.source} frames {inf.start}-{inf.start + inf.n - 1}",
+                    inf, f"inferred, {inf.frames}",
                     float(self.model.noise_variance))
             return hit
         if self.model is None or self.play_sequence is None:
@@ -721,7 +726,7 @@ class ExplorerState(param.Parameterized):
                 if c > b:
                     seq = seqs.sequence_ids(ds, self.model)[0]
                     heldout = (full.Y[b:c], full.times[b:c] - full.times[a], seq,
-                               f"held-out frames {b}-{c - 1} (after the training window; continue its sequence)")
+                               f"held-out frames {b}-{c - 1} (after the training window; continue its sequence)", b)
             except Exception:
                 heldout = None
         out = inf.sources_for(self.model, ds, test, heldout)
@@ -786,12 +791,29 @@ class ExplorerState(param.Parameterized):
             self.mask_part = "joints I click"
 
     def infer_frames(self):
+        """(source, first frame, number of frames) of the stretch to infer: at most
+        ``stretch_room`` frames (a stretch of training rows stays in its sequence)."""
         src = self.infer_sources().get(self.infer_source)
         if src is None:
             return None
         a = int(min(self.infer_frame, src.Y.shape[0] - 1))
-        n = int(min(self.infer_length, src.Y.shape[0] - a))
+        n = int(min(self.infer_length, self.stretch_room(src, a)))
         return src, a, n
+
+    def stretch_room(self, src, a: int) -> int:
+        """How many frames a stretch starting at frame ``a`` of ``src`` can have: to the end
+        of the source, and for training rows to the end of a's sequence (in time order): a
+        stretch across two sequences is not a stretch in time (the dynamical model refused
+        its unsorted times; a static one played it backwards)."""
+        N = src.Y.shape[0]
+        end = N
+        if src.rows is not None and self.dataset is not None and self.dataset.sequence is not None:
+            seq = np.asarray(self.dataset.sequence)[src.rows]
+            t = np.asarray(src.t) if src.t is not None else None
+            end = a + 1
+            while end < N and seq[end] == seq[a] and (t is None or t[end] > t[end - 1]):
+                end += 1
+        return max(1, end - a)
 
     def start_inference(self) -> None:
         """Infer the hidden part of the chosen frame(s) in a background thread (the page
@@ -875,7 +897,7 @@ class ExplorerState(param.Parameterized):
         if self.model is None:
             return "No model yet."
         x, y = self.cursor
-        mode = "pinned (click)" if self.pinned else ("following the mouse" if self.follow else "fixed")
+        mode = "pinned" if self.pinned else ("following the mouse" if self.follow else "fixed")
         text = f"latent point: x{self.x_dim} = {x:.3f}, x{self.y_dim} = {y:.3f} ({mode})"
         if self.selected_index >= 0:
             text += f"; training point #{self.selected_index}"

@@ -23,6 +23,7 @@ from holoviews.streams import Params, PointerXY, Tap
 from panel.io.document import unlocked
 
 from . import plots
+from . import sequences as seqs
 from .state import MAX_UPLOAD_MB, ExplorerState, UserError, ard_off_mask, variance_grid
 
 log = logging.getLogger("explorer")
@@ -184,7 +185,16 @@ class LatentView(_Rebuilding):
         s.param.watch(self._move_selected, ["selected_index"])
         s.param.watch(self._slider_visibility, ["x_dim", "y_dim"])
         s.param.watch(self._sync_slider_values, ["fixed"])
+        s.param.watch(self._sync_enabled, ["model_version", "dataset"])
         self._build_sliders()
+        self._sync_enabled()
+
+    def _sync_enabled(self, *events):
+        """Controls that cannot work now are off: no model, nothing to reset; no sequence
+        ids or time stamps, no trajectories to draw."""
+        s = self.state
+        self._reset.disabled = s.model is None
+        self._traj.disabled = s.dataset is None or (s.dataset.sequence is None and s.dataset.times is None)
 
     # ---- plot
     def _build(self):
@@ -204,7 +214,9 @@ class LatentView(_Rebuilding):
             layers.append(plots.trajectories(mu, dims, ds.sequence, ds.times))
         if s.show_uncertainty:
             layers.append(plots.latent_ellipses(mu, S, dims))
-        pts = plots.latent_points(mu, dims, ds.labels, ds.label_names, ds.sequence, ds.times, mode)
+        times = seqs.seconds(ds, ds.times) if ds.times is not None else None
+        pts = plots.latent_points(mu, dims, ds.labels, ds.label_names, ds.sequence, times, mode,
+                                  (ds.meta or {}).get("time_unit", "s"))
         layers.append(pts)
         # single-element DynamicMaps (an Overlay-returning one would be collated into a new
         # object and the Tap/PointerXY sources below would no longer match)
@@ -369,7 +381,10 @@ class OutputView(_Rebuilding):
         # a plain Bokeh Div: its text changes on every mouse move, and a Markdown pane
         # re-rendered its HTML and style sheets each time (~15 ms per move on the server)
         self._readout_div = Div(text="", width=RIGHT_W, height=22, css_classes=["readout"],
-                                styles={"font-family": "monospace", "font-size": "13px"})
+                                # one line: a long one (a selected point's label) wrapped onto
+                                # the figures' titles below
+                                styles={"font-family": "monospace", "font-size": "13px", "white-space": "nowrap",
+                                        "overflow": "hidden", "text-overflow": "ellipsis"})
         self._readout = pn.pane.Bokeh(self._readout_div, sizing_mode="fixed", margin=(0, 5))
         # the output first, the readout last: the readout's text (with the coordinates) then
         # closes the update a mouse move causes (the load test's probe times that message)
@@ -521,20 +536,11 @@ class OutputView(_Rebuilding):
     def _sd_element(self):
         mean, var = self.state.generate(*self.state.cursor)
         sd = self.state.dataset.renderer.image(np.sqrt(np.maximum(var, 0)))
-        # a fixed range, 0 to the sd far from the data (signal + noise variance), so the
-        # image brightens as the model gets less sure (half the pixel range left Frey's
-        # sd of ~8 black on a bar to 128)
-        m = self.state.model
-        top = float(np.sqrt(float(m.kernel_variance) + float(m.noise_variance)))
-        return plots.image_plot(sd, f"Per-pixel sd (max {sd.max():.3g})", 0.0, top,
+        return plots.image_plot(sd, f"Per-pixel sd (max {sd.max():.3g})", 0.0, seqs.sd_scale(self.state.model),
                                 cmap="magma", label="standard deviation").opts(hooks=[self._grab("sd")])
 
     def _image_range(self):
-        r = self.state.dataset.renderer
-        if getattr(r, "vmin", None) is not None and getattr(r, "vmax", None) is not None:
-            return r.vmin, r.vmax
-        Y = self.state.dataset.Y
-        return float(Y.min()), float(Y.max())
+        return seqs.image_range(self.state.dataset)
 
     def _training(self, selected_index, azimuth, elevation):
         s = self.state
@@ -543,7 +549,8 @@ class OutputView(_Rebuilding):
         if n >= 0:  # an image's figure is narrow: "Training point #146" showed as "#1"
             title = f"Training #{n}" if self.kind == "image" else f"{plots.TRAIN_TITLE} #{n}"
         else:
-            title = f"{plots.TRAIN_TITLE}: click one" + (" in the latent view" if self.kind == "pose" else "")
+            title = ("Click a point" if self.kind == "image"  # narrow: "Training point: click one" was cut
+                     else f"{plots.TRAIN_TITLE}: click one" + (" in the latent view" if self.kind == "pose" else ""))
         if self.kind == "pose":
             if n < 0:
                 return plots.pose_plot(np.zeros((0, 3)), (), azimuth, elevation, limits=self._limits, title=title)
@@ -552,7 +559,8 @@ class OutputView(_Rebuilding):
                                    color="#333333")
         if self.kind == "image":
             vmin, vmax = self._image_range()
-            img = r.image(s.dataset.Y[n]) if n >= 0 else np.full(r.image(s.dataset.Y[0]).shape, np.nan)
+            # no point yet: a blank (white) frame; NaN made HoloViews warn "All-NaN slice"
+            img = r.image(s.dataset.Y[n]) if n >= 0 else np.full(r.image(s.dataset.Y[0]).shape, vmax)
             return plots.image_plot(img, title, vmin, vmax)
         return hv.Curve([])
 
@@ -562,6 +570,8 @@ class OutputView(_Rebuilding):
             self._readout_div.text = html.escape(text)
 
     def _caption(self):
+        if self.state.model is None:  # nothing is drawn: no caption for it
+            return ""
         return {"pose": "Left: the pose generated at the cursor; red discs: 2 sd of each joint's position. "
                         "Right: the played sequence; discs: 2 sd per joint from the uncertain-input moments "
                         "(covFstar), purple = forecast. Drag the angle sliders to turn both figures.",
@@ -614,7 +624,10 @@ class LiveBoundCurve(pn.viewable.Viewer):
             linked_axes=False, visible=self.param.visible)
 
     def _grab(self, plot, element):
+        from bokeh.models import NumeralTickFormatter
+
         self._source, self._plot = plot.handles["source"], plot.state
+        self._plot.yaxis.formatter = NumeralTickFormatter(format="0,0")  # not "3.000e+5"
         self._n = 0
 
     def update(self, history) -> None:

@@ -170,8 +170,11 @@ def _read(source) -> tuple[dict, dict]:
     except ModelFileError:
         raise
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, KeyError, TypeError) as e:
+        why = f"{type(e).__name__}: {e}"
+        if "allow_pickle" in why:  # not numpy's advice to unpickle: model files never hold pickles
+            why = "neither a NumPy archive nor a NumPy array"
         raise ModelFileError(f"cannot read model file {name!r}: it is truncated or not a bgplvm "
-                             f"model file ({type(e).__name__}: {e})") from None
+                             f"model file ({why})") from None
     try:
         meta = json.loads(arrays.pop("meta.json").tobytes().decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:

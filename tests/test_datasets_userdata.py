@@ -79,7 +79,10 @@ def test_tab_separated_empty_cells_and_header_width(tmp_path):
         (lambda p: (p / "x.csv").write_text("1,2\n3,\n"), r"NaN or infinite"),
         (lambda p: (p / "x.csv").write_text(""), r"empty"),
         (lambda p: np.savez(p / "x.npz", a=np.eye(2), b=np.eye(2)), r"several arrays.*key="),
-        (lambda p: (p / "x.npy").write_bytes(b"not numpy"), r"could not read"),
+        (lambda p: (p / "x.npy").write_bytes(b"not numpy"), r"x.npy is not a NumPy .npy.*extension .csv"),
+        (lambda p: (p / "x.npy").write_text("1,2\n3,4\n"), r"not a NumPy .npy"),  # a table named .npy
+        (lambda p: (p / "x.npz").write_bytes(b"\x93NUMPY"), r"not a NumPy .npz"),
+        (lambda p: (p / "x.npy").write_bytes(b"\x93NUMPY\x01"), r"could not read"),  # header, then junk
         (lambda p: (p / "x.xlsx").write_bytes(b""), r"unsupported file type"),
     ],
 )

@@ -15,7 +15,7 @@ from PIL import Image  # noqa: E402
 
 from bgplvm_datasets import Dataset, load  # noqa: E402
 from bgplvm_datasets.record import ImageRenderer, VectorRenderer  # noqa: E402
-from model import BayesianGPLVM  # noqa: E402
+from model import BayesianGPLVM, DynamicalGPLVM  # noqa: E402
 
 from explorer import plots  # noqa: E402
 from explorer.export import export_bytes, latent_csv, latent_npz  # noqa: E402
@@ -112,7 +112,7 @@ def test_hover_follows_only_in_follow_mode_and_click_pins(state, walk_model):
     x0, y0, x1, y1 = state.bounds()
     state.click(x1, y1)  # empty corner: no training point
     assert state.selected_index == -1
-    assert "pinned (click)" in state.readout()
+    assert "(pinned)" in state.readout()
     state.follow = True  # following the mouse again: no longer pinned, and the readout says so
     state.hover(0.5, 0.5)
     assert not state.pinned and "following the mouse" in state.readout()
@@ -468,7 +468,7 @@ def test_export_coordinates(state, walk_model, walk):
     rows = latent_csv(state).decode().strip().splitlines()
     assert len(rows) == walk.N + 1
     head = rows[0].split(",")
-    assert head[:4] == ["index", "label", "sequence", "time"] and "mu_3" in head and "var_0" in head
+    assert head[:4] == ["index", "label", "sequence", "time_s"] and "mu_3" in head and "var_0" in head
     first = rows[1].split(",")
     assert float(first[head.index("mu_0")]) == pytest.approx(walk_model.latent_mean[0, 0])
     z = np.load(io.BytesIO(latent_npz(state)))
@@ -699,3 +699,37 @@ def test_cmu_times_are_shown_in_seconds_of_the_recording():
     plain = Dataset(name="x", Y=np.zeros((3, 2)), renderer=VectorRenderer(), meta={"fps": 25.0})
     np.testing.assert_allclose(seconds(plain, [0.0, 1.5]), [0.0, 1.5])
     assert seconds(None, [2.0])[0] == 2.0
+
+
+def test_latent_export_coloured_by_time_fits_its_colour_bar(state):
+    """Colouring by time adds a second colour bar: the figure widens for it (its labels
+    lay outside the image), and its label names the unit."""
+    import re
+
+    state.color_by = "time"
+    svg = export_bytes(state, "latent", "svg").decode()
+    width = float(re.search(r'viewBox="0 0 ([\d.]+)', svg).group(1))
+    xs = [float(x) for x in re.findall(r'<text x="([\d.]+)"', svg)]
+    assert width == 750 and max(xs) < width and "time (s)" in svg
+
+
+def test_exports_of_an_inferred_stretch_say_what_they_hold(walk):
+    """Trajectory and GIF files of an inferred stretch are named for it (they were named
+    for the training sequence), and the GIF draws the truth (grey) under each pose."""
+    from explorer.export import ExportPanel
+
+    m = DynamicalGPLVM(walk.Y, walk.times, latent_dim=2, num_inducing=6, sequences=walk.sequence, seed=0)
+    s = ExplorerState()
+    s.set_model(m, walk)
+    s.mask_part, s.infer_frame, s.infer_length = "legs", 2, 5
+    s.start_inference()
+    while s.poll_inference():
+        time.sleep(0.05)
+    panel = ExportPanel(state=s)
+    assert panel._filename("sequence", "gif") == "bgplvm-synth_walk-sequence-inferred-training_rows_2-6.gif"
+    gif = Image.open(io.BytesIO(export_bytes(s, "sequence", "gif")))
+    assert gif.n_frames == 5
+    rgb = np.asarray(gif.convert("RGB")).astype(int)
+    grey = (np.ptp(rgb, axis=-1) < 3) & (abs(rgb[..., 0] - 184) < 5)
+    assert grey.sum() > 300  # the truth's bones, (184, 184, 184) (the text's edges give ~40 such)
+

@@ -103,7 +103,7 @@ def test_inference_feeds_the_view_and_the_latent_view(st, walk):
     doc = Document()
     iv._fig_pane.get_root(doc)
     pv._out_pane.get_root(doc)
-    # before inferring: the frame with its hidden joints ringed
+    # before inferring: the frame with its hidden joints in red
     assert len(iv.bones.data["x0"]) == len(walk.renderer.connections)
     assert sum(iv.joints.data["hidden"]) == 8 and len(iv.lat_star.data["x"]) == 0
     st.mask_part, st.infer_frame, st.infer_length = "legs", 3, 4
@@ -157,3 +157,50 @@ def test_static_model_infers_frames_with_infer_latent(walk):
     r = s.inference
     assert r.n == 3 and r.method.startswith("static") and r.mu.shape == (3, 3)
     assert np.isfinite(r.error["value"]) and r.error["n"] == 3 * 18
+
+
+def test_a_result_is_shown_only_for_its_own_frames_and_mask(st, walk):
+    """After a change of mask (or frames) the last result is not drawn or read out as the
+    current one: it showed the old error, and a never-inferred joint in orange."""
+    from bokeh.document import Document
+
+    from explorer.infer_view import InferView
+
+    iv = InferView(state=st)
+    iv._fig_pane.get_root(Document())
+    st.mask_part, st.infer_frame, st.infer_length = "legs", 3, 1
+    _run(st)
+    assert iv._figs["out"].title.text.startswith("Observed & inferred: error")
+    assert "(nearest neighbour:" in iv._status.object
+    st.toggle_joint(11)  # the head instead of the legs
+    assert iv._figs["out"].title.text == "Observed & inferred: hidden red"
+    assert "changed since the last inference" in iv._status.object
+    assert len(iv.lat_star.data["x"]) == 0 and len(iv.discs.data["x"]) == 0
+    st.toggle_joint(11)
+    st.mask_part = "legs"  # back to what was inferred: shown again
+    assert iv._figs["out"].title.text.startswith("Observed & inferred: error")
+
+
+def test_a_stretch_of_training_rows_stays_in_its_sequence(st, walk):
+    """Training rows of two sequences are not one stretch in time (the dynamical model
+    refused the unsorted times; a static model's playback ran backwards): the stretch
+    ends with its sequence, and the page says how far it can go."""
+    from bokeh.document import Document
+
+    from explorer.infer_view import InferView
+
+    seq = np.asarray(walk.sequence)
+    last = int(np.flatnonzero(seq == seq[0])[-1])  # the first sequence's last row
+    src = st.infer_sources()["training rows"]
+    assert st.stretch_room(src, last - 4) == 5
+    assert st.stretch_room(src, last + 1) == np.sum(seq == seq[last + 1])  # the whole next sequence
+    iv = InferView(state=st)
+    iv._fig_pane.get_root(Document())
+    st.mask_part, st.infer_frame = "legs", last - 4
+    st.infer_length = 30
+    _, a, n = st.infer_frames()
+    assert (a, n) == (last - 4, 5) and st.infer_length == 5
+    assert iv._length.end == 5 and "up to 5" in iv._length.name
+    _run(st)
+    assert np.all(np.diff(st.inference.t) > 0) and st.inference.n == 5
+    assert st.playback().label == f"inferred, training rows {last - 4}-{last}"

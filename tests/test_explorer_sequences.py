@@ -224,6 +224,23 @@ def test_player_image_frames(walk):
     assert len(pv.images.data["img"]) == pb.T and np.asarray(pv.images.data["img"][0]).shape == (4, 3)
     # sd frames grow into the forecast
     assert np.mean(pv.images.data["sd"][-1]) > np.mean(pv.images.data["sd"][pb.n_train - 1])
+    # fixed colour scales (pixels on the data's range, sd from 0 to the sd far from the
+    # data, as "Generated"), and the drawing area follows the frames' 3:4 aspect
+    img, sd = pv._img_mappers["out"], pv._img_mappers["sd"]
+    assert (img.low, img.high) == (0, 1) and sd.low == 0 and sd.high == pytest.approx(
+        np.sqrt(m.kernel_variance + m.noise_variance))
+    f = pv._by_kind["image"]
+    assert f["out"].frame_width == f["sd"].frame_width == 105 and f["out"].frame_height == 140
+    assert f["sd"].title.text == "Played: sd"
+    # an inferred stretch plays beside its truth: that panel says so, in grey on the data's range
+    s.mask_part, s.infer_frame, s.infer_length = "top half", 0, 6
+    s.start_inference()
+    while s.poll_inference():
+        time.sleep(0.05)
+    assert s.play_mode == "inferred", (s.error, s.infer_status, s.infer_frames())
+    assert f["sd"].title.text == "Truth"
+    assert sd.palette[0] == "#000000" and (sd.low, sd.high) == (0, 1)
+    assert "beside the truth" in pv._note_div.text
 
 
 # --------------------------------------------------------------------------- exports

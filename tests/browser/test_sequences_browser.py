@@ -230,7 +230,7 @@ def test_mask_legs_of_a_test_frame_and_infer(page, server):
     chosen = page.locator(".infer-source select").first.evaluate("(el) => el.options[el.selectedIndex].text")
     assert chosen.startswith("test trial 35_29")
     before = plot_info(page, "Observed & inferred")
-    assert "hidden joints ringed" in before["title"]
+    assert before["title"] == "Observed & inferred: hidden red"
     page.locator(".infer-button button").first.click()
     status = page.get_by_text(re.compile(r"^RA error .*: [\d.]+\u00b0 \(nearest neighbour: [\d.]+\u00b0\)"))
     status.wait_for(timeout=120000)
