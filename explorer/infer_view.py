@@ -254,8 +254,6 @@ class InferView(pn.viewable.Viewer):
         # either, it must not be drawn (or read out) as if it were the current one
         show = (inf is not None and inf.source == s.infer_source and inf.start == a and inf.n == n
                 and np.array_equal(np.sort(inf.cols), np.sort(cols)))
-        self._status.object = (s.infer_status if show or inf is None or s.infer_running else
-                               "*Frames or mask changed since the last inference: press Infer.*")
         truth = src.Y[a]
         with unlocked():
             if kind == "pose":
@@ -265,6 +263,9 @@ class InferView(pn.viewable.Viewer):
             else:
                 self._draw_vector(truth, cols, inf if show else None)
             self._draw_latent(inf if show else None)
+        # the readout last: it arrives after the figures it describes
+        self._status.object = (s.infer_status if show or inf is None or s.infer_running else
+                               "*Frames or mask changed since the last inference: press Infer.*")
 
     def _project(self, Y, var=None):
         s = self.state

@@ -19,8 +19,8 @@ import numpy as np
 import panel as pn
 import param
 from bokeh.layouts import column, row
-from bokeh.models import (BoxAnnotation, CheckboxGroup, ColumnDataSource, CustomJS, Div, Label, Range1d, Select,
-                          Slider, Span, Toggle)
+from bokeh.models import (BoxAnnotation, CheckboxGroup, ColumnDataSource, CustomJS, CustomJSTickFormatter,
+                          Div, Label, Range1d, Select, Slider, Span, Toggle)
 from bokeh.palettes import Greys256, Magma256
 from bokeh.plotting import figure
 from panel.io.document import unlocked
@@ -166,8 +166,10 @@ class PlayerView(pn.viewable.Viewer):
         self.vec_src = _local(_cds(d=[], y=[], lo=[], hi=[]))
         self.span = _local(Span(location=0, dimension="height", line_color="#333333", line_width=2, level="overlay"))
         self.forecast_box = BoxAnnotation(left=None, fill_color=FORECAST_COLOR, fill_alpha=0.08, line_alpha=0)
+        # frames count from 1 in the readout; the handle's tooltip says the same
         self.slider = _local(Slider(start=0, end=1, value=0, step=1, title="frame", width=300,
-                                    show_value=False, css_classes=["play-slider"]))
+                                    show_value=False, css_classes=["play-slider"],
+                                    format=CustomJSTickFormatter(code="return (tick + 1).toFixed(0)")))
         self.toggle = _local(Toggle(label="\u25B6 Play", button_type="primary", width=90, css_classes=["play-toggle"]))
         self.speed = _local(Select(options=SPEEDS, value="1x", width=70, css_classes=["play-speed"]))
         self.loop = _local(CheckboxGroup(labels=["loop"], active=[0], css_classes=["play-loop"]))

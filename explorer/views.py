@@ -152,7 +152,7 @@ class ArdView(_Rebuilding):
         return pn.Column(
             self._pane, self._placeholder,
             pn.Column(help_,
-                      pn.Row(pn.pane.Markdown("Click assigns to", margin=(12, 5, 0, 10)), self._assign, self._sort),
+                      pn.Row(pn.pane.Markdown("Click assigns to", margin=(0, 5, 0, 10)), self._assign, self._sort),
                       pn.Row(self._xsel, self._ysel), visible=has_model),
         )
 
@@ -679,13 +679,13 @@ class ModelPanel(pn.viewable.Viewer):
         self._ds_load.on_click(self._load_dataset)
         from bgplvm_assets import ASSETS
 
+        self._assets = {a.title: a.name for a in ASSETS.values()}
+        self._datasets = dict(opts)
         self._asset_select = pn.widgets.Select(label="Pre-trained model", width=250, css_classes=["asset-select"],
-                                               options={a.title: a.name for a in ASSETS.values()})
+                                               options=dict(self._assets))
         self._asset_open = pn.widgets.Button(label="Open model", width=120)
         self._asset_open.on_click(self._open_asset)
-        s.param.watch(lambda e: e.new and setattr(self._asset_select, "value", e.new), "asset_name")
-        if s.asset_name:
-            self._asset_select.value = s.asset_name
+        s.param.watch(self._follow_choices, ["asset_name", "dataset_name", "model_version"])
         # FileDropper checks the size in the browser (so a huge file never reaches the
         # server) and uploads in chunks; the server checks size and type again. (No
         # accepted_filetypes: browsers report no MIME type for .npy, which FilePond rejects.)
@@ -695,16 +695,16 @@ class ModelPanel(pn.viewable.Viewer):
         self._new_droppers(array=True, model=True)
         self._kind = pn.widgets.RadioButtonGroup.from_param(s.param.upload_kind, width=250,
                                                             css_classes=["upload-kind"])
-        self._H = pn.widgets.IntInput.from_param(s.param.image_height, label="height H", width=78)
-        self._W = pn.widgets.IntInput.from_param(s.param.image_width, label="width W", width=78)
-        self._order = pn.widgets.Select.from_param(s.param.image_order, label="pixels", width=78,
+        self._H = pn.widgets.IntInput.from_param(s.param.image_height, label="height H", width=70)
+        self._W = pn.widgets.IntInput.from_param(s.param.image_width, label="width W", width=70)
+        self._order = pn.widgets.Select.from_param(s.param.image_order, label="pixels", width=70,
                                                    options={"rows": "C", "columns": "F"})
         self._frames = pn.widgets.Checkbox.from_param(s.param.rows_are_frames, label="rows are frames in time order")
-        self._fps = pn.widgets.FloatInput.from_param(s.param.upload_fps, label="frames/s", width=78)
+        self._fps = pn.widgets.FloatInput.from_param(s.param.upload_fps, label="frames/s", width=70)
         self._sub = pn.widgets.IntInput.from_param(s.param.mocap_subsample, label="AMC: every k-th", width=110)
-        self._Q = pn.widgets.IntInput.from_param(s.param.latent_dim, label="latent dims Q", width=78)
-        self._M = pn.widgets.IntInput.from_param(s.param.num_inducing, label="inducing M", width=78)
-        self._iters = pn.widgets.IntInput.from_param(s.param.max_iters, label="iterations", width=78, step=50,
+        self._Q = pn.widgets.IntInput.from_param(s.param.latent_dim, label="latent dims Q", width=70)
+        self._M = pn.widgets.IntInput.from_param(s.param.num_inducing, label="inducing M", width=70)
+        self._iters = pn.widgets.IntInput.from_param(s.param.max_iters, label="iterations", width=70, step=50,
                                                   css_classes=["iters-input"])
         self._kernel = pn.widgets.Select.from_param(s.param.kernel, label="kernel", width=250)
         self._prior = pn.widgets.RadioButtonGroup.from_param(s.param.prior, width=250, css_classes=["prior-choice"])
@@ -725,6 +725,31 @@ class ModelPanel(pn.viewable.Viewer):
         s.param.watch(self._on_progress, ["bound_history", "train_status"])
         s.param.watch(self._on_model, ["model_version", "dataset_name"])
         self._on_model()
+        self._follow_choices()
+
+    #: what the two selects show for a model or data that are not among their choices
+    OWN_MODEL = "(your own model: trained or opened)"
+    OWN_DATA = "(your own data: uploaded)"
+
+    def _follow_choices(self, *events):
+        """The Pre-trained model and Data set selects name what is open: a shipped asset or
+        data set, else an entry saying it is the user's own (they kept naming the previous
+        one after an upload or a fit)."""
+        s = self.state
+        own = s.model is not None and not s.asset_name
+        self._asset_select.options = {**self._assets, self.OWN_MODEL: ""} if own else dict(self._assets)
+        if own:
+            self._asset_select.value = ""
+        elif s.asset_name:
+            self._asset_select.value = s.asset_name
+        elif self._asset_select.value not in self._assets.values():  # no model: offer the first
+            self._asset_select.value = next(iter(self._assets.values()))
+        mine = bool(s.dataset_name) and s.dataset_name not in self._datasets.values()
+        self._ds_select.options = {**self._datasets, self.OWN_DATA: ""} if mine else dict(self._datasets)
+        if mine:
+            self._ds_select.value = ""
+        elif s.dataset_name:
+            self._ds_select.value = s.dataset_name
 
     # ---- data
     @guarded
@@ -740,6 +765,8 @@ class ModelPanel(pn.viewable.Viewer):
 
     @guarded
     def _open_asset(self, event=None):
+        if not self._asset_select.value:
+            raise UserError("choose a pre-trained model to open")
         self._asset_open.loading = True
         try:
             self.state.open_asset(self._asset_select.value)
@@ -850,8 +877,6 @@ class ModelPanel(pn.viewable.Viewer):
         self._status.object = self.state.train_status
 
     def _on_model(self, *events):
-        if self.state.dataset_name in self._ds_select.options.values():
-            self._ds_select.value = self.state.dataset_name  # follows an opened model or asset
         info = self.state.summary()
         if not info:
             self._summary.object = "*No model yet.*"

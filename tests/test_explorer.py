@@ -686,6 +686,13 @@ def test_the_data_set_choice_follows_an_opened_model(state, walk, walk_model):
     state.set_dataset(walk)
     state.set_model(walk_model, walk)
     assert mp._ds_select.value == "synth_walk"
+    # a model of one's own (trained, or opened from a file) is not the last pre-trained one
+    assert mp._asset_select.value == "" and mp.OWN_MODEL in mp._asset_select.options
+    mp._open_asset()
+    assert "choose a pre-trained model" in state.error
+    state.set_dataset(Dataset(name="mine", Y=walk.Y + 1.0, renderer=walk.renderer))  # an upload
+    assert mp._ds_select.value == "" and mp.OWN_DATA in mp._ds_select.options
+    assert mp._asset_select.value in mp._assets.values()  # no model open: a pre-trained one to open
 
 
 def test_cmu_times_are_shown_in_seconds_of_the_recording():
