@@ -786,18 +786,17 @@ class ModelPanel(pn.viewable.Viewer):
         no stale 'Upload complete' on a refused file, and the next file dropped is the one
         read even when it has the name of an earlier one. The area grows with its list
         (min_height, not height) so a file in flight never covers the controls below."""
+        def dropper(multiple, css, on_value, slot):
+            w = pn.widgets.FileDropper(max_file_size=f"{MAX_UPLOAD_MB}MB", multiple=multiple, width=250,
+                                       min_height=90, layout="compact", css_classes=[css])
+            w.param.watch(on_value, "value")
+            slot.objects = [w]
+            return w
+
         if array:
-            self._upload = pn.widgets.FileDropper(
-                max_file_size=f"{MAX_UPLOAD_MB}MB", multiple=True,
-                width=250, min_height=90, layout="compact", css_classes=["upload-array"])
-            self._upload.param.watch(self._on_upload, "value")
-            self._upload_slot.objects = [self._upload]
+            self._upload = dropper(True, "upload-array", self._on_upload, self._upload_slot)
         if model:
-            self._model_upload = pn.widgets.FileDropper(
-                max_file_size=f"{MAX_UPLOAD_MB}MB", multiple=False,
-                width=250, min_height=90, layout="compact", css_classes=["upload-model"])
-            self._model_upload.param.watch(self._on_model_upload, "value")
-            self._model_upload_slot.objects = [self._model_upload]
+            self._model_upload = dropper(False, "upload-model", self._on_model_upload, self._model_upload_slot)
 
     def _on_upload(self, event):
         files = {n: (d.encode() if isinstance(d, str) else d) for n, d in (event.new or {}).items()}
