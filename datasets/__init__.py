@@ -25,10 +25,10 @@ from .errors import ChecksumError, DatasetError, DownloadError, ParseError, Unkn
 from .loaders import LOADERS
 from .record import Dataset, ImageRenderer, StickFigureRenderer, VectorRenderer
 from .registry import DEFAULT_DATASET, REGISTRY
-from .userdata import load_array, validate_array
+from .userdata import load_array, numpy_header_problem, validate_array
 
 __all__ = [
-    "load", "list_datasets", "load_array", "validate_array", "fetch", "info",
+    "load", "list_datasets", "load_array", "validate_array", "numpy_header_problem", "fetch", "info",
     "Dataset", "DatasetInfo", "DatasetError", "UnknownDatasetError", "DownloadError",
     "ChecksumError", "ParseError", "DEFAULT_DATASET", "REGISTRY", "ImageRenderer",
     "StickFigureRenderer", "VectorRenderer", "cache_root", "cmu35_taylor_scale_bias",

@@ -74,15 +74,23 @@ def _not_float(c: str) -> bool:
 _MAGIC = {".npy": (b"\x93NUMPY", "NumPy .npy (numpy.save)"), ".npz": (b"PK", "NumPy .npz (numpy.savez)")}
 
 
-def _check_magic(path: Path, ext: str) -> None:
+def numpy_header_problem(head: bytes, ext: str, name: str) -> str | None:
+    """Why a file named ``name`` with extension ``ext`` (".npy" / ".npz") whose first bytes
+    are ``head`` is not what its name says, or None (other extensions: None)."""
     if ext not in _MAGIC:
-        return
+        return None
     magic, kind = _MAGIC[ext]
+    if head[:len(magic)] == magic:
+        return None
+    return (f"{name} is not a {kind} file (its first bytes are not NumPy's header); "
+            "save the array with numpy, or give a text table the extension .csv or .txt.")
+
+
+def _check_magic(path: Path, ext: str) -> None:
     with open(path, "rb") as f:
-        head = f.read(len(magic))
-    if head != magic:
-        raise DatasetError(f"{path} is not a {kind} file (its first bytes are not NumPy's header); "
-                           "save the array with numpy, or give a text table the extension .csv or .txt.")
+        why = numpy_header_problem(f.read(8), ext, str(path))
+    if why:
+        raise DatasetError(why)
 
 
 def load_array(path: str | os.PathLike, key: str | None = None) -> np.ndarray:

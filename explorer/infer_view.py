@@ -90,7 +90,11 @@ class InferView(pn.viewable.Viewer):
         s.param.watch(self._redraw, ["model_version", "infer_source", "infer_frame", "infer_length", "mask_part",
                                      "mask_joints", "mask_fraction", "inference", "azimuth", "elevation", "x_dim",
                                      "y_dim"])
-        s.param.watch(lambda e: setattr(self._status, "object", e.new), "infer_status")
+        # one writer of the readout, from the state as it is (whatever order the watchers of
+        # one change run in): progress here, and at the end of every _redraw
+        s.param.watch(self._update_status, ["infer_status", "infer_running"])
+        self._intro = pn.pane.Markdown(self._intro_text(), styles={"font-size": "12px"}, width=RIGHT_W - 20)
+        s.param.watch(lambda e: setattr(self._intro, "object", self._intro_text()), "model_version")
         self._sync_widgets()
         self._redraw()
 
@@ -131,14 +135,10 @@ class InferView(pn.viewable.Viewer):
             n = src.Y.shape[0]
             self._frame.end = max(1, n - 1)
             self._frame.value = min(s.infer_frame, n - 1)
-            # the box says how long a stretch may be from this frame (a value beyond it
-            # was reverted, or shortened, without a word)
+            # the box says how long a stretch may be from this frame (a longer one is cut
+            # there: infer_frames); the value typed is kept for the next frame chosen
             room = min(s.stretch_room(src, min(s.infer_frame, n - 1)), s.param.infer_length.bounds[1])
-            self._length.end = room
             self._length.name = f"frames (a stretch; up to {room})"
-            if s.infer_length > room:
-                self._set("infer_length", room)
-                self._length.value = room
         opts = s.mask_options()
         self._mask.options = opts
         if s.mask_part in opts:
@@ -250,10 +250,7 @@ class InferView(pn.viewable.Viewer):
         src, a, n = got
         cols = s.hidden_columns()
         inf = s.inference
-        # the last result belongs to these frames and this mask only: after a change of
-        # either, it must not be drawn (or read out) as if it were the current one
-        show = (inf is not None and inf.source == s.infer_source and inf.start == a and inf.n == n
-                and np.array_equal(np.sort(inf.cols), np.sort(cols)))
+        show = self._current(inf)
         truth = src.Y[a]
         with unlocked():
             if kind == "pose":
@@ -263,9 +260,25 @@ class InferView(pn.viewable.Viewer):
             else:
                 self._draw_vector(truth, cols, inf if show else None)
             self._draw_latent(inf if show else None)
-        # the readout last: it arrives after the figures it describes
-        self._status.object = (s.infer_status if show or inf is None or s.infer_running else
-                               "*Frames or mask changed since the last inference: press Infer.*")
+        self._update_status()
+
+    def _current(self, inf) -> bool:
+        """Whether result ``inf`` is for the frames and the mask now chosen: after a change
+        of either it must not be drawn or read out as if it were the current one."""
+        s = self.state
+        got = s.infer_frames() if s.model is not None else None
+        if inf is None or got is None:
+            return False
+        _, a, n = got
+        return (inf.source == s.infer_source and inf.start == a and inf.n == n
+                and np.array_equal(np.sort(inf.cols), np.sort(s.hidden_columns())))
+
+    def _update_status(self, *events):
+        s = self.state
+        inf = s.inference
+        stale = inf is not None and not s.infer_running and not self._current(inf)
+        self._status.object = ("*Frames or mask changed since the last inference: press Infer.*" if stale
+                               else s.infer_status)
 
     def _project(self, Y, var=None):
         s = self.state
@@ -390,8 +403,6 @@ class InferView(pn.viewable.Viewer):
                                  "the hidden columns are shaded red.")
 
     def __panel__(self):
-        intro = pn.pane.Markdown(self._intro_text(), styles={"font-size": "12px"}, width=RIGHT_W - 20)
-        self.state.param.watch(lambda e: setattr(intro, "object", self._intro_text()), "model_version")
-        return pn.Column(intro, pn.Row(self._source, self._mask), pn.Row(self._frame, self._length),
+        return pn.Column(self._intro, pn.Row(self._source, self._mask), pn.Row(self._frame, self._length),
                          pn.Row(self._infer, self._clear, self._fraction), self._status, self._method,
                          self._fig_pane, self._play)

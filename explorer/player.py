@@ -526,7 +526,7 @@ class PlayerView(pn.viewable.Viewer):
             for name in ("out", "sd"):
                 f[name].x_range.start, f[name].x_range.end = 0, W
                 f[name].y_range.start, f[name].y_range.end = 0, H
-                f[name].frame_width = int(round(np.clip(IMG_FRAME_H * W / H, 40, 2 * IMG_FRAME_H)))
+                f[name].frame_width = int(round(np.clip(IMG_FRAME_H * W / H, 20, 4 * IMG_FRAME_H)))
             # fixed scales as in "Generated": a frame's pixels on the data's range, its sd
             # from 0 to the sd far from the data; an inferred stretch shows its truth there
             self._img_mappers["out"].update(low=vmin, high=vmax)

@@ -216,10 +216,14 @@ def image_range(ds) -> tuple[float, float]:
 
 
 def sd_scale(model) -> float:
-    """Top of every per-pixel sd colour scale (screen and exports alike): the sd far from
-    the data, sqrt(signal + noise variance), so an sd image brightens as the model gets
-    less sure (half the pixel range left Frey's sd of ~8 black on a scale to 128)."""
-    return float(np.sqrt(float(model.kernel_variance) + float(model.noise_variance)))
+    """Top of every per-pixel sd colour scale (screen and exports alike): the prior sd of
+    y over the training latent means, sqrt(max_n k(mu_n, mu_n) + noise variance) -- for a
+    stationary kernel the sd far from the data (all of its parts: RBF, bias, white), for a
+    linear one the largest in the data's region (its prior grows without bound outside).
+    An sd image then brightens as the model gets less sure (half the pixel range left
+    Frey's sd of ~8 black on a scale to 128)."""
+    prior = float(np.max(model.kernel.Kdiag(np.asarray(model.latent_mean))))
+    return float(np.sqrt(prior + float(model.noise_variance)))
 
 
 def image_frames(renderer, mean: np.ndarray, var: np.ndarray) -> dict:

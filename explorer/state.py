@@ -362,16 +362,16 @@ class ExplorerState(param.Parameterized):
 
     def load_model_bytes(self, filename: str, data: bytes) -> None:
         """Open an uploaded saved model (and the data set it names, when available)."""
-        from model import BayesianGPLVM
+        from model import BayesianGPLVM, ModelFileError
 
         check_upload(data, filename)
         buf = io.BytesIO(data)
+        buf.name = filename  # the loader's messages name their source: the upload, not "<_io.BytesIO ...>"
         try:
             m = BayesianGPLVM.load(buf)
         except Exception as e:
-            # the loader names its source: the upload's name, not "<_io.BytesIO object at 0x...>"
-            msg = str(e).replace(repr(str(buf)), repr(filename)).replace(str(buf), filename)
-            raise UserError(msg if filename in msg else f"{filename}: not a bgplvm model file ({msg})") from None
+            raise UserError(f"{filename}: not a bgplvm model file ({e})" if not isinstance(e, ModelFileError)
+                            else str(e)) from None
         self.set_model(m, dataset_for_model(m))
         self.info = f"Opened model {filename}."
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bgplvm_datasets import Dataset, DatasetError, load_array
+from bgplvm_datasets import Dataset, DatasetError, load_array, numpy_header_problem
 from bgplvm_datasets.record import ImageRenderer, VectorRenderer
 
 from .state import UserError, check_upload
@@ -49,6 +49,9 @@ def _read_array_upload(filename: str, data: bytes) -> tuple[np.ndarray, np.ndarr
     if ext not in (".npy", ".npz", ".csv", ".txt", ".tsv"):
         raise UserError(f"{filename}: unsupported file type {ext or '(none)'}; use .npy, .npz or .csv "
                         "(or .asf + .amc for motion capture)")
+    why = numpy_header_problem(data[:8], ext, filename)
+    if why:  # else np.load takes it for a pickle and relays numpy's advice to unpickle it
+        raise UserError(why)
     t = seq = None
     if ext == ".npz":
         try:

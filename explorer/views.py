@@ -33,6 +33,8 @@ log = logging.getLogger("explorer")
 PLOT_W, PLOT_H = 480, 440
 OUT_W, OUT_H = 270, 270
 RIGHT_W = 560
+#: bytes per upload chunk (FileDropper's default, 10 MB, sends most files in one piece)
+UPLOAD_CHUNK = 512 * 1024
 
 
 def guarded(method):
@@ -787,8 +789,11 @@ class ModelPanel(pn.viewable.Viewer):
         read even when it has the name of an earlier one. The area grows with its list
         (min_height, not height) so a file in flight never covers the controls below."""
         def dropper(multiple, css, on_value, slot):
+            # small chunks: a file still arriving is then in the widget's buffer between
+            # chunks, which _renew checks before replacing the widget
             w = pn.widgets.FileDropper(max_file_size=f"{MAX_UPLOAD_MB}MB", multiple=multiple, width=250,
-                                       min_height=90, layout="compact", css_classes=[css])
+                                       min_height=90, layout="compact", css_classes=[css],
+                                       chunk_size=UPLOAD_CHUNK)
             w.param.watch(on_value, "value")
             slot.objects = [w]
             return w
@@ -798,19 +803,20 @@ class ModelPanel(pn.viewable.Viewer):
         if model:
             self._model_upload = dropper(False, "upload-model", self._on_model_upload, self._model_upload_slot)
 
+    @guarded
     def _on_upload(self, event):
         files = {n: (d.encode() if isinstance(d, str) else d) for n, d in (event.new or {}).items()}
         mocap = {n: d for n, d in files.items() if n.lower().endswith((".asf", ".amc"))}
         if mocap and list(files)[-1] in mocap:
-            # a skeleton waits for its motions (or vice versa): keep the list until complete
-            done = self._read_upload(self.state.load_upload_files, mocap)
+            # a skeleton and its motions arrive one by one, and more motions may follow a
+            # set that loaded: the list is kept (and grows) unless the files are refused
+            if self._read_upload(self.state.load_upload_files, mocap) is None:
+                self._renew("array")
         elif files:
-            done = self._read_upload(self.state.load_upload, *list(files.items())[-1])
-        else:
-            return
-        if done is not False:
+            self._read_upload(self.state.load_upload, *list(files.items())[-1])
             self._renew("array")
 
+    @guarded
     def _on_model_upload(self, event):
         f = self._one_file(event.new)
         if f is not None:

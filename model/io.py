@@ -151,10 +151,26 @@ def save_model(m, target) -> None:
         atomic_write_bytes(Path(target), buf.getvalue())
 
 
+def _head(source, n: int = 6) -> bytes:
+    """The first n bytes of a path or a seekable file-like object (left at its start)."""
+    if hasattr(source, "read"):
+        pos = source.tell()
+        head = source.read(n)
+        source.seek(pos)
+        return head
+    with open(source, "rb") as f:
+        return f.read(n)
+
+
 def _read(source) -> tuple[dict, dict]:
     name = getattr(source, "name", None) or str(source)
     if not hasattr(source, "read") and not Path(source).is_file():
         raise ModelFileError(f"model file {name!r} does not exist")
+    head = _head(source)
+    if not head.startswith((b"PK", b"\x93NUMPY")):  # neither an .npz (zip) nor an .npy:
+        # np.load would take it for a pickle and suggest unpickling it
+        raise ModelFileError(f"{name!r} is not a bgplvm model file (not a NumPy .npz archive; model "
+                             "files are written by save)")
     try:
         z = np.load(source, allow_pickle=False)
         if not isinstance(z, np.lib.npyio.NpzFile):
@@ -170,11 +186,8 @@ def _read(source) -> tuple[dict, dict]:
     except ModelFileError:
         raise
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, KeyError, TypeError) as e:
-        why = f"{type(e).__name__}: {e}"
-        if "allow_pickle" in why:  # not numpy's advice to unpickle: model files never hold pickles
-            why = "neither a NumPy archive nor a NumPy array"
         raise ModelFileError(f"cannot read model file {name!r}: it is truncated or not a bgplvm "
-                             f"model file ({why})") from None
+                             f"model file ({type(e).__name__}: {e})") from None
     try:
         meta = json.loads(arrays.pop("meta.json").tobytes().decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:

@@ -740,3 +740,35 @@ def test_exports_of_an_inferred_stretch_say_what_they_hold(walk):
     grey = (np.ptp(rgb, axis=-1) < 3) & (abs(rgb[..., 0] - 184) < 5)
     assert grey.sum() > 300  # the truth's bones, (184, 184, 184) (the text's edges give ~40 such)
 
+
+
+def test_time_on_another_clock_is_shown_in_seconds_everywhere(walk, walk_model):
+    """A data set whose stamps are 0.05 per 30 Hz frame (CMU 35): the player's time axis
+    and the CSV's time column show seconds (stamps / 1.5)."""
+    from explorer.player import PlayerView
+
+    meta = dict(walk.meta or {}, time_step=0.05, frame_rate_hz=30.0, time_unit="s")
+    ds = Dataset(name="synth_walk", Y=walk.Y, renderer=walk.renderer, labels=walk.labels,
+                 label_names=walk.label_names, sequence=walk.sequence, times=walk.times, meta=meta)
+    s = ExplorerState()
+    s.set_dataset(ds)
+    s.set_model(walk_model, ds)
+    rows = [r.split(",") for r in latent_csv(s).decode().strip().splitlines()]
+    col = rows[0].index("time_s")
+    np.testing.assert_allclose([float(r[col]) for r in rows[1:]], walk.times / 1.5)
+    pv = PlayerView(state=s)
+    pb = s.playback()
+    np.testing.assert_allclose(pv.traj.data["t"], pb.t / 1.5)
+
+
+def test_sd_scale_covers_every_part_of_the_kernel(walk):
+    """The sd colour scale's top is the prior sd of y over the data: bias and white parts
+    included, and finite for a linear kernel (whose prior grows without bound far away)."""
+    from explorer.sequences import sd_scale
+
+    for kern in ("rbf+bias+white", "linear"):
+        m = BayesianGPLVM(walk.Y, latent_dim=3, num_inducing=5, kernel=kern, seed=0)
+        prior = m.kernel.Kdiag(m.latent_mean).max()
+        assert np.isfinite(sd_scale(m)) and sd_scale(m) == pytest.approx(np.sqrt(prior + m.noise_variance))
+    m = BayesianGPLVM(walk.Y, latent_dim=3, num_inducing=5, kernel="rbf+bias+white", seed=0)
+    assert sd_scale(m) ** 2 > m.kernel_variance + m.noise_variance  # the bias and white parts count

@@ -199,8 +199,36 @@ def test_a_stretch_of_training_rows_stays_in_its_sequence(st, walk):
     st.mask_part, st.infer_frame = "legs", last - 4
     st.infer_length = 30
     _, a, n = st.infer_frames()
-    assert (a, n) == (last - 4, 5) and st.infer_length == 5
-    assert iv._length.end == 5 and "up to 5" in iv._length.name
+    assert (a, n) == (last - 4, 5) and "up to 5" in iv._length.name
     _run(st)
     assert np.all(np.diff(st.inference.t) > 0) and st.inference.n == 5
     assert st.playback().label == f"inferred, training rows {last - 4}-{last}"
+    st.infer_frame = 0  # the length typed is kept for a frame with more room
+    assert st.infer_frames()[2] == min(30, np.sum(seq == seq[0])) and st.infer_length == 30
+
+
+def test_a_result_that_ends_after_the_mask_changed_is_not_read_out(st, walk):
+    """The mask (or the frames) may change while an inference runs: when it ends, its
+    readout must not describe the new choice (the status watcher wrote it after the
+    figures had been told it was stale)."""
+    from bokeh.document import Document
+
+    from explorer.infer_view import InferView
+
+    iv = InferView(state=st)
+    iv._fig_pane.get_root(Document())
+    st.mask_part, st.infer_frame, st.infer_length = "legs", 3, 1
+    st.start_inference()
+    st.toggle_joint(11)  # the head, while the legs are being inferred
+    t0 = time.time()
+    while st.poll_inference():
+        assert time.time() - t0 < 120
+        time.sleep(0.05)
+    assert "changed since the last inference" in iv._status.object
+    assert iv._figs["out"].title.text == "Observed & inferred: hidden red"
+
+
+def test_held_out_frames_are_numbered_as_the_data_set_numbers_them(dyn_model, walk):
+    src = inf.Source("held-out frames", "held-out", walk.Y[40:60], walk.times[40:60], first=40)  # a new sequence
+    r = inf.infer(dyn_model, walk, src, 5, 3, np.arange(3), max_iters=5)
+    assert r.first == 40 and r.frames == "held-out frames 45-47"

@@ -237,3 +237,25 @@ def test_amc_frames_may_count_from_zero_but_not_skip():
     gap = tiny_amc(4).replace("\n3\n", "\n5\n")
     with pytest.raises(UserError, match="numbered consecutively"):
         mocap_dataset({"tiny.asf": TINY_ASF.encode(), "gap.amc": gap.encode()}, subsample=1)
+
+
+def test_motions_dropped_one_at_a_time_accumulate():
+    """A skeleton, then one motion (the set loads), then another: the drop area keeps its
+    files, so the second motion joins the first (a fresh area after each load made it
+    'Motion received: now add the .asf skeleton')."""
+    import holoviews as hv
+
+    from explorer.views import ModelPanel
+
+    hv.extension("bokeh")
+    s = ExplorerState()
+    mp = ModelPanel(state=s)
+    w = mp._upload
+    w.value = {"tiny.asf": TINY_ASF.encode()}
+    assert "add its .amc" in s.info
+    w.value = {**w.value, "walk_a.amc": tiny_amc(12).encode()}
+    assert s.dataset.meta["trials"] == ["walk_a"] and mp._upload is w
+    w.value = {**w.value, "walk_b.amc": tiny_amc(16).encode()}
+    assert s.dataset.meta["trials"] == ["walk_a", "walk_b"] and not s.error
+    w.value = {**w.value, "bad.amc": b":DEGREES\n1\nroot 1 2 3\n"}  # refused: a fresh area
+    assert "could not read the motion" in s.error and mp._upload is not w

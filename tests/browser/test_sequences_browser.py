@@ -237,8 +237,9 @@ def test_mask_legs_of_a_test_frame_and_infer(page, server):
     m = re.search(r": ([\d.]+)\u00b0 \(nearest neighbour: ([\d.]+)", status.inner_text())
     ra, nn = float(m.group(1)), float(m.group(2))
     assert 0 < ra < 30 and nn > 0
+    wait_for(lambda: plot_info(page, "Observed & inferred")["title"].startswith("Observed & inferred: error"),
+             what="the inferred frame's figure")
     after = plot_info(page, "Observed & inferred")
-    assert after["title"].startswith("Observed & inferred: error")
     # q(x*) on the latent view: its mean (a star) and 2-sd ellipse, drawn (orange pixels appear)
     wait_for(lambda: (page.evaluate(JS_INFER) or {}).get("stars") == 1, what="q(x*) on the latent view")
     assert page.evaluate(JS_INFER)["ellipses"] >= 1
