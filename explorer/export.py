@@ -15,7 +15,7 @@ import param
 
 from . import plots
 from . import sequences as seqs
-from .figures import Axes, colormap, new_canvas
+from .figures import Axes, PngCanvas, colormap, new_canvas
 from .state import ExplorerState, UserError, ard_off_mask, pose_spread, variance_grid
 
 
@@ -355,18 +355,23 @@ def sequence_gif(state: ExplorerState, fps: float | None = None, size: int = 260
     else:
         sd = np.sqrt(pb.var)
         lo, hi = float((pb.mean - 2 * sd).min()), float((pb.mean + 2 * sd).max())
+        if pb.truth is not None:  # an inferred stretch: its truth in grey, as on screen
+            lo, hi = min(lo, float(pb.truth.min())), max(hi, float(pb.truth.max()))
         for i in range(pb.T):
-            c = new_canvas("png", 360, 200)
-            c.s = 1  # plain 1x drawing is plenty for a GIF frame
-            ax = Axes(c, (40, 20, 300, 150), (-0.5, pb.mean.shape[1] - 0.5), (lo, hi))
+            # drawn at 2x and halved, as the pose frames (setting the scale after the canvas
+            # was made drew every frame into its top-left third)
+            c = PngCanvas(480, 200, scale=2)  # wide enough for the caption
+            ax = Axes(c, (40, 24, 420, 150), (-0.5, pb.mean.shape[1] - 0.5), (lo, hi))
             dd = np.arange(pb.mean.shape[1])
             band = np.concatenate([np.column_stack([dd, pb.mean[i] + 2 * sd[i]]),
                                    np.column_stack([dd, pb.mean[i] - 2 * sd[i]])[::-1]])
             c.polygon(ax.pts(band), plots.CURSOR_COLOR, opacity=0.25)
+            if pb.truth is not None:
+                c.polyline(ax.pts(np.column_stack([dd, pb.truth[i]])), "#555555", width=2)
             c.polyline(ax.pts(np.column_stack([dd, pb.mean[i]])), plots.CURSOR_COLOR, width=2)
             text, _ = caption(i)
-            ax.frame(title=text, xticks=False)
-            frames.append(Image.open(io.BytesIO(c.to_bytes())).convert("RGB"))
+            ax.frame(title=text + ("  (grey: truth)" if pb.truth is not None else ""), xticks=False)
+            frames.append(Image.open(io.BytesIO(c.to_bytes())).convert("RGB").reduce(2))
     # palette per frame with the fast octree quantiser: Pillow's default (median cut on
     # every frame) took ~25 ms a frame, and the export runs on the server's event loop
     frames = [f.quantize(colors=64, method=Image.Quantize.FASTOCTREE) for f in frames]

@@ -731,7 +731,7 @@ class ModelPanel(pn.viewable.Viewer):
 
     #: what the two selects show for a model or data that are not among their choices
     OWN_MODEL = "(your own model: trained or opened)"
-    OWN_DATA = "(your own data: uploaded)"
+    OWN_DATA = "(your own data)"
 
     def _follow_choices(self, *events):
         """The Pre-trained model and Data set selects name what is open: a shipped asset or

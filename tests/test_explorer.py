@@ -772,3 +772,18 @@ def test_sd_scale_covers_every_part_of_the_kernel(walk):
         assert np.isfinite(sd_scale(m)) and sd_scale(m) == pytest.approx(np.sqrt(prior + m.noise_variance))
     m = BayesianGPLVM(walk.Y, latent_dim=3, num_inducing=5, kernel="rbf+bias+white", seed=0)
     assert sd_scale(m) ** 2 > m.kernel_variance + m.noise_variance  # the bias and white parts count
+
+
+def test_vector_gif_frames_fill_their_frame(walk):
+    """A GIF of vector data: each frame is drawn over the whole image (the canvas's scale
+    was changed after it was made, which drew every frame into its top-left third)."""
+    flat = Dataset(name="vec", Y=walk.Y[:, :6], renderer=VectorRenderer(), sequence=walk.sequence,
+                   times=walk.times)
+    m = BayesianGPLVM(flat.Y, latent_dim=2, num_inducing=6, seed=0)
+    s = ExplorerState()
+    s.set_model(m, flat)
+    gif = Image.open(io.BytesIO(export_bytes(s, "sequence", "gif")))
+    ink = np.asarray(gif.convert("L")) < 200
+    H, W = ink.shape
+    assert (W, H) == (480, 200) and gif.n_frames == s.playback().T
+    assert ink[:, W // 2:].sum() > 200 and ink[H // 2:, :].sum() > 200  # not only the top-left
