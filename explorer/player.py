@@ -327,7 +327,8 @@ class PlayerView(pn.viewable.Viewer):
         s = self.state
         pb = s.playback() if s.model is not None else None
         if pb is None:
-            self._out_pane.visible = self._time_pane.visible = False
+            with unlocked():  # may run in a loader's thread: outside the lock, Bokeh raised
+                self._out_pane.visible = self._time_pane.visible = False  # "_pending_writes"
             self._set_note("<i>No sequences to play: this data set has no sequence ids or time stamps.</i>"
                            if s.model is not None else "<i>No model yet.</i>")
             with unlocked():
@@ -340,7 +341,8 @@ class PlayerView(pn.viewable.Viewer):
             self._use_kind(kind)
         with unlocked():
             self._time_fig.xaxis.axis_label = f"time ({self._unit()})"
-        self._out_pane.visible = self._time_pane.visible = True
+        with unlocked():
+            self._out_pane.visible = self._time_pane.visible = True
         self._push(pb)
         if pb.truth is not None:
             self._set_note(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import io
+import logging
 import time
 
 import numpy as np
@@ -26,6 +27,8 @@ from model.io import ACTIVE_FRACTION
 
 from . import sequences as seqs
 from .train_worker import WorkerTrainingJob
+
+log = logging.getLogger(__name__)
 
 #: Uploads (arrays and model files) larger than this are refused with a message.
 MAX_UPLOAD_MB = 50
@@ -155,6 +158,14 @@ def dataset_for_model(model) -> Dataset:
     meta = getattr(model, "metadata", None) or {}
     name = meta.get("dataset")
     Y = np.asarray(model.Y)
+    drawing = meta.get("drawing")
+    if drawing:  # an uploaded data set: drawn as it was (explorer.userdata.drawing_of)
+        from .userdata import dataset_from_drawing
+
+        try:
+            return dataset_from_drawing(name or "model data", Y, drawing)
+        except Exception:  # noqa: BLE001 - an unreadable description: the rows as vectors
+            log.warning("could not rebuild the drawing of %s from the model file", name, exc_info=True)
     if name:
         try:
             ds = load_cached(name)
@@ -271,6 +282,9 @@ class ExplorerState(param.Parameterized):
         self._play_cache: dict = {}
         self._sources_cache: tuple = (None, {})
         self._infer_job: dict | None = None
+        self._last_upload: tuple | None = None  # (loader, args, the data set it made) of the last upload
+        self.param.watch(self._reread_upload, ["upload_kind", "image_height", "image_width", "image_order",
+                                               "rows_are_frames", "upload_fps", "mocap_subsample"])
 
     # ------------------------------------------------------------------ data / model
     @property
@@ -318,6 +332,18 @@ class ExplorerState(param.Parameterized):
         kind = "dynamical" if self.is_dynamical else "static"
         self.info = f"{spec.title}: pre-trained {kind} model (Q={m.latent_dim}, M={m.num_inducing})."
 
+    def _reread_upload(self, *events) -> None:
+        """The upload settings apply to the open upload: it is read again with them (a box
+        ticked after the drop did nothing, and nothing said so)."""
+        last = self._last_upload
+        if last is None or self.training or self.dataset is not last[2]:  # another data set is open
+            return
+        load, args, _ = last
+        try:
+            load(*args)
+        except UserError as e:
+            self.error = f"{e} (with the new settings; the data set is unchanged)"
+
     def load_upload(self, filename: str, data: bytes) -> None:
         """An uploaded array becomes the data set, drawn as declared (``upload_kind``:
         vectors or an image sequence), with its time stamps / sequence ids if it has them."""
@@ -327,6 +353,7 @@ class ExplorerState(param.Parameterized):
         ds = array_dataset(filename, data, kind=kind, height=self.image_height, width=self.image_width,
                            order=self.image_order, rows_are_frames=self.rows_are_frames, fps=self.upload_fps)
         self.set_dataset(ds)
+        self._last_upload = (self.load_upload, (filename, data), self.dataset)
         self.info += self._time_note(ds)
 
     def load_upload_files(self, files: dict[str, bytes]) -> bool:
@@ -347,6 +374,7 @@ class ExplorerState(param.Parameterized):
                 return False
             ds = mocap_dataset(files, subsample=self.mocap_subsample)
             self.set_dataset(ds)
+            self._last_upload = (self.load_upload_files, (dict(files),), self.dataset)
             self.info += self._time_note(ds)
             return True
         name, data = list(files.items())[-1]  # the file dropped last
@@ -413,7 +441,15 @@ class ExplorerState(param.Parameterized):
     def save_model_bytes(self) -> io.BytesIO:
         if self.model is None:
             raise UserError("no model to save yet: train or open one first")
-        self.model.metadata = dict(getattr(self.model, "metadata", None) or {}, dataset=self.dataset_name)
+        from .userdata import drawing_of
+
+        meta = dict(getattr(self.model, "metadata", None) or {}, dataset=self.dataset_name)
+        drawing = drawing_of(self.dataset) if self.dataset is not None else None
+        if drawing:
+            meta["drawing"] = drawing
+        else:
+            meta.pop("drawing", None)
+        self.model.metadata = meta
         buf = io.BytesIO()
         self.model.save(buf)
         buf.seek(0)

@@ -258,4 +258,56 @@ def mocap_dataset(files: dict[str, bytes], subsample: int = 4, rate_hz: float = 
                    renderer=AmcPoseRenderer(skel, kept), sequence=np.concatenate(seqs),
                    times=np.concatenate(times),
                    meta={"title": title, "trials": trials, "frame_rate_hz": fps, "time_unit": "s", "uploaded": True,
-                         "channel_names": [names[i] for i in kept]})
+                         "channel_names": [names[i] for i in kept],
+                         "asf": asf_bytes.decode("ascii", errors="replace")})  # to draw it again (drawing_of)
+
+
+# --------------------------------------------------------------------------- saved models
+#: what a saved model keeps of an uploaded data set's meta (the rows are in the model)
+_DRAWING_META = ("title", "trials", "fps", "frame_rate_hz", "time_unit")
+
+
+def drawing_of(ds: Dataset) -> dict | None:
+    """How to draw an uploaded data set again, JSON-safe, for a saved model's metadata: the
+    model file holds the rows, but not the skeleton or image shape, the trial names, nor
+    (for a static model) the sequence ids and time stamps; without them a reopened model
+    of uploaded motion capture or images was drawn as plain vectors. None for the shipped
+    data sets, which are found by name."""
+    meta = ds.meta or {}
+    if not meta.get("uploaded"):
+        return None
+    r = ds.renderer
+    if isinstance(r, ImageRenderer):
+        how = {"kind": "image", "height": int(r.height), "width": int(r.width), "order": r.order,
+               "vmin": None if r.vmin is None else float(r.vmin), "vmax": None if r.vmax is None else float(r.vmax)}
+    elif isinstance(r, AmcPoseRenderer) and meta.get("asf"):
+        how = {"kind": "amc", "asf": meta["asf"], "kept": [int(i) for i in r.kept]}
+    else:
+        how = {"kind": "vector"}
+    out = {"renderer": how, **{k: meta[k] for k in _DRAWING_META if meta.get(k) is not None}}
+    if ds.times is not None:
+        out["times"] = [float(v) for v in ds.times]
+    if ds.sequence is not None:
+        out["sequence"] = np.asarray(ds.sequence).tolist()
+    return out
+
+
+def dataset_from_drawing(name: str, Y: np.ndarray, drawing: dict) -> Dataset:
+    """The Dataset ``drawing_of`` described, around the model's rows ``Y``."""
+    from bgplvm_datasets.mocap.asf import parse_asf
+
+    how = drawing.get("renderer", {})
+    if how.get("kind") == "image":
+        renderer = ImageRenderer(height=how["height"], width=how["width"], order=how.get("order", "C"),
+                                 vmin=how.get("vmin"), vmax=how.get("vmax"))
+    elif how.get("kind") == "amc":
+        renderer = AmcPoseRenderer(parse_asf(how["asf"], source=f"{name} (saved skeleton)"), tuple(how["kept"]))
+    else:
+        renderer = VectorRenderer()
+    meta = {k: drawing[k] for k in _DRAWING_META if k in drawing}
+    meta.update(uploaded=True, title=f"{drawing.get('title', name)} (rows stored in the model file)")
+    if how.get("kind") == "amc":
+        meta["asf"] = how["asf"]
+    times = np.asarray(drawing["times"], dtype=np.float64) if "times" in drawing else None
+    seq = np.asarray(drawing["sequence"]) if "sequence" in drawing else None
+    return Dataset(name=name, Y=np.asarray(Y), renderer=renderer, sequence=seq, times=times, meta=meta)

@@ -259,3 +259,62 @@ def test_motions_dropped_one_at_a_time_accumulate():
     assert s.dataset.meta["trials"] == ["walk_a", "walk_b"] and not s.error
     w.value = {**w.value, "bad.amc": b":DEGREES\n1\nroot 1 2 3\n"}  # refused: a fresh area
     assert "could not read the motion" in s.error and mp._upload is not w
+
+
+@pytest.mark.parametrize("kind", ["mocap", "image"])
+def test_a_saved_model_of_uploaded_data_reopens_drawn_as_it_was(kind):
+    """The model file holds the rows; the skeleton or image shape, the trial names and
+    (for a static model) the sequences and times go in its metadata, so a reopened model
+    of uploaded motion capture or images is not drawn as plain vectors."""
+    from model import BayesianGPLVM
+
+    s = ExplorerState()
+    if kind == "mocap":
+        s.load_upload_files({"tiny.asf": TINY_ASF.encode(), "a.amc": tiny_amc(12).encode(),
+                             "b.amc": tiny_amc(16).encode()})
+    else:
+        s.upload_kind, s.image_height, s.image_width, s.rows_are_frames = "image sequence", 3, 4, True
+        s.load_upload("faces.npy", _npy(np.random.default_rng(0).uniform(size=(10, 12))))
+    ds = s.dataset
+    s.set_model(BayesianGPLVM(ds.Y, latent_dim=2, num_inducing=3, seed=0), ds)
+    saved = s.save_model_bytes().getvalue()
+    t = ExplorerState()
+    t.load_model_bytes("model.npz", saved)
+    back = t.dataset
+    assert back.renderer.kind == ds.renderer.kind and back.N == ds.N
+    np.testing.assert_array_equal(back.sequence, ds.sequence)
+    np.testing.assert_allclose(back.times, ds.times)
+    assert (back.meta or {}).get("trials") == (ds.meta or {}).get("trials")
+    if kind == "mocap":
+        np.testing.assert_allclose(back.renderer.positions(back.Y[3]), ds.renderer.positions(ds.Y[3]))
+    else:
+        assert (back.renderer.height, back.renderer.width) == (3, 4)
+        np.testing.assert_allclose(back.renderer.image(back.Y[0]), ds.renderer.image(ds.Y[0]))
+
+
+def test_upload_settings_changed_after_the_drop_apply_to_it():
+    """Ticking 'rows are frames' or changing the AMC subsampling after the drop reads the
+    open upload again (it did nothing, and nothing said so); a setting that does not fit
+    says so and leaves the data set as it was; another data set is never re-read."""
+    s = ExplorerState()
+    s.load_upload("rows.npy", _npy(np.random.default_rng(0).uniform(size=(12, 6))))
+    assert s.dataset.times is None
+    s.rows_are_frames = True
+    assert s.dataset.times is not None and s.dataset.N == 12
+    s.upload_kind, s.image_height = "image sequence", 5  # 6 pixels are not 5 rows of an image
+    assert "new settings" in s.error and s.dataset.renderer.kind == "vector"
+    s.error = ""
+    s.load_upload_files({"tiny.asf": TINY_ASF.encode(), "a.amc": tiny_amc(24).encode()})
+    assert s.dataset.N == 6
+    s.mocap_subsample = 2
+    assert s.dataset.N == 12 and not s.error
+    s.set_dataset(_other())
+    s.mocap_subsample = 3
+    assert s.dataset.name == "other"
+
+
+def _other():
+    from bgplvm_datasets import Dataset
+    from bgplvm_datasets.record import VectorRenderer
+
+    return Dataset(name="other", Y=np.eye(4), renderer=VectorRenderer())
