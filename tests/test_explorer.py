@@ -777,7 +777,8 @@ def test_sd_scale_covers_every_part_of_the_kernel(walk):
 def test_vector_gif_frames_fill_their_frame(walk):
     """A GIF of vector data: each frame is drawn over the whole image (the canvas's scale
     was changed after it was made, which drew every frame into its top-left third)."""
-    flat = Dataset(name="vec", Y=walk.Y[:, :6], renderer=VectorRenderer(), sequence=walk.sequence,
+    Y = walk.Y[:, 6:12]
+    flat = Dataset(name="vec", Y=(Y - Y.mean(0)) / Y.std(0), renderer=VectorRenderer(), sequence=walk.sequence,
                    times=walk.times)
     m = BayesianGPLVM(flat.Y, latent_dim=2, num_inducing=6, seed=0)
     s = ExplorerState()
