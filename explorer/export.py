@@ -58,7 +58,8 @@ def latent_figure(state: ExplorerState, fmt: str = "png", res: int = 200) -> byt
 
         for e in ellipse_paths(mu, S, dims):
             c.polyline(ax.pts(e), "#1f77b4", width=0.8, opacity=0.35)
-    cols = plots.point_table(mu, dims, ds.labels, ds.label_names, ds.sequence, ds.times, mode)
+    cols = plots.point_table(mu, dims, ds.labels, ds.label_names, ds.sequence, ds.times, mode,
+                             seqs.sequence_names(ds) if mode == "sequence" else None)
     legend = []
     if mode == "time":
         rgb = colormap(np.asarray(cols["group"], dtype=float), "viridis")
@@ -495,7 +496,7 @@ class ExportPanel(pn.viewable.Viewer):
         return f"bgplvm-{self.state.dataset_name or 'data'}-{base}.{fmt}"
 
     def _button(self, what, fmt, label):
-        btn = pn.widgets.FileDownload(label=label, filename=self._filename(what, fmt), width=125,
+        btn = pn.widgets.FileDownload(label=label, filename=self._filename(what, fmt), width=120,
                                       callback=lambda: self._make(what, fmt, btn), color="default",
                                       css_classes=[f"export-{what}-{fmt}"])
         return btn

@@ -82,8 +82,9 @@ def empty_image(bounds, dims) -> hv.Image:
 
 
 def point_table(mu: np.ndarray, dims: tuple[int, int], labels=None, label_names=None,
-                sequence=None, times=None, color_mode: str = "none") -> dict:
-    """Columns for the latent points: lx, ly, index, label (text), group (colour key)."""
+                sequence=None, times=None, color_mode: str = "none", sequence_names=None) -> dict:
+    """Columns for the latent points: lx, ly, index, label (text), group (colour key);
+    ``sequence_names`` {id: name} names the sequences (trial names) in the colour key."""
     N = mu.shape[0]
     idx = np.arange(N)
     if labels is not None:
@@ -94,7 +95,8 @@ def point_table(mu: np.ndarray, dims: tuple[int, int], labels=None, label_names=
     if color_mode == "label" and labels is not None:
         group = names
     elif color_mode == "sequence" and sequence is not None:
-        group = [f"sequence {s}" for s in np.asarray(sequence).tolist()]  # integer or string ids
+        names = sequence_names or {}
+        group = [names.get(s, f"sequence {s}") for s in np.asarray(sequence).tolist()]  # int or str ids
     elif color_mode == "time" and times is not None:
         group = np.asarray(times, dtype=np.float64)
     else:
@@ -116,10 +118,11 @@ def _natural_key(g):
 
 
 def latent_points(mu: np.ndarray, dims: tuple[int, int], labels=None, label_names=None,
-                  sequence=None, times=None, color_mode: str = "none", time_unit: str = "s") -> hv.Points:
+                  sequence=None, times=None, color_mode: str = "none", time_unit: str = "s",
+                  sequence_names=None) -> hv.Points:
     """Latent means of the two shown dims, coloured by label / sequence / time (``times``
     as shown, in ``time_unit``)."""
-    cols = point_table(mu, dims, labels, label_names, sequence, times, color_mode)
+    cols = point_table(mu, dims, labels, label_names, sequence, times, color_mode, sequence_names)
     pts = hv.Points(cols, kdims=[_kd(dims[0], "lx"), _kd(dims[1], "ly")],
                     vdims=[hv.Dimension("index", label="index"), hv.Dimension("label", label="label"),
                            hv.Dimension("group", label={"time": "time", "sequence": "sequence"}.get(color_mode, "class"))])

@@ -88,6 +88,14 @@ def sequence_label(ds, s) -> str:
     return name
 
 
+def sequence_names(ds) -> dict:
+    """{sequence id: name} for a colour key: the trial names when the data set has them
+    (uploaded motion capture showed "sequence 0/1/2" beside its list of 35_01, ...)."""
+    if ds is None or ds.sequence is None or not (ds.meta or {}).get("trials"):
+        return {}
+    return {s: sequence_label(ds, s) for s in dict.fromkeys(np.asarray(ds.sequence).tolist())}
+
+
 def sequence_rows(model, ds, s) -> np.ndarray:
     """Row indices of sequence s in time order."""
     if is_dynamical(model):

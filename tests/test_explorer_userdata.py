@@ -318,3 +318,17 @@ def _other():
     from bgplvm_datasets.record import VectorRenderer
 
     return Dataset(name="other", Y=np.eye(4), renderer=VectorRenderer())
+
+
+def test_the_colour_key_names_sequences_by_their_trials():
+    from explorer import plots
+    from explorer.sequences import sequence_names
+
+    ds = mocap_dataset({"tiny.asf": TINY_ASF.encode(), "walk_a.amc": tiny_amc(12).encode(),
+                        "walk_b.amc": tiny_amc(16).encode()}, subsample=4)
+    names = sequence_names(ds)
+    assert names == {0: "walk_a", 1: "walk_b"}
+    cols = plots.point_table(np.zeros((ds.N, 2)), (0, 1), sequence=ds.sequence, color_mode="sequence",
+                             sequence_names=names)
+    assert set(cols["group"]) == {"walk_a", "walk_b"}
+    assert sequence_names(array_dataset("x.npy", _npy(np.eye(3)))) == {}  # no trials: the ids
