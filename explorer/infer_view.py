@@ -250,7 +250,7 @@ class InferView(pn.viewable.Viewer):
         src, a, n = got
         cols = s.hidden_columns()
         inf = s.inference
-        show = self._current(inf)
+        show = self._current(inf, got, cols)
         truth = src.Y[a]
         with unlocked():
             if kind == "pose":
@@ -260,23 +260,28 @@ class InferView(pn.viewable.Viewer):
             else:
                 self._draw_vector(truth, cols, inf if show else None)
             self._draw_latent(inf if show else None)
-        self._update_status()
+        self._update_status(current=show)
 
-    def _current(self, inf) -> bool:
+    def _current(self, inf, got=None, cols=None) -> bool:
         """Whether result ``inf`` is for the frames and the mask now chosen: after a change
-        of either it must not be drawn or read out as if it were the current one."""
+        of either it must not be drawn or read out as if it were the current one. ``got``
+        and ``cols``: ``infer_frames()`` and ``hidden_columns()`` when the caller has them."""
         s = self.state
-        got = s.infer_frames() if s.model is not None else None
+        if got is None:
+            got = s.infer_frames() if s.model is not None else None
         if inf is None or got is None:
             return False
         _, a, n = got
+        cols = s.hidden_columns() if cols is None else cols
         return (inf.source == s.infer_source and inf.start == a and inf.n == n
-                and np.array_equal(np.sort(inf.cols), np.sort(s.hidden_columns())))
+                and np.array_equal(np.sort(inf.cols), np.sort(cols)))
 
-    def _update_status(self, *events):
+    def _update_status(self, *events, current: bool | None = None):
         s = self.state
         inf = s.inference
-        stale = inf is not None and not s.infer_running and not self._current(inf)
+        if current is None:
+            current = self._current(inf)
+        stale = inf is not None and not s.infer_running and not current
         self._status.object = ("*Frames or mask changed since the last inference: press Infer.*" if stale
                                else s.infer_status)
 

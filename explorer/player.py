@@ -341,7 +341,6 @@ class PlayerView(pn.viewable.Viewer):
             self._use_kind(kind)
         with unlocked():
             self._time_fig.xaxis.axis_label = f"time ({self._unit()})"
-        with unlocked():
             self._out_pane.visible = self._time_pane.visible = True
         self._push(pb)
         if pb.truth is not None:
@@ -403,8 +402,8 @@ class PlayerView(pn.viewable.Viewer):
         xd, yd = self.state.dims
         sx, sy = np.sqrt(pb.S[:, xd]), np.sqrt(pb.S[:, yd])
         lx, ly = pb.mu[:, xd], pb.mu[:, yd]
-        return dict(t=seqs.seconds(self.state.dataset, pb.t), lx=lx, ly=ly, xlo=lx - 2 * sx, xhi=lx + 2 * sx, ylo=ly - 2 * sy, yhi=ly + 2 * sy,
-                    fc=pb.is_forecast.astype(np.int8))
+        return dict(t=seqs.seconds(self.state.dataset, pb.t), lx=lx, ly=ly, xlo=lx - 2 * sx, xhi=lx + 2 * sx,
+                    ylo=ly - 2 * sy, yhi=ly + 2 * sy, fc=pb.is_forecast.astype(np.int8))
 
     def _latent_layers(self, pb):
         xd, yd = self.state.dims
@@ -458,8 +457,7 @@ class PlayerView(pn.viewable.Viewer):
             self.traj.data = traj
             self.path_src.data = path
             self.ellipse_src.data = ell
-            t = seqs.seconds(s.dataset, pb.t)
-            self.forecast_box.left = float(t[pb.n_train - 1]) if pb.T > pb.n_train else None
+            self.forecast_box.left = float(traj["t"][pb.n_train - 1]) if pb.T > pb.n_train else None
             self.forecast_box.visible = pb.T > pb.n_train
             self._set_ranges(pb, kind, W, H)
             self.slider.end = max(1, pb.T - 1)

@@ -49,11 +49,11 @@ def _read_array_upload(filename: str, data: bytes) -> tuple[np.ndarray, np.ndarr
     if ext not in (".npy", ".npz", ".csv", ".txt", ".tsv"):
         raise UserError(f"{filename}: unsupported file type {ext or '(none)'}; use .npy, .npz or .csv "
                         "(or .asf + .amc for motion capture)")
-    why = numpy_header_problem(data[:8], ext, filename)
-    if why:  # else np.load takes it for a pickle and relays numpy's advice to unpickle it
-        raise UserError(why)
     t = seq = None
-    if ext == ".npz":
+    if ext == ".npz":  # read here, in memory (the other types go through load_array's checks)
+        why = numpy_header_problem(data[:8], ext, filename)
+        if why:  # else np.load takes it for a pickle and relays numpy's advice to unpickle it
+            raise UserError(why)
         try:
             with np.load(io.BytesIO(data), allow_pickle=False) as z:
                 arrays = {k: z[k] for k in z.files}

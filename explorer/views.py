@@ -529,7 +529,7 @@ class OutputView(_Rebuilding):
                 layer.opts(hooks=[self._grab(name)])
             return el
         if self.kind == "image":
-            vmin, vmax = self._image_range()
+            vmin, vmax = seqs.image_range(self.state.dataset)
             return plots.image_plot(r.image(mean), self._title(), vmin, vmax).opts(hooks=[self._grab("mean")])
         el = plots.vector_plot(mean, np.sqrt(np.maximum(var, 0)), None, title=self._title(), ylim=self._ylim)
         for layer, name in zip(el, ("band", "mean", "train")):
@@ -541,9 +541,6 @@ class OutputView(_Rebuilding):
         sd = self.state.dataset.renderer.image(np.sqrt(np.maximum(var, 0)))
         return plots.image_plot(sd, f"Per-pixel sd (max {sd.max():.3g})", 0.0, seqs.sd_scale(self.state.model),
                                 cmap="magma", label="standard deviation").opts(hooks=[self._grab("sd")])
-
-    def _image_range(self):
-        return seqs.image_range(self.state.dataset)
 
     def _training(self, selected_index, azimuth, elevation):
         s = self.state
@@ -561,7 +558,7 @@ class OutputView(_Rebuilding):
             return plots.pose_plot(P, r.connections, azimuth, elevation, limits=self._limits, title=title,
                                    color="#333333")
         if self.kind == "image":
-            vmin, vmax = self._image_range()
+            vmin, vmax = seqs.image_range(self.state.dataset)
             # no point yet: a blank (white) frame; NaN made HoloViews warn "All-NaN slice"
             img = r.image(s.dataset.Y[n]) if n >= 0 else np.full(r.image(s.dataset.Y[0]).shape, vmax)
             return plots.image_plot(img, title, vmin, vmax)
