@@ -20,6 +20,7 @@ from bokeh.plotting import figure
 from panel.io.document import unlocked
 
 from . import sequences as seqs
+from .inference import noun as row_noun
 from .shared import shared
 from .state import ExplorerState
 from .views import RIGHT_W, guarded
@@ -138,7 +139,10 @@ class InferView(pn.viewable.Viewer):
             # the box says how long a stretch may be from this frame (a longer one is cut
             # there: infer_frames); the value typed is kept for the next frame chosen
             room = min(s.stretch_room(src, min(s.infer_frame, n - 1)), s.param.infer_length.bounds[1])
-            self._length.name = f"frames (a stretch; up to {room})"
+            word = row_noun(s.dataset)
+            self._source.name, self._frame.name = f"test {word}s", f"first {word}"
+            self._length.name = (f"frames (a stretch; up to {room})" if word == "frame"
+                                 else f"points (several at once; up to {room})")
         opts = s.mask_options()
         self._mask.options = opts
         if s.mask_part in opts:
@@ -397,8 +401,8 @@ class InferView(pn.viewable.Viewer):
         r.level = "overlay"
 
     def _intro_text(self) -> str:
-        head = ("Hide part of frames the model has not seen and let it infer them from the rest: q(x*) appears "
-                "on the latent view (star and 2-sd ellipse, orange), ")
+        head = (f"Hide part of {row_noun(self.state.dataset)}s the model has not seen and let it infer them from "
+                "the rest: q(x*) appears on the latent view (star and 2-sd ellipse, orange), ")
         return head + {
             "pose": "the reconstruction over the truth (grey ghost) here, inferred parts in orange with 2-sd "
                     "discs. Click joints on the figure to hide them.",

@@ -36,6 +36,12 @@ from .sequences import Playback, is_dynamical
 INFER_ITERS = 150
 
 
+def noun(ds) -> str:
+    """What a row of ``ds`` is called on the page: "frame" for data in time, else "point"
+    (oil, digits: the tab spoke of frames and test trials)."""
+    return "frame" if ds is not None and ds.times is not None else "point"
+
+
 @dataclass(frozen=True)
 class Source:
     """Frames to test on: Y (n, D), their times, and how they relate to training."""
@@ -69,6 +75,7 @@ class Inference:
     seconds: float
     method: str
     first: int = 0  # the source's frame number of its row 0
+    noun: str = "frame"  # what a row is called (``noun``)
     extra: dict = field(default_factory=dict)
 
     @property
@@ -78,7 +85,8 @@ class Inference:
     @property
     def frames(self) -> str:
         """Which frames, as the data set numbers them: 'held-out frames 370-399'."""
-        what = {"test trial": "test trial frames"}.get(self.source, self.source)
+        what = {"test trial": "test trial frames" if self.noun == "frame" else "test points"}.get(
+            self.source, self.source)
         a = self.first + self.start
         return f"{what} {a}-{a + self.n - 1}"
 
@@ -87,9 +95,10 @@ def sources_for(model, ds, test_ds=None, heldout: tuple | None = None) -> dict[s
     """The test frames available for this model and data set, by name."""
     out = {}
     if test_ds is not None and test_ds.D == ds.D:
-        trials = (test_ds.meta or {}).get("trials") or ["test"]
-        out["test trial"] = Source("test trial", f"test trial {trials[0]} ({test_ds.N} frames, not trained on)",
-                                   test_ds.Y, test_ds.times)
+        trials = (test_ds.meta or {}).get("trials")
+        label = (f"test trial {trials[0]} ({test_ds.N} frames, not trained on)" if trials
+                 else f"test set ({test_ds.N} {noun(test_ds)}s, not trained on)")
+        out["test trial"] = Source("test trial", label, test_ds.Y, test_ds.times)
     if heldout is not None:
         Y, t, seq, label, first = heldout
         out["held-out frames"] = Source("held-out frames", label, Y, t, sequence=seq, first=first)
@@ -126,7 +135,7 @@ def infer(model, ds, src: Source, start: int, n: int, cols, max_iters: int = INF
     if cols.size == 0:
         raise ValueError("nothing is hidden: choose a body part, a region, or click joints to hide")
     if cols.size >= ds.D:
-        raise ValueError("everything is hidden: leave some of the frame observed to infer from")
+        raise ValueError(f"everything is hidden: leave some of the {noun(ds)} observed to infer from")
     N = src.Y.shape[0]
     start = int(min(max(start, 0), N - 1))
     n = int(min(max(n, 1), N - start))
@@ -151,7 +160,7 @@ def infer(model, ds, src: Source, start: int, n: int, cols, max_iters: int = INF
         t = np.asarray(src.t[start:start + n], dtype=np.float64) if src.t is not None else np.arange(n, dtype=float)
         mu, S = model.infer_latent(Ym, max_iters=max_iters)
         iters = max_iters
-        method = "static: q(x*) of each frame on its own"
+        method = f"static: q(x*) of each {noun(ds)} on its own"
     observed = ~np.isnan(Ym)
     if is_dynamical(model):  # as DynamicalGPLVM.reconstruct predicts
         mean_f, var_f = model.fill_missing(fit, Ym, include_noise=False)
@@ -165,7 +174,7 @@ def infer(model, ds, src: Source, start: int, n: int, cols, max_iters: int = INF
     return Inference(source=src.name, start=start, cols=cols, truth=truth, observed=observed, t=t,
                      mu=np.asarray(mu), S=np.asarray(S), mean=mean, var=np.maximum(var, 0.0), error=err,
                      nn_error=nn, iterations=int(iters), seconds=time.perf_counter() - t0, method=method,
-                     first=src.first)
+                     first=src.first, noun=noun(ds))
 
 
 def as_playback(inf: Inference, label: str, noise_variance: float) -> Playback:

@@ -594,20 +594,22 @@ class ExplorerState(param.Parameterized):
         if self.model is not None:
             self.fixed = np.asarray(self.model.latent_mean).mean(axis=0)
 
-    def color_mode(self) -> str:
-        """The colouring actually used ("auto" resolved against what the data has)."""
+    def color_modes(self) -> list[str]:
+        """The colourings the data set can give, of "label", "sequence", "time" (in that order)."""
         ds = self.dataset
         have = {"label": ds is not None and ds.labels is not None,
                 "sequence": ds is not None and ds.sequence is not None and len(np.unique(ds.sequence)) > 1,
                 "time": ds is not None and ds.times is not None}
+        return [mode for mode in ("label", "sequence", "time") if have[mode]]
+
+    def color_mode(self) -> str:
+        """The colouring actually used ("auto" resolved against what the data has)."""
+        modes = self.color_modes()
         if self.color_by == "none":
             return "none"
         if self.color_by != "auto":
-            return self.color_by if have[self.color_by] else "none"
-        for mode in ("label", "sequence", "time"):
-            if have[mode]:
-                return mode
-        return "none"
+            return self.color_by if self.color_by in modes else "none"
+        return modes[0] if modes else "none"
 
     # ------------------------------------------------------------------ generation
     def hover(self, x, y) -> None:
@@ -864,16 +866,18 @@ class ExplorerState(param.Parameterized):
             raise UserError("an inference is already running")
         got = self.infer_frames()
         if got is None:
-            raise UserError("no test frames for this data set")
+            raise UserError(f"no test {inf.noun(self.dataset)}s for this data set")
         src, a, n = got
         cols = self.hidden_columns()
         if cols.size == 0:
             raise UserError("Nothing is hidden: choose a body part (or region), or click joints on the figure "
                             "to hide them, then press Infer.")
         if cols.size >= self.dataset.D:
-            raise UserError("Everything is hidden: leave part of the frame observed to infer from.")
+            raise UserError(f"Everything is hidden: leave part of the {inf.noun(self.dataset)} observed to infer "
+                            "from.")
         model, ds = self.model, self.dataset
-        job = {"done": threading.Event(), "result": None, "error": None, "iter": 0, "n": n, "t0": time.perf_counter()}
+        job = {"done": threading.Event(), "result": None, "error": None, "iter": 0, "n": n, "t0": time.perf_counter(),
+               "noun": inf.noun(ds)}
 
         def progress(p):
             job["iter"] = int(p.iteration)
@@ -894,7 +898,7 @@ class ExplorerState(param.Parameterized):
         with param.parameterized.batch_call_watchers(self):
             self.infer_running = True
             self.error = ""
-            self.infer_status = f"Inferring q(x*) for {n} frame(s) from what is left..."
+            self.infer_status = f"Inferring q(x*) for {n} {job['noun']}(s) from what is left..."
 
     def _cancel_inference(self) -> None:
         """Stop and forget a running inference (the model it works on has been replaced)."""
@@ -909,7 +913,7 @@ class ExplorerState(param.Parameterized):
         if job is None:
             return False
         if not job["done"].is_set():
-            self.infer_status = (f"Inferring q(x*) for {job['n']} frame(s): iteration {job['iter']}, "
+            self.infer_status = (f"Inferring q(x*) for {job['n']} {job['noun']}(s): iteration {job['iter']}, "
                                  f"{time.perf_counter() - job['t0']:.1f} s...")
             return True
         self._infer_job = None
@@ -924,7 +928,7 @@ class ExplorerState(param.Parameterized):
             e, nn = r.error, r.nn_error
             unit = "\u00b0" if e["unit"] == "deg" else ""
             self.infer_status = (f"{e['name']}: {e['value']:.2f}{unit} (nearest neighbour: {nn['value']:.2f}{unit}) "
-                                 f"over {e['n']} hidden values; {r.n} frame(s), {r.seconds:.1f} s.")
+                                 f"over {e['n']} hidden values; {r.n} {r.noun}(s), {r.seconds:.1f} s.")
             if r.n > 1:
                 self.play_mode = "inferred"
         return False

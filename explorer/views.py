@@ -197,6 +197,12 @@ class LatentView(_Rebuilding):
         s = self.state
         self._reset.disabled = s.model is None
         self._traj.disabled = s.dataset is None or (s.dataset.sequence is None and s.dataset.times is None)
+        # only the colourings this data set has (oil offered "sequence" and "time", which
+        # then coloured nothing)
+        options = ["auto", *s.color_modes(), "none"]
+        if s.color_by not in options:
+            s.color_by = "auto"
+        self._color.options = options
 
     # ---- plot
     def _build(self):

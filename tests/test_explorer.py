@@ -138,6 +138,22 @@ def test_color_mode_resolution(state, walk):
     assert state.color_mode() == "none"
 
 
+def test_colour_select_offers_what_the_data_has(state, walk, walk_model):
+    """Data without time stamps or sequences (oil, digits) is not offered colouring by
+    time or sequence (it coloured nothing); a choice the new data lacks falls back to auto."""
+    from explorer.views import LatentView
+
+    lv = LatentView(state=state)
+    assert lv._color.options == ["auto", "label", "sequence", "time", "none"]
+    state.color_by = "time"
+    plain = Dataset(name="plain", Y=walk.Y, renderer=walk.renderer, labels=walk.labels,
+                    label_names=walk.label_names)
+    state.set_dataset(plain)
+    state.set_model(walk_model, plain)
+    assert lv._color.options == ["auto", "label", "none"]
+    assert state.color_by == "auto" and state.color_mode() == "label"
+
+
 def test_summary(state):
     info = state.summary()
     assert info["Q"] == 4 and info["M"] == 10 and info["N"] == 80

@@ -232,3 +232,31 @@ def test_held_out_frames_are_numbered_as_the_data_set_numbers_them(dyn_model, wa
     src = inf.Source("held-out frames", "held-out", walk.Y[40:60], walk.times[40:60], first=40)  # a new sequence
     r = inf.infer(dyn_model, walk, src, 5, 3, np.arange(3), max_iters=5)
     assert r.first == 40 and r.frames == "held-out frames 45-47"
+
+
+def test_data_without_time_speaks_of_points_not_frames(walk):
+    """Oil or digits have no time stamps: the tab, its messages and the test set's label
+    say 'points' (they said 'frames' and 'test trial test')."""
+    from bgplvm_datasets import Dataset
+    from model import BayesianGPLVM
+
+    from explorer.infer_view import InferView
+
+    plain = Dataset(name="plain", Y=walk.Y, renderer=walk.renderer, labels=walk.labels,
+                    label_names=walk.label_names)
+    m = BayesianGPLVM(plain.Y, latent_dim=3, num_inducing=10, seed=0)
+    s = ExplorerState()
+    s.set_model(m, plain)
+    view = InferView(state=s)
+    assert (view._source.name, view._frame.name) == ("test points", "first point")
+    assert view._length.name.startswith("points (several at once")
+    assert view._intro.object.startswith("Hide part of points")
+    s.mask_part, s.infer_frame, s.infer_length = "arms", 10, 2
+    _run(s)
+    assert s.inference.noun == "point" and "2 point(s)" in s.infer_status
+    assert s.inference.method == "static: q(x*) of each point on its own"
+    srcs = inf.sources_for(m, plain, test_ds=plain)
+    assert srcs["test trial"].label == f"test set ({plain.N} points, not trained on)"
+    st = ExplorerState()
+    st.set_model(m, walk)  # the same rows in time: frames
+    assert InferView(state=st)._frame.name == "first frame"
