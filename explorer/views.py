@@ -816,6 +816,10 @@ class ModelPanel(pn.viewable.Viewer):
             # set that loaded: the list is kept (and grows) unless the files are refused
             if self._read_upload(self.state.load_upload_files, mocap) is None:
                 self._renew("array")
+            others = [n for n in files if n not in mocap]
+            if others:  # an array dropped with the motion files was dropped without a word
+                self.state.info += (f" Not read: {', '.join(others)} (an array file is read when it is dropped "
+                                    "on its own).")
         elif files:
             self._read_upload(self.state.load_upload, *list(files.items())[-1])
             self._renew("array")

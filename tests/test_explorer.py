@@ -687,6 +687,8 @@ def test_a_refused_upload_gets_a_fresh_drop_area(state):
     old = mp._upload
     old.value = {"skeleton.asf": b":version 1.10\n"}  # waits for its .amc files: the list stays
     assert mp._upload is old and "add its .amc" in state.info
+    old.value = {"y.npy": b"\x93NUMPY", "skeleton.asf": b":version 1.10\n"}  # an array among them
+    assert "add its .amc" in state.info and "Not read: y.npy" in state.info
     old = mp._model_upload
     old.value = {"model.npz": b"not a model"}
     assert "not a bgplvm model file" in state.error and mp._model_upload is not old
