@@ -161,7 +161,13 @@ def verdict(per_seed: dict, facts: dict, seeds: list) -> list[str]:
            "An earlier run of this command (commit 9cb2f49, before the fit's L-BFGS got its "
            "noise-tolerant line search in aa66f6d) had (c) at RMSE 0.913 ± 0.012 and log density "
            "-1.8 ± 0.11 over the same 5 seeds and (b) at 1.14 ± 0.23, with fits ending at lower bounds "
-           "(seed 0: (b) 286.9, (c) 282.6). The result depends on which optimum the fits reach."]
+           "(seed 0: (b) 286.9, (c) 282.6). The result depends on which optimum the fits reach, and "
+           "rounding alone moves that: seed 0's uncertain-input fit ends at bound 305.2 (RMSE 1.98) with "
+           "2 threads and at 294.6 (RMSE 1.11) with NUMBA_NUM_THREADS=1 (same code, 2026-11-25). Adding "
+           "each forecast step to the training set, as the paper's description of the algorithm does "
+           "(input: the window with its variances, output: the predicted mean; no refit), made every "
+           "seed's log density far worse (-1.6e3 to -1.0e4 for the uncertain-input model) and did not "
+           "lower its error (1.15-1.44)."]
     return out
 
 
