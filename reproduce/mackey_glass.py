@@ -133,7 +133,7 @@ def verdict(per_seed: dict, facts: dict, seeds: list) -> list[str]:
 
     def span(m, key):
         v = [facts[s][m][key] for s in seeds if key in facts[s][m]]
-        return f"{min(v):.1e}" if len(v) == 1 else f"{min(v):.1e}-{max(v):.1e}"
+        return f"{min(v):.1e}" if min(v) == max(v) else f"{min(v):.1e}-{max(v):.1e}"
 
     three = METHODS[:3]
     best_rmse = min(three, key=lambda m: mean(m, "rmse"))

@@ -98,3 +98,27 @@ def test_ctrl_c_ends_a_reproduction_without_writing_its_result(tmp_path, monkeyp
     assert not (tmp_path / "semi-supervised" / "result.json").exists()
     assert not (tmp_path / "REPORT.md").exists()
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_mackey_glass_verdict_follows_the_numbers():
+    """The report's verdict is computed from the run: it names the method with the lowest
+    error and the best density, and says whether the paper's claim holds."""
+    a, b, c, d, e = mg.METHODS
+
+    def run_of(rmse, lpd):
+        per_seed = {s: {m: {"rmse": rmse[m][s], "mean_log_density": lpd[m][s]} for m in mg.METHODS}
+                    for s in (0, 1)}
+        facts = {s: {a: {}, b: {"noise_variance": 1e-6}, c: {"noise_variance": 2e-6, "Sigma_z_mean": 1e-6,
+                                                             "q_variance_median": 1e-6}} for s in (0, 1)}
+        return " ".join(mg.verdict(per_seed, facts, [0, 1]))
+
+    lpd = {m: [-2.0, -2.0] for m in mg.METHODS}
+    lpd[c] = [-1.0, -1.5]
+    rmse = {a: [0.9, 0.9], b: [1.2, 1.3], c: [0.8, 0.95], d: [2, 2], e: [2, 2]}
+    text = run_of(rmse, lpd)
+    assert f"lowest mean 180-step RMSE is the {c}'s (0.875;" in text
+    assert "lowest RMSE in 1 of 2 seeds" in text and "That is the paper's picture" in text
+    rmse[c] = [0.9, 1.4]
+    text = run_of(rmse, lpd)
+    assert f"lowest mean 180-step RMSE is the {a}'s" in text and "not reproduced in this run" in text
+    assert "noise variance 2.0e-06 for (c), 1.0e-06 for (b)" in text
