@@ -73,14 +73,16 @@ GAP_NOTE = (
     "these models (parameters 1e-12 apart give bounds ~0.15 apart at 318k: Kuu is "
     "ill-conditioned), which ended the fits after ~550-900 iterations until the fit's L-BFGS got "
     "a noise-tolerant line search (aa66f6d); with it and the conditioned prediction the errors "
-    "fell from L SC 24.3 / L RA 5.24 / B SC 21.4 / B RA 2.94 (Matern, e84b95f) to the row above. "
+    "fell from L SC 24.3 / L RA 5.24 / B SC 21.4 / B RA 2.94 (Matern, e84b95f) to 15.14 / 4.56 / "
+    "14.25 / 2.41 (646740e). "
     "Which optimum the fit reaches decides the legs, and the bound does not tell them apart: an "
     "earlier Matern fit continued for 1,500 iterations (bound 318,267) reconstructs L SC 10.63 / "
     "L RA 3.84 / B SC 12.86 / B RA 2.49 (conditioned), below nearest neighbour on all four, "
     "while the 766ed24 run's Matern fit taken on to 6,000 iterations (bound 318,003, 951 s) gave "
-    "17.25 / 4.83 / 16.98 / 2.50 (training q(u)). Rounding alone moves them too: this command's "
-    "seed-0 static and Matern fits redone on 2026-11-25 on another machine of the same kind "
-    "(same code, bound 317,950 against 317,627) reconstruct 13.24 / 4.21 / 21.35 / 3.61.")
+    "17.25 / 4.83 / 16.98 / 2.50 (training q(u)). Rounding alone moves them too: the 646740e "
+    "run (2026-11-24, another machine of the same kind) ended seed 0's Matern fit at bound "
+    "317,627 and reconstructed 15.14 / 4.56 / 14.25 / 2.41; the same fitting code on the "
+    "machine of the later runs ends at 317,950 and reconstructs 13.24 / 4.21 / 21.35 / 3.61.")
 
 
 @dataclass
