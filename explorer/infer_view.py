@@ -153,6 +153,7 @@ class InferView(pn.viewable.Viewer):
         self._infer.disabled = s.infer_running or s.model is None
         inf = s.inference
         self._play.disabled = inf is None or inf.n < 2
+        self._play.visible = row_noun(s.dataset) == "frame"  # points in no time order do not play
         self._play.value = s.play_mode == "inferred"
         self._method.object = (f"Method: {inf.method}; {inf.iterations} optimiser iterations."
                                .replace("*", "\\*") if inf is not None else "")

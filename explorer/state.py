@@ -929,7 +929,7 @@ class ExplorerState(param.Parameterized):
             unit = "\u00b0" if e["unit"] == "deg" else ""
             self.infer_status = (f"{e['name']}: {e['value']:.2f}{unit} (nearest neighbour: {nn['value']:.2f}{unit}) "
                                  f"over {e['n']} hidden values; {r.n} {r.noun}(s), {r.seconds:.1f} s.")
-            if r.n > 1:
+            if r.n > 1 and r.noun == "frame":
                 self.play_mode = "inferred"
         return False
 

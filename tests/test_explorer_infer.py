@@ -254,6 +254,7 @@ def test_data_without_time_speaks_of_points_not_frames(walk):
     s.mask_part, s.infer_frame, s.infer_length = "arms", 10, 2
     _run(s)
     assert s.inference.noun == "point" and "2 point(s)" in s.infer_status
+    assert s.play_mode == "sequence" and not view._play.visible  # points in no time order do not play
     assert s.inference.method == "static: q(x*) of each point on its own"
     srcs = inf.sources_for(m, plain, test_ds=plain)
     assert srcs["test trial"].label == f"test set ({plain.N} points, not trained on)"
