@@ -188,7 +188,7 @@ def output_figure(state: ExplorerState, fmt: str = "png") -> bytes:
     lo = float(min(ds.Y.min(), (mean - 2 * std).min()))
     hi = float(max(ds.Y.max(), (mean + 2 * std).max()))
     pad = 0.05 * (hi - lo or 1)
-    c = new_canvas(fmt, 700, 360)
+    c = new_canvas(fmt, 900, 360)  # the legend right of the plot: inside, it covered the curve
     ax = Axes(c, (80, 40, 590, 250), (-0.5, D - 0.5), (lo - pad, hi + pad))
     d = np.arange(D)
     band = np.concatenate([np.column_stack([d, mean + 2 * std]), np.column_stack([d, mean - 2 * std])[::-1]])
@@ -202,7 +202,7 @@ def output_figure(state: ExplorerState, fmt: str = "png") -> bytes:
         legend.append((f"training point #{n}", "#000000"))
     ax.unclip()
     ax.frame(title=f"Generated output {where}", xlabel="output dimension", ylabel="value")
-    ax.legend(legend, x=ax.x + ax.w - 230)
+    ax.legend(legend, x=ax.x + ax.w + 12, y=ax.y)
     return c.to_bytes()
 
 

@@ -206,8 +206,13 @@ class InferView(pn.viewable.Viewer):
         # the hidden dims' shading reaches +-1e9: the y range follows the data only (it took
         # the shading in too, an axis of +-1.1e9 with the lines flat on it)
         v.y_range = DataRange1d(renderers=data)
-        v.legend.location = "top_right"
-        v.legend.background_fill_alpha = 0.6
+        # one row above the plot: inside it, the legend sat on the lines
+        legend = v.legend[0]
+        v.right = [r for r in v.right if r is not legend]
+        v.center = [r for r in v.center if r is not legend]
+        legend.update(orientation="horizontal", border_line_alpha=0, padding=2, margin=0,
+                      label_text_font_size="8pt", glyph_height=12)
+        v.add_layout(legend, "above")
         self._by_kind = {"pose": {"out": p}, "image": figs, "vector": {"out": v}}
         return column(p, row(*figs.values()), v)
 

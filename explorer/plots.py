@@ -308,10 +308,10 @@ def vector_plot(mean: np.ndarray, std=None, train=None, title: str = OUTPUT_TITL
         hv.Scatter((d, train), kdims=[kd], vdims=[vd], label="training point").opts(
             color="black", size=6, marker="diamond"),
     ]
-    # see-through and small: the legend sat on the curve near its end (oil, uploads)
-    opts = dict(title=title, legend_position="top_right",
-                legend_opts={"background_fill_alpha": 0.35, "label_text_font_size": "8pt",
-                             "glyph_height": 12, "spacing": 0, "padding": 4})
+    # one row above the plot: inside it, the legend sat on the curve (oil, uploads)
+    opts = dict(title=title, legend_position="top", legend_cols=3,
+                legend_opts={"label_text_font_size": "8pt", "glyph_height": 12, "padding": 2,
+                             "margin": 0, "border_line_alpha": 0})
     if ylim is not None:
         opts.update(ylim=tuple(ylim))
     return hv.Overlay(layers).opts(**opts)
