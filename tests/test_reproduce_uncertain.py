@@ -102,23 +102,28 @@ def test_ctrl_c_ends_a_reproduction_without_writing_its_result(tmp_path, monkeyp
 
 def test_mackey_glass_verdict_follows_the_numbers():
     """The report's verdict is computed from the run: it names the method with the lowest
-    error and the best density, and says whether the paper's claim holds."""
+    error and the best density (ties named as ties), and says whether the paper's claim holds."""
     a, b, c, d, e = mg.METHODS
 
-    def run_of(rmse, lpd):
+    def run_of(rmse, lpd, noise=1e-6):
+        seeds = list(range(len(rmse[a])))
         per_seed = {s: {m: {"rmse": rmse[m][s], "mean_log_density": lpd[m][s]} for m in mg.METHODS}
-                    for s in (0, 1)}
-        facts = {s: {a: {}, b: {"noise_variance": 1e-6}, c: {"noise_variance": 2e-6, "Sigma_z_mean": 1e-6,
-                                                             "q_variance_median": 1e-6}} for s in (0, 1)}
-        return " ".join(mg.verdict(per_seed, facts, [0, 1]))
+                    for s in seeds}
+        facts = {s: {a: {}, b: {"noise_variance": noise}, c: {"noise_variance": 2 * noise, "Sigma_z_mean": 1e-6,
+                                                              "q_variance_median": 1e-6}} for s in seeds}
+        return " ".join(mg.verdict(per_seed, facts, seeds))
 
-    lpd = {m: [-2.0, -2.0] for m in mg.METHODS}
-    lpd[c] = [-1.0, -1.5]
-    rmse = {a: [0.9, 0.9], b: [1.2, 1.3], c: [0.8, 0.95], d: [2, 2], e: [2, 2]}
-    text = run_of(rmse, lpd)
-    assert f"lowest mean 180-step RMSE is the {c}'s (0.875;" in text
-    assert "lowest RMSE in 1 of 2 seeds" in text and "That is the paper's picture" in text
-    rmse[c] = [0.9, 1.4]
-    text = run_of(rmse, lpd)
-    assert f"lowest mean 180-step RMSE is the {a}'s" in text and "not reproduced in this run" in text
-    assert "noise variance 2.0e-06 for (c), 1.0e-06 for (b)" in text
+    other = {d: [2.0, 2.0], e: [2.0, 2.0]}
+    lpd = {a: [-2.0, -2.0], b: [-9.0, -9.0], c: [-1.0, -1.5], **other}
+    text = run_of({a: [0.9, 0.9], b: [1.2, 1.3], c: [0.8, 0.95], **other}, lpd)
+    assert "lowest mean 180-step RMSE, 0.875, is (c)'s; medians over the seeds:" in text
+    assert "(c) has the lowest RMSE in 1 of 2 seeds" in text
+    assert "holds in this run, and its mean log density is the best too" in text
+    assert "nearly deterministic (noise variance 2.0e-06 for (c) and 1.0e-06 for (b)" in text
+    text = run_of({a: [0.9, 0.9], b: [1.2, 1.3], c: [0.9, 1.4], **other}, lpd, noise=1e-2)
+    assert "RMSE, 0.9, is (a)'s" in text and "is not reproduced in this run (its mean log" in text
+    assert "nearly deterministic" not in text and "Fitted variances: noise variance 2.0e-02" in text
+    tie = {a: [0.9], b: [1.2], c: [0.9], d: [2.0], e: [2.0]}
+    text = run_of(tie, {m: v[:1] for m, v in lpd.items()})
+    assert "RMSE, 0.9, is shared by (a) and (c);" in text and "lowest RMSE in 1 of 1 seed." in text
+    assert "medians" not in text and "is not reproduced" in text
