@@ -86,8 +86,8 @@ class InferView(pn.viewable.Viewer):
         self._infer.on_click(self._start)
         self._play.param.watch(lambda e: self._set("play_mode", "inferred" if e.new else "sequence"), "value")
         self._cb = None
-        s.param.watch(self._sync_widgets, ["model_version", "infer_source", "infer_frame", "infer_length",
-                                           "mask_part", "play_mode", "inference", "infer_running"])
+        s.param.watch(self._sync_widgets, ["model_version", "dataset", "infer_source", "infer_frame",
+                                           "infer_length", "mask_part", "play_mode", "inference", "infer_running"])
         s.param.watch(self._redraw, ["model_version", "infer_source", "infer_frame", "infer_length", "mask_part",
                                      "mask_joints", "mask_fraction", "inference", "azimuth", "elevation", "x_dim",
                                      "y_dim"])
@@ -95,7 +95,7 @@ class InferView(pn.viewable.Viewer):
         # one change run in): progress here, and at the end of every _redraw
         s.param.watch(self._update_status, ["infer_status", "infer_running"])
         self._intro = pn.pane.Markdown(self._intro_text(), styles={"font-size": "12px"}, width=RIGHT_W - 20)
-        s.param.watch(lambda e: setattr(self._intro, "object", self._intro_text()), "model_version")
+        s.param.watch(lambda e: setattr(self._intro, "object", self._intro_text()), ["model_version", "dataset"])
         self._sync_widgets()
         self._redraw()
 
@@ -130,6 +130,8 @@ class InferView(pn.viewable.Viewer):
         s = self.state
         srcs = s.infer_sources()
         self._source.options = {src.label: name for name, src in srcs.items()}
+        word = row_noun(s.dataset)
+        self._source.name, self._frame.name = f"test {word}s", f"first {word}"
         if s.infer_source in srcs:
             self._source.value = s.infer_source
             src = srcs[s.infer_source]
@@ -139,8 +141,6 @@ class InferView(pn.viewable.Viewer):
             # the box says how long a stretch may be from this frame (a longer one is cut
             # there: infer_frames); the value typed is kept for the next frame chosen
             room = min(s.stretch_room(src, min(s.infer_frame, n - 1)), s.param.infer_length.bounds[1])
-            word = row_noun(s.dataset)
-            self._source.name, self._frame.name = f"test {word}s", f"first {word}"
             self._length.name = (f"frames (a stretch; up to {room})" if word == "frame"
                                  else f"points (several at once; up to {room})")
         opts = s.mask_options()
@@ -407,12 +407,13 @@ class InferView(pn.viewable.Viewer):
         r.level = "overlay"
 
     def _intro_text(self) -> str:
-        head = (f"Hide part of {row_noun(self.state.dataset)}s the model has not seen and let it infer them from "
+        word = row_noun(self.state.dataset)
+        head = (f"Hide part of test {word}s the model has not seen and let it infer them from "
                 "the rest: q(x*) appears on the latent view (star and 2-sd ellipse, orange), ")
         return head + {
             "pose": "the reconstruction over the truth (grey ghost) here, inferred parts in orange with 2-sd "
                     "discs. Click joints on the figure to hide them.",
-            "image": "and here the frame as observed (hidden pixels tinted red), the reconstruction, the truth "
+            "image": f"and here the {word} as observed (hidden pixels tinted red), the reconstruction, the truth "
                      "and the sd of the inferred pixels.",
         }.get(self._data_kind(), "and here the reconstruction (orange, with a 2-sd band) over the truth (grey); "
                                  "the hidden columns are shaded red.")

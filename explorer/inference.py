@@ -42,6 +42,11 @@ def noun(ds) -> str:
     return "frame" if ds is not None and ds.times is not None else "point"
 
 
+def count(n: int, what: str) -> str:
+    """'1 point', '3 frames'."""
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
 @dataclass(frozen=True)
 class Source:
     """Frames to test on: Y (n, D), their times, and how they relate to training."""
@@ -85,8 +90,7 @@ class Inference:
     @property
     def frames(self) -> str:
         """Which frames, as the data set numbers them: 'held-out frames 370-399'."""
-        what = {"test trial": "test trial frames" if self.noun == "frame" else "test points"}.get(
-            self.source, self.source)
+        what = {"test trial": f"test {self.noun}s"}.get(self.source, self.source)
         a = self.first + self.start
         return f"{what} {a}-{a + self.n - 1}"
 
@@ -97,7 +101,7 @@ def sources_for(model, ds, test_ds=None, heldout: tuple | None = None) -> dict[s
     if test_ds is not None and test_ds.D == ds.D:
         trials = (test_ds.meta or {}).get("trials")
         label = (f"test trial {trials[0]} ({test_ds.N} frames, not trained on)" if trials
-                 else f"test set ({test_ds.N} {noun(test_ds)}s, not trained on)")
+                 else f"test set ({test_ds.N} {noun(ds)}s, not trained on)")
         out["test trial"] = Source("test trial", label, test_ds.Y, test_ds.times)
     if heldout is not None:
         Y, t, seq, label, first = heldout

@@ -602,6 +602,13 @@ class ExplorerState(param.Parameterized):
                 "time": ds is not None and ds.times is not None}
         return [mode for mode in ("label", "sequence", "time") if have[mode]]
 
+    @param.depends("dataset", watch=True)
+    def _color_choice_follows_data(self):
+        """A colouring the new data set lacks falls back to auto (its select offers only
+        what the data has)."""
+        if self.color_by not in ("auto", "none", *self.color_modes()):
+            self.color_by = "auto"
+
     def color_mode(self) -> str:
         """The colouring actually used ("auto" resolved against what the data has)."""
         modes = self.color_modes()
@@ -741,7 +748,7 @@ class ExplorerState(param.Parameterized):
         if self.model is None or self.dataset is None:
             return {}
         key, cached = self._sources_cache
-        if key == self.model_version:
+        if key == (self.model_version, id(self.dataset)):  # the data set can change under a model
             return cached
         ds = self.dataset
         test = None
@@ -768,7 +775,7 @@ class ExplorerState(param.Parameterized):
             except Exception:
                 heldout = None
         out = inf.sources_for(self.model, ds, test, heldout)
-        self._sources_cache = (self.model_version, out)
+        self._sources_cache = ((self.model_version, id(self.dataset)), out)
         return out
 
     def _reset_inference_choice(self) -> None:
@@ -898,7 +905,7 @@ class ExplorerState(param.Parameterized):
         with param.parameterized.batch_call_watchers(self):
             self.infer_running = True
             self.error = ""
-            self.infer_status = f"Inferring q(x*) for {n} {job['noun']}(s) from what is left..."
+            self.infer_status = f"Inferring q(x*) for {inf.count(n, job['noun'])} from what is left..."
 
     def _cancel_inference(self) -> None:
         """Stop and forget a running inference (the model it works on has been replaced)."""
@@ -909,11 +916,13 @@ class ExplorerState(param.Parameterized):
 
     def poll_inference(self) -> bool:
         """Copy an inference's progress / result into parameters; True while it runs."""
+        from .inference import count
+
         job = self._infer_job
         if job is None:
             return False
         if not job["done"].is_set():
-            self.infer_status = (f"Inferring q(x*) for {job['n']} {job['noun']}(s): iteration {job['iter']}, "
+            self.infer_status = (f"Inferring q(x*) for {count(job['n'], job['noun'])}: iteration {job['iter']}, "
                                  f"{time.perf_counter() - job['t0']:.1f} s...")
             return True
         self._infer_job = None
@@ -928,7 +937,7 @@ class ExplorerState(param.Parameterized):
             e, nn = r.error, r.nn_error
             unit = "\u00b0" if e["unit"] == "deg" else ""
             self.infer_status = (f"{e['name']}: {e['value']:.2f}{unit} (nearest neighbour: {nn['value']:.2f}{unit}) "
-                                 f"over {e['n']} hidden values; {r.n} {r.noun}(s), {r.seconds:.1f} s.")
+                                 f"over {e['n']} hidden values; {count(r.n, r.noun)}, {r.seconds:.1f} s.")
             if r.n > 1 and r.noun == "frame":
                 self.play_mode = "inferred"
         return False

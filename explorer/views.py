@@ -199,10 +199,7 @@ class LatentView(_Rebuilding):
         self._traj.disabled = s.dataset is None or (s.dataset.sequence is None and s.dataset.times is None)
         # only the colourings this data set has (oil offered "sequence" and "time", which
         # then coloured nothing)
-        options = ["auto", *s.color_modes(), "none"]
-        if s.color_by not in options:
-            s.color_by = "auto"
-        self._color.options = options
+        self._color.options = ["auto", *s.color_modes(), "none"]  # the state falls back to auto
 
     # ---- plot
     def _build(self):
@@ -814,15 +811,19 @@ class ModelPanel(pn.viewable.Viewer):
         if mocap and list(files)[-1] in mocap:
             # a skeleton and its motions arrive one by one, and more motions may follow a
             # set that loaded: the list is kept (and grows) unless the files are refused
-            if self._read_upload(self.state.load_upload_files, mocap) is None:
+            read = self._read_upload(self.state.load_upload_files, mocap)
+            if read is None:
                 self._renew("array")
-            others = [n for n in files if n not in mocap]
-            if others:  # an array dropped with the motion files was dropped without a word
-                self.state.info += (f" Not read: {', '.join(others)} (an array file is read when it is dropped "
-                                    "on its own).")
+            unread = [n for n in files if n not in mocap]
         elif files:
-            self._read_upload(self.state.load_upload, *list(files.items())[-1])
+            read = self._read_upload(self.state.load_upload, *list(files.items())[-1])
             self._renew("array")
+            unread = list(files)[:-1]
+        else:
+            return
+        if read is not None and unread:  # files dropped together with others were ignored without a word
+            self.state.info += (f" Not read: {', '.join(unread)} (motion capture is one .asf with its .amc "
+                                "files; any other file is read when it is dropped on its own).")
 
     @guarded
     def _on_model_upload(self, event):
@@ -855,7 +856,10 @@ class ModelPanel(pn.viewable.Viewer):
 
     @guarded
     def _read_upload(self, load, *args):
-        return load(*args)
+        """``load``'s result (True for one that returns nothing); None when it was refused
+        (the message is in ``state.error``)."""
+        out = load(*args)
+        return True if out is None else out
 
     # ---- training
     @guarded

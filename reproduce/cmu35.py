@@ -31,7 +31,7 @@ M100_NOTE = (
     "M = 50 inducing inputs. The paper does not give M for this experiment; vargplvm's CMU "
     "scripts default to 100. With M = 100 the bounds rise and the reconstructions get worse: "
     "static 314,007 (against 301,437), L SC 15.96 / L RA 4.70 / B SC 24.51 / B RA 3.09; "
-    "Matern 3/2 from it 330,998 (against 317,627), 27.26 / 5.91 / 22.69 / 3.46.")
+    "Matern 3/2 from it 330,998 (against 317,627 at M = 50 that day), 27.26 / 5.91 / 22.69 / 3.46.")
 #: L-BFGS iterations of a fit (vargplvm's demCmu35gplvmVargplvm3: 50 with the noise fixed,
 #: then 200 + 1000 + 1300 with SCG); --quick: a smoke run only.
 FIT_ITERS = 2500
@@ -79,10 +79,10 @@ GAP_NOTE = (
     "earlier Matern fit continued for 1,500 iterations (bound 318,267) reconstructs L SC 10.63 / "
     "L RA 3.84 / B SC 12.86 / B RA 2.49 (conditioned), below nearest neighbour on all four, "
     "while the 766ed24 run's Matern fit taken on to 6,000 iterations (bound 318,003, 951 s) gave "
-    "17.25 / 4.83 / 16.98 / 2.50 (training q(u)). Rounding alone moves them too: the 646740e "
-    "run (2026-11-24, another machine of the same kind) ended seed 0's Matern fit at bound "
-    "317,627 and reconstructed 15.14 / 4.56 / 14.25 / 2.41; the same fitting code on the "
-    "machine of the later runs ends at 317,950 and reconstructs 13.24 / 4.21 / 21.35 / 3.61.")
+    "17.25 / 4.83 / 16.98 / 2.50 (training q(u)). Rounding alone moves them too: the fits of the "
+    "646740e run (2026-11-24, on another machine of the same kind), redone with the same code on "
+    "2026-11-25 on the machine of the later runs, end seed 0's Matern fit at bound 317,950 instead "
+    "of 317,627 and reconstruct 13.24 / 4.21 / 21.35 / 3.61 instead of that run's figures above.")
 
 
 @dataclass

@@ -152,6 +152,10 @@ def test_colour_select_offers_what_the_data_has(state, walk, walk_model):
     state.set_model(walk_model, plain)
     assert lv._color.options == ["auto", "label", "none"]
     assert state.color_by == "auto" and state.color_mode() == "label"
+    state.set_dataset(walk)
+    state.color_by = "sequence"
+    state.set_dataset(plain)  # no view involved: the state itself falls back
+    assert state.color_by == "auto"
 
 
 def test_summary(state):
@@ -689,6 +693,8 @@ def test_a_refused_upload_gets_a_fresh_drop_area(state):
     assert mp._upload is old and "add its .amc" in state.info
     old.value = {"y.npy": b"\x93NUMPY", "skeleton.asf": b":version 1.10\n"}  # an array among them
     assert "add its .amc" in state.info and "Not read: y.npy" in state.info
+    mp._upload.value = {"skeleton.asf": b":version 1.10\n", "y.csv": b"1,2\n3,4\n5,6\n"}  # the array last
+    assert state.dataset.name.startswith("y") and "Not read: skeleton.asf" in state.info
     old = mp._model_upload
     old.value = {"model.npz": b"not a model"}
     assert "not a bgplvm model file" in state.error and mp._model_upload is not old

@@ -250,10 +250,10 @@ def test_data_without_time_speaks_of_points_not_frames(walk):
     view = InferView(state=s)
     assert (view._source.name, view._frame.name) == ("test points", "first point")
     assert view._length.name.startswith("points (several at once")
-    assert view._intro.object.startswith("Hide part of points")
+    assert view._intro.object.startswith("Hide part of test points")
     s.mask_part, s.infer_frame, s.infer_length = "arms", 10, 2
     _run(s)
-    assert s.inference.noun == "point" and "2 point(s)" in s.infer_status
+    assert s.inference.noun == "point" and "; 2 points," in s.infer_status
     assert s.play_mode == "sequence" and not view._play.visible  # points in no time order do not play
     assert s.inference.method == "static: q(x*) of each point on its own"
     srcs = inf.sources_for(m, plain, test_ds=plain)
