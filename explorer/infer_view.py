@@ -95,7 +95,7 @@ class InferView(pn.viewable.Viewer):
         # one change run in): progress here, and at the end of every _redraw
         s.param.watch(self._update_status, ["infer_status", "infer_running"])
         self._intro = pn.pane.Markdown(self._intro_text(), styles={"font-size": "12px"}, width=RIGHT_W - 20)
-        s.param.watch(lambda e: setattr(self._intro, "object", self._intro_text()), ["model_version", "dataset"])
+        s.param.watch(lambda *e: setattr(self._intro, "object", self._intro_text()), ["model_version", "dataset"])
         self._sync_widgets()
         self._redraw()
 

@@ -260,4 +260,9 @@ def test_data_without_time_speaks_of_points_not_frames(walk):
     assert srcs["test trial"].label == f"test set ({plain.N} points, not trained on)"
     st = ExplorerState()
     st.set_model(m, walk)  # the same rows in time: frames
-    assert InferView(state=st)._frame.name == "first frame"
+    view2 = InferView(state=st)
+    assert view2._frame.name == "first frame"
+    st.set_dataset(plain)  # the data set changes under the same model: the view follows it
+    assert view2._frame.name == "first point" and view2._intro.object.startswith("Hide part of test points")
+    st.set_model(m, walk)  # model and data set in one batch of events
+    assert view2._frame.name == "first frame" and view2._intro.object.startswith("Hide part of test frames")
