@@ -35,6 +35,42 @@ def code_version(root: Path = ROOT) -> str | None:
     return head + ("+changes" if dirty else "")
 
 
+#: what a reproduction's numbers come from: a change under these paths since a result's
+#: commit may change them (``stale_results``)
+NUMBERS_CODE = ("model", "datasets")
+
+
+def stale_results(out_dir: Path, root: Path = ROOT) -> list[dict]:
+    """For every ``*/result.json`` under ``out_dir``: its experiment, the commit it ran
+    from and how many commits since then changed the model or the data sets
+    (``NUMBERS_CODE``) or its own experiment module (``reproduce/<module>.py``): a table is
+    out of date when the code that made it has changed (REPORT.md does not notice).
+    ``changed`` is None where it cannot be told (no commit recorded, or no git)."""
+    from . import EXPERIMENTS
+
+    def count(commit: str, *paths: str) -> int | None:
+        try:
+            out = subprocess.run(["git", "-C", str(root), "rev-list", "--count", f"{commit}..HEAD", "--", *paths],
+                                 capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+            return int(out)
+        except (OSError, subprocess.SubprocessError, ValueError):
+            return None
+
+    rows = []
+    for f in sorted(Path(out_dir).glob("*/result.json")):
+        name = f.parent.name
+        try:
+            code = json.loads(f.read_text(encoding="utf-8")).get("code") or None
+        except (OSError, ValueError):
+            code = None
+        commit = code.split("+")[0] if code else None
+        module = EXPERIMENTS.get(name, (None,))[0]
+        rows.append({"name": name, "code": code,
+                     "changed": count(commit, *NUMBERS_CODE) if commit else None,
+                     "module_changed": count(commit, f"reproduce/{module}.py") if commit and module else None})
+    return rows
+
+
 @dataclass
 class Context:
     """Settings of one run. ``quick`` shrinks iteration counts for a smoke run (the numbers

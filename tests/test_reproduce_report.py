@@ -1,0 +1,47 @@
+"""The reproduction report's bookkeeping: which code a result came from, and whether that
+code has changed since (``bgplvm reproduce --stale``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from bgplvm_reproduce.cli import main
+from bgplvm_reproduce.report import ROOT, stale_results
+
+
+def _git(*args) -> str:
+    try:
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True,
+                              timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pytest.skip("not a git checkout")
+
+
+def _result(folder, name, code):
+    (folder / name).mkdir(parents=True)
+    (folder / name / "result.json").write_text(json.dumps({"name": name, "code": code}))
+
+
+def test_stale_results_count_the_model_changes_since_a_run(tmp_path, capsys):
+    head = _git("rev-parse", "--short", "HEAD")
+    # the last commit before the newest change under model/ or datasets/
+    last = _git("log", "-1", "--format=%h", "--", "model", "datasets")
+    if not last:
+        pytest.skip("no history of model/ here")
+    before = _git("rev-parse", "--short", f"{last}^")
+    _result(tmp_path, "usps", head)
+    _result(tmp_path, "cmu35", before + "+changes")
+    _result(tmp_path, "oil-test", None)
+    rows = {r["name"]: r for r in stale_results(tmp_path)}
+    assert rows["usps"]["changed"] == 0 and rows["usps"]["module_changed"] == 0
+    assert rows["cmu35"]["changed"] >= 1 and rows["cmu35"]["code"] == before + "+changes"
+    assert rows["oil-test"]["changed"] is None
+    assert main(["--stale", "--out", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "cmu35" in out and "STALE" in out and "bgplvm reproduce cmu35" in out
+    assert "oil-test" in out and "cannot tell" in out
+    (tmp_path / "cmu35" / "result.json").unlink()
+    assert main(["--stale", "--out", str(tmp_path)]) == 0
