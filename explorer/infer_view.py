@@ -155,7 +155,9 @@ class InferView(pn.viewable.Viewer):
         self._play.disabled = inf is None or inf.n < 2
         self._play.visible = row_noun(s.dataset) == "frame"  # points in no time order do not play
         self._play.value = s.play_mode == "inferred"
-        self._method.object = (f"Method: {inf.method}; {inf.iterations} optimiser iterations."
+        shown = (f" The figure shows {inf.noun} {inf.first + inf.start}, the first of the {inf.n}; the error is "
+                 f"over all of them." if inf is not None and inf.n > 1 else "")
+        self._method.object = (f"Method: {inf.method}; {inf.iterations} optimiser iterations.{shown}"
                                .replace("*", "\\*") if inf is not None else "")
 
     def _data_kind(self) -> str:
@@ -391,8 +393,12 @@ class InferView(pn.viewable.Viewer):
         idx = np.unique(np.r_[np.arange(0, inf.n, max(1, inf.n // 12)), inf.n - 1])
         self.lat_ell.data = dict(xs=[inf.mu[i, xd] + 2 * np.sqrt(inf.S[i, xd]) * np.cos(th) for i in idx],
                                  ys=[inf.mu[i, yd] + 2 * np.sqrt(inf.S[i, yd]) * np.sin(th) for i in idx])
-        self.lat_path.data = dict(x=inf.mu[:, xd], y=inf.mu[:, yd])
-        self.lat_star.data = dict(x=[inf.mu[0, xd]], y=[inf.mu[0, yd]])
+        if inf.noun == "frame":  # a stretch in time: its path, the star on the frame shown
+            self.lat_path.data = dict(x=inf.mu[:, xd], y=inf.mu[:, yd])
+            self.lat_star.data = dict(x=[inf.mu[0, xd]], y=[inf.mu[0, yd]])
+        else:  # independent points are no path (200 of them drew a tangle): a star each
+            self.lat_path.data = dict(x=[], y=[])
+            self.lat_star.data = dict(x=inf.mu[:, xd], y=inf.mu[:, yd])
 
     def attach_latent(self, plot, element):
         """HoloViews hook of the latent view: q(x*)'s 2-sd ellipses, path and mean."""

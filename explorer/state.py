@@ -949,7 +949,7 @@ class ExplorerState(param.Parameterized):
         mode = "pinned" if self.pinned else ("following the mouse" if self.follow else "fixed")
         text = f"latent point: x{self.x_dim} = {x:.3f}, x{self.y_dim} = {y:.3f} ({mode})"
         if self.selected_index >= 0:
-            text += f"; training point #{self.selected_index}"
+            text += f"; training #{self.selected_index}"
             ds = self.dataset
             if ds is not None and ds.labels is not None:
                 text += f" ({label_text(ds, self.selected_index)})"

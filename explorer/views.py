@@ -374,6 +374,11 @@ class OutputView(_Rebuilding):
 
     def __init__(self, **params):
         self._train_pane = pn.pane.HoloViews(None, linked_axes=False)
+        # vectors: the training point is drawn in the Generated plot, and the tab was empty
+        self._train_note = pn.pane.Markdown(
+            "For data drawn as vectors the selected training point is drawn in the **Generated** plot above "
+            "(black diamonds), beside what the model generates. Click a point in the latent view.",
+            styles={"font-size": "13px"}, width=RIGHT_W - 20, visible=False)
         self._sd_pane = pn.pane.HoloViews(None, linked_axes=False)
         super().__init__(**params)
         s = self.state
@@ -389,7 +394,7 @@ class OutputView(_Rebuilding):
         self._readout_div = Div(text="", width=RIGHT_W, height=22, css_classes=["readout"],
                                 # one line: a long one (a selected point's label) wrapped onto
                                 # the figures' titles below
-                                styles={"font-family": "monospace", "font-size": "13px", "white-space": "nowrap",
+                                styles={"font-family": "monospace", "font-size": "12px", "white-space": "nowrap",
                                         "overflow": "hidden", "text-overflow": "ellipsis"})
         self._readout = pn.pane.Bokeh(self._readout_div, sizing_mode="fixed", margin=(0, 5))
         # the output first, the readout last: the readout's text (with the coordinates) then
@@ -424,7 +429,15 @@ class OutputView(_Rebuilding):
         # writes new columns straight into the Bokeh data sources (see _push): ~1 ms
         # instead of a HoloViews re-render (~20-50 ms) per mouse move.
         self._sources, self._figures = {}, {}
-        train = hv.DynamicMap(self._training, streams=[Params(s, ["selected_index", "azimuth", "elevation"])])
+        # the data set and its kind as they are now: this DynamicMap outlives a change of data
+        # set until the rebuild replaces it, and one returning Curves for oil must not be
+        # asked for an Image of the digits (HoloViews raised, and the tab stayed empty)
+        kind = self.kind
+
+        def training(selected_index, azimuth, elevation):
+            return self._training(ds, kind, selected_index, azimuth, elevation)
+
+        train = hv.DynamicMap(training, streams=[Params(s, ["selected_index", "azimuth", "elevation"])])
         size = dict(width=OUT_W, height=OUT_H, toolbar=None, default_tools=[])
         self._sd_pane.object = None
         gen = self._generated_element()
@@ -445,6 +458,7 @@ class OutputView(_Rebuilding):
         super()._rebuild(*events)
         has = self.state.model is not None
         self._train_pane.visible = has and self.kind != "vector"
+        self._train_note.visible = has and self.kind == "vector"
         self._sd_pane.visible = has and self.kind == "image"
 
     # ---- pose helpers
@@ -545,25 +559,26 @@ class OutputView(_Rebuilding):
         return plots.image_plot(sd, f"Per-pixel sd (max {sd.max():.3g})", 0.0, seqs.sd_scale(self.state.model),
                                 cmap="magma", label="standard deviation").opts(hooks=[self._grab("sd")])
 
-    def _training(self, selected_index, azimuth, elevation):
-        s = self.state
-        r = s.dataset.renderer
-        n = selected_index
+    def _training(self, ds, kind, selected_index, azimuth, elevation):
+        """The training point's figure for data set ``ds`` of kind ``kind`` (those of the
+        build: the state may already hold the next data set)."""
+        r = ds.renderer
+        n = selected_index if selected_index < ds.N else -1
         if n >= 0:  # an image's figure is narrow: "Training point #146" showed as "#1"
-            title = f"Training #{n}" if self.kind == "image" else f"{plots.TRAIN_TITLE} #{n}"
+            title = f"Training #{n}" if kind == "image" else f"{plots.TRAIN_TITLE} #{n}"
         else:
-            title = ("Click a point" if self.kind == "image"  # narrow: "Training point: click one" was cut
-                     else f"{plots.TRAIN_TITLE}: click one" + (" in the latent view" if self.kind == "pose" else ""))
-        if self.kind == "pose":
+            title = ("Click a point" if kind == "image"  # narrow: "Training point: click one" was cut
+                     else f"{plots.TRAIN_TITLE}: click one" + (" in the latent view" if kind == "pose" else ""))
+        if kind == "pose":
             if n < 0:
                 return plots.pose_plot(np.zeros((0, 3)), (), azimuth, elevation, limits=self._limits, title=title)
-            P = self._centre(r.positions(s.dataset.Y[n]))
+            P = self._centre(r.positions(ds.Y[n]))
             return plots.pose_plot(P, r.connections, azimuth, elevation, limits=self._limits, title=title,
                                    color="#333333")
-        if self.kind == "image":
-            vmin, vmax = seqs.image_range(self.state.dataset)
+        if kind == "image":
+            vmin, vmax = seqs.image_range(ds)
             # no point yet: a blank (white) frame; NaN made HoloViews warn "All-NaN slice"
-            img = r.image(s.dataset.Y[n]) if n >= 0 else np.full(r.image(s.dataset.Y[0]).shape, vmax)
+            img = r.image(ds.Y[n]) if n >= 0 else np.full(r.image(ds.Y[0]).shape, vmax)
             return plots.image_plot(img, title, vmin, vmax)
         return hv.Curve([])
 
@@ -578,10 +593,11 @@ class OutputView(_Rebuilding):
         return {"pose": "Left: the pose generated at the cursor; red discs: 2 sd of each joint's position. "
                         "Right: the played sequence; discs: 2 sd per joint from the uncertain-input moments "
                         "(covFstar), purple = forecast. Drag the angle sliders to turn both figures.",
-                "image": "Generated at the cursor: mean frame and per-pixel sd (at a fixed latent point the "
-                         "model's variance is the same for every pixel). Played: the sequence's frame and its sd "
-                         "image, which varies per pixel where q(x*) is uncertain (covFstar); it grows in the "
-                         "forecast.",
+                "image": "Generated at the cursor: mean image and per-pixel sd (at a fixed latent point the "
+                         "model's variance is the same for every pixel)." + (
+                             " Played: the sequence's frame and its sd image, which varies per pixel where q(x*) "
+                             "is uncertain (covFstar); it grows in the forecast."
+                             if self.state.dataset is not None and self.state.dataset.times is not None else ""),
                 "vector": "Red line: predicted mean; band: +-2 sd; black diamonds: the selected "
                           "training point."}.get(self.kind, "")
 
@@ -601,8 +617,8 @@ class OutputView(_Rebuilding):
         return pn.Row(self._pane, self._sd_pane, self._placeholder)
 
     def training_panel(self):
-        """The data of the clicked training point."""
-        return self._train_pane
+        """The data of the clicked training point (for vectors: where to find it)."""
+        return pn.Column(self._train_pane, self._train_note)
 
     def __panel__(self):
         return pn.Column(self._readout, pn.Row(self.generated_panel(), self._train_pane), self.caption_panel())

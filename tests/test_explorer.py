@@ -462,6 +462,28 @@ def test_image_and_vector_outputs(walk_model):
     assert len(band["x"]) == 2 * Yv.shape[1]
 
 
+def test_training_point_figure_survives_a_change_of_data_kind(walk_model):
+    """From vectors to images under one view: the old training-point DynamicMap (Curves)
+    was asked for an Image of the new data set and HoloViews raised, leaving the Training
+    point tab empty; the tab explains where a vector's training point is drawn."""
+    from explorer.views import OutputView
+
+    rng = np.random.default_rng(1)
+    Yv, Yi = rng.random((30, 5)), rng.random((30, 12))
+    s = ExplorerState()
+    s.set_model(BayesianGPLVM(Yv, 2, 5, seed=0), Dataset(name="vec", Y=Yv, renderer=VectorRenderer()))
+    ov = OutputView(state=s)
+    tab = ov.training_panel()
+    _render(ov._pane, tab)
+    assert not ov._train_pane.visible and ov._train_note.visible
+    imgs = Dataset(name="imgs", Y=Yi, renderer=ImageRenderer(height=4, width=3, vmin=0, vmax=1))
+    s.set_model(BayesianGPLVM(Yi, 2, 5, seed=0), imgs)
+    s.selected_index = 7
+    assert not s.error and ov._train_pane.visible and not ov._train_note.visible
+    fig = ov._train_pane.object[()]  # the DynamicMap's element for the current stream values
+    assert isinstance(fig, hv.Image) and fig.opts.get().kwargs["title"] == "Training #7"
+
+
 def test_page_builds_headless(state):
     from explorer.app import create_app
 

@@ -255,6 +255,8 @@ def test_data_without_time_speaks_of_points_not_frames(walk):
     _run(s)
     assert s.inference.noun == "point" and "; 2 points," in s.infer_status
     assert s.play_mode == "sequence" and not view._play.visible  # points in no time order do not play
+    assert len(view.lat_path.data["x"]) == 0 and len(view.lat_star.data["x"]) == 2  # no path: a star each
+    assert "The figure shows point 10, the first of the 2" in view._method.object
     assert s.inference.method == "static: q(x*) of each point on its own"
     srcs = inf.sources_for(m, plain, test_ds=plain)
     assert srcs["test trial"].label == f"test set ({plain.N} points, not trained on)"
