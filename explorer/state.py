@@ -937,7 +937,7 @@ class ExplorerState(param.Parameterized):
             e, nn = r.error, r.nn_error
             unit = "\u00b0" if e["unit"] == "deg" else ""
             self.infer_status = (f"{e['name']}: {e['value']:.2f}{unit} (nearest neighbour: {nn['value']:.2f}{unit}) "
-                                 f"over {e['n']} hidden values; {count(r.n, r.noun)}, {r.seconds:.1f} s.")
+                                 f"over {e['n']} hidden values; {count(r.n, r.noun)}, {_duration(r.seconds)}.")
             if r.n > 1 and r.noun == "frame":
                 self.play_mode = "inferred"
         return False
@@ -954,6 +954,13 @@ class ExplorerState(param.Parameterized):
             if ds is not None and ds.labels is not None:
                 text += f" ({label_text(ds, self.selected_index)})"
         return text
+
+
+def _duration(seconds: float) -> str:
+    """'0.35 s', '12 ms' (a fast inference read '0.0 s')."""
+    if seconds < 0.001:
+        return "<1 ms"
+    return f"{1000 * seconds:.0f} ms" if seconds < 0.1 else f"{seconds:.2g} s" if seconds < 10 else f"{seconds:.0f} s"
 
 
 def _same_data(Y_model, Y) -> bool:

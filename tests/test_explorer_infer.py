@@ -4,6 +4,7 @@ inferred stretch as the player's playback (truth as a ghost), and the view's sou
 
 from __future__ import annotations
 
+import re
 import time
 
 import numpy as np
@@ -254,6 +255,7 @@ def test_data_without_time_speaks_of_points_not_frames(walk):
     s.mask_part, s.infer_frame, s.infer_length = "arms", 10, 2
     _run(s)
     assert s.inference.noun == "point" and "; 2 points," in s.infer_status
+    assert re.search(r"; 2 points, (<1 ms|\d+ ms|[\d.]+ s)\.$", s.infer_status)  # not '0.0 s'
     assert s.play_mode == "sequence" and not view._play.visible  # points in no time order do not play
     assert len(view.lat_path.data["x"]) == 0 and len(view.lat_star.data["x"]) == 2  # no path: a star each
     assert "The figure shows point 10, the first of the 2" in view._method.object
