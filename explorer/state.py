@@ -748,7 +748,8 @@ class ExplorerState(param.Parameterized):
         if self.model is None or self.dataset is None:
             return {}
         key, cached = self._sources_cache
-        if key == (self.model_version, id(self.dataset)):  # the data set can change under a model
+        # the data set can change under a model (same model_version)
+        if key is not None and key[0] == self.model_version and key[1] is self.dataset:
             return cached
         ds = self.dataset
         test = None
@@ -775,7 +776,7 @@ class ExplorerState(param.Parameterized):
             except Exception:
                 heldout = None
         out = inf.sources_for(self.model, ds, test, heldout)
-        self._sources_cache = ((self.model_version, id(self.dataset)), out)
+        self._sources_cache = ((self.model_version, self.dataset), out)
         return out
 
     def _reset_inference_choice(self) -> None:
