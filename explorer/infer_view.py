@@ -153,7 +153,7 @@ class InferView(pn.viewable.Viewer):
         self._infer.disabled = s.infer_running or s.model is None
         inf = s.inference
         self._play.disabled = inf is None or inf.n < 2
-        self._play.visible = row_noun(s.dataset) == "frame"  # points in no time order do not play
+        self._play.visible = word == "frame"  # points in no time order do not play
         self._play.value = s.play_mode == "inferred"
         shown = (f" The figure shows {inf.noun} {inf.first + inf.start}, the first of the {inf.n}; the error is "
                  f"over all of them." if inf is not None and inf.n > 1 else "")
@@ -344,8 +344,7 @@ class InferView(pn.viewable.Viewer):
         from .figures import colormap
 
         r = self.state.dataset.renderer
-        vmin = r.vmin if r.vmin is not None else float(self.state.dataset.Y.min())
-        vmax = r.vmax if r.vmax is not None else float(self.state.dataset.Y.max())
+        vmin, vmax = seqs.image_range(self.state.dataset)
         img = r.image(truth)
         H, W = img.shape
         hide = np.zeros(truth.size, dtype=bool)

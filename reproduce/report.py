@@ -18,18 +18,21 @@ REPORT_NAME = "REPORT.md"
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _git(root: Path, *args: str) -> str:
+    """``git -C root ARGS``'s output (raises OSError / SubprocessError without git or a checkout)."""
+    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
+                          timeout=10, check=True).stdout.strip()
+
+
 def code_version(root: Path = ROOT) -> str | None:
     """The commit the code runs from ("abc1234", or "abc1234+changes" with uncommitted
     changes to tracked files other than the reproduction outputs); None outside a git
     checkout. A reproduction records it, so that a table made before a change of defaults
     says which code made it."""
-    def git(*args):
-        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
-                              timeout=10, check=True).stdout.strip()
     try:
-        head = git("rev-parse", "--short", "HEAD")
-        dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".",
-                    ":(exclude)reproduction")
+        head = _git(root, "rev-parse", "--short", "HEAD")
+        dirty = _git(root, "status", "--porcelain", "--untracked-files=no", "--", ".",
+                     ":(exclude)reproduction")
     except (OSError, subprocess.SubprocessError):
         return None
     return head + ("+changes" if dirty else "")
@@ -50,9 +53,7 @@ def stale_results(out_dir: Path, root: Path = ROOT) -> list[dict]:
 
     def count(commit: str, *paths: str) -> int | None:
         try:
-            out = subprocess.run(["git", "-C", str(root), "rev-list", "--count", f"{commit}..HEAD", "--", *paths],
-                                 capture_output=True, text=True, timeout=10, check=True).stdout.strip()
-            return int(out)
+            return int(_git(root, "rev-list", "--count", f"{commit}..HEAD", "--", *paths))
         except (OSError, subprocess.SubprocessError, ValueError):
             return None
 
