@@ -70,6 +70,6 @@ def _stale(out: Path) -> int:
         else:
             what = "model/ and datasets/ unchanged since"
         if k:
-            what += f"; its experiment module changed in {k} commit(s) since (notes or protocol)"
+            what += f"; its experiment modules (reproduce/) changed in {k} commit(s) since (notes or protocol)"
         print(f"{r['name']:22s} run from {code:18s} {what}")
     return 1 if stale else 0

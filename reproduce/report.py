@@ -46,7 +46,7 @@ NUMBERS_CODE = ("model", "datasets")
 def stale_results(out_dir: Path, root: Path = ROOT) -> list[dict]:
     """For every ``*/result.json`` under ``out_dir``: its experiment, the commit it ran
     from and how many commits since then changed the model or the data sets
-    (``NUMBERS_CODE``) or its own experiment module (``reproduce/<module>.py``): a table is
+    (``NUMBERS_CODE``) or its experiment module and the modules it uses (``module_closure``): a table is
     out of date when the code that made it has changed (REPORT.md does not notice).
     ``changed`` is None where it cannot be told (no commit recorded, or no git)."""
     from . import EXPERIMENTS
@@ -66,10 +66,35 @@ def stale_results(out_dir: Path, root: Path = ROOT) -> list[dict]:
             code = None
         commit = code.split("+")[0] if code else None
         module = EXPERIMENTS.get(name, (None,))[0]
+        files = [f"reproduce/{m}.py" for m in sorted(module_closure(module))] if module else []
         rows.append({"name": name, "code": code,
                      "changed": count(commit, *NUMBERS_CODE) if commit else None,
-                     "module_changed": count(commit, f"reproduce/{module}.py") if commit and module else None})
+                     "module_changed": count(commit, *files) if commit and files else None})
     return rows
+
+
+#: modules of the report machinery that format numbers but do not compute them
+_NOT_NUMBERS = frozenset({"report", "drawing", "lineplots", "cli"})
+
+
+def module_closure(module: str, here: Path = Path(__file__).resolve().parent) -> set[str]:
+    """The experiment module ``module`` and every module of this package it imports,
+    directly or through another (``from . import x``, ``from .x import y``), except the
+    report and plotting helpers (``_NOT_NUMBERS``): the code whose change may change the
+    experiment's numbers."""
+    import ast
+
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        m = todo.pop()
+        if m in seen or m in _NOT_NUMBERS or not (here / f"{m}.py").is_file():
+            continue
+        seen.add(m)
+        for node in ast.walk(ast.parse((here / f"{m}.py").read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                todo += [node.module] if node.module else [a.name for a in node.names]
+    return seen
 
 
 @dataclass

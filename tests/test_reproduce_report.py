@@ -45,3 +45,13 @@ def test_stale_results_count_the_model_changes_since_a_run(tmp_path, capsys):
     assert "oil-test" in out and "cannot tell" in out
     (tmp_path / "cmu35" / "result.json").unlink()
     assert main(["--stale", "--out", str(tmp_path)]) == 0
+
+
+def test_an_experiment_depends_on_the_reproduce_modules_it_imports():
+    from bgplvm_reproduce.report import module_closure
+
+    # cmu35-static reuses cmu35's rows, which use the shared protocol and model helpers
+    assert module_closure("cmu35_static") == {"cmu35_static", "cmu35", "cmu35_protocol", "models"}
+    # the report and plotting helpers format numbers; they do not make them
+    assert module_closure("mackey_glass") == {"mackey_glass"}
+    assert module_closure("no_such_module") == set()
