@@ -209,9 +209,15 @@ if pn.state.served:
             "later starts take seconds. This page fills in by itself.", css_classes=["warming-up"]),
             pn.indicators.LoadingSpinner(value=True, size=40), sizing_mode="stretch_width")
 
-        def _fill():
+        async def _fill():
+            # the warm-up (up to a minute with an empty compile cache) runs in a worker
+            # thread: on the server's event loop it would hold up everything else it serves,
+            # this page's own stylesheets included, and the message above would stay hidden
+            import asyncio
+
             try:
-                ensure_warm(console=_console)
+                await asyncio.get_running_loop().run_in_executor(
+                    None, functools.partial(ensure_warm, console=_console))
                 holder.objects = [create_app()]
             except Exception as e:  # say so in the page rather than spin forever
                 log.exception("explorer start failed")

@@ -121,11 +121,19 @@ def _warm(say) -> None:
         t1 = time.perf_counter()
         say("loading the default model and its data (CMU motion capture) and rendering a first page...")
         from bokeh.document import Document
+        from panel.io.state import set_curdoc, state
 
         from explorer.app import create_app
 
-        page = create_app()
-        page.get_root(Document())
+        # as the current document while it renders: Panel caches the stylesheet models per
+        # current document, and a first session that is waiting for this warm-up must not
+        # have its own repointed by this render (to cdn.holoviz.org: fetched, and failing,
+        # offline)
+        doc = Document()
+        with set_curdoc(doc):
+            page = create_app()
+            page.get_root(doc)
+        state._stylesheets.pop(doc, None)
         say(f"default page ready ({time.perf_counter() - t1:.1f} s): {page.state.dataset_name}")
     except Exception:
         log.exception("explorer page warm-up failed")

@@ -58,3 +58,36 @@ def server():
     srv = start_server(ARTIFACTS / "browser-server.log")
     yield f"{srv.url}/app"
     srv.stop()
+
+
+#: hosts the page may load from: the explorer's own server (it runs with no network)
+_LOCAL_HOSTS = ("127.0.0.1", "localhost")
+
+
+@pytest.fixture(autouse=True)
+def _page_stays_on_the_machine(request):
+    """Every request a test's page makes goes to the explorer's own server: the app works
+    with no network (Panel's theme stylesheets, for one, can point at cdn.holoviz.org when a
+    pane is rebuilt outside its document). Requests elsewhere are aborted, as they would
+    fail offline, and fail the test."""
+    if "page" not in request.fixturenames:
+        yield
+        return
+    from urllib.parse import urlparse
+
+    page = request.getfixturevalue("page")
+    off: list[str] = []
+
+    def route(r):
+        url = r.request.url
+        if url.startswith(("data:", "blob:")) or urlparse(url).hostname in _LOCAL_HOSTS:
+            r.continue_()
+        else:
+            off.append(url)
+            r.abort()
+
+    page.context.route("**/*", route)
+    yield
+    if off:
+        pytest.fail(f"the page asked for {len(set(off))} address(es) off this machine (they fail "
+                    f"offline): {sorted(set(off))[:5]}")
