@@ -187,6 +187,8 @@ class PlayerView(pn.viewable.Viewer):
         self._horizon = pn.widgets.IntSlider(label="forecast steps past the end", start=0,
                                              end=s.param.forecast_steps.bounds[1], step=10,
                                              value=s.forecast_steps, width=230)
+        # shown only when there is something to play (data without time gets the note alone)
+        self._controls = pn.Row(self._seq, self._horizon)
         self._seq.param.watch(self._on_seq, "value")
         self._horizon.param.watch(self._on_horizon, "value_throttled")
         # a plain Bokeh Div, written inside unlocked(): as a Markdown pane, its update after an
@@ -206,6 +208,7 @@ class PlayerView(pn.viewable.Viewer):
         opts = self.state.sequence_options()
         self._seq.options = opts
         self._seq.disabled = not opts
+        self._controls.visible = bool(opts)
         if self.state.play_sequence in opts.values():
             self._seq.value = self.state.play_sequence
         self._horizon.disabled = not self.state.is_dynamical
@@ -577,7 +580,7 @@ class PlayerView(pn.viewable.Viewer):
 
     def timeline_panel(self):
         """Sequence and horizon choice, play controls, the latent coordinates against time."""
-        return pn.Column(pn.Row(self._seq, self._horizon), self._time_pane, self._note)
+        return pn.Column(self._controls, self._time_pane, self._note)
 
     def __panel__(self):
         return pn.Column(self.output_panel(), self.timeline_panel())

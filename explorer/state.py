@@ -305,6 +305,7 @@ class ExplorerState(param.Parameterized):
             self.dataset_name = ds.name
             if self.model is not None and not _same_data(self.model.Y, ds.Y):
                 self.model = None  # fitted to other data (same shape is not enough)
+                self.train_status, self.bound_history = "", []  # they were about that model
                 self.model_version += 1
                 self._cancel_inference()
             self.latent_dim = min(self.latent_dim, max(1, ds.D))
@@ -403,14 +404,17 @@ class ExplorerState(param.Parameterized):
         self.set_model(m, dataset_for_model(m))
         self.info = f"Opened model {filename}."
 
-    def set_model(self, model, dataset: Dataset | None = None) -> None:
-        """Install a (trained) model; resets the axes to its two most relevant dims."""
+    def set_model(self, model, dataset: Dataset | None = None, trained_here: bool = False) -> None:
+        """Install a (trained) model; resets the axes to its two most relevant dims. The Train
+        section's message and curve stay only for the model this page's training made
+        (``trained_here``): another model opened or loaded clears them."""
         ds = dataset if dataset is not None else self.dataset
         if ds is None or np.asarray(model.Y).shape != ds.Y.shape:
             ds = dataset_for_model(model)
         Q = int(model.latent_dim)
         x, y = top_two_dims(model.ard_weights)
         mu = np.asarray(model.latent_mean)
+        new_data = ds is not self.dataset
         with param.parameterized.batch_call_watchers(self):
             self.dataset = ds
             self.dataset_name = ds.name
@@ -431,12 +435,15 @@ class ExplorerState(param.Parameterized):
             if seqs.is_dynamical(model):
                 self.prior = "dynamical"
             self._reset_sequence()
+            if not trained_here:
+                self.train_status = ""
+                self.bound_history = []
             self.inference = None
             self.play_mode = "sequence"
             self.infer_status = ""
             self.model_version += 1
             self._cancel_inference()
-            self._reset_inference_choice()
+            self._reset_inference_choice(new_data)
 
     def save_model_bytes(self) -> io.BytesIO:
         if self.model is None:
@@ -539,7 +546,7 @@ class ExplorerState(param.Parameterized):
             self.train_status = "Stopped before training started."
             return False
         n = hist[-1][0] if hist else 0
-        self.set_model(job.model, job.dataset)
+        self.set_model(job.model, job.dataset, trained_here=True)
         self.training = False
         self.train_status = (f"{'Stopped' if job.stopped else 'Finished'} after {n} iterations in "
                              f"{secs:.1f} s; bound {float(job.model.elbo()):,.2f}.")
@@ -779,10 +786,14 @@ class ExplorerState(param.Parameterized):
         self._sources_cache = ((self.model_version, self.dataset), out)
         return out
 
-    def _reset_inference_choice(self) -> None:
+    def _reset_inference_choice(self, new_data: bool = False) -> None:
+        """Keep the test frames chosen where the new model still offers them; with new data
+        start again from its first source (its test set where it has one) at frame 0."""
         srcs = self.infer_sources()
-        if srcs and self.infer_source not in srcs:
+        if srcs and (new_data or self.infer_source not in srcs):
             self.infer_source = next(iter(srcs))
+        if new_data:
+            self.infer_frame = 0
         opts = self.mask_options()
         if opts and self.mask_part not in opts:
             self.mask_part = opts[0]

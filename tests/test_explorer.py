@@ -231,6 +231,9 @@ def test_training_in_background_installs_model(walk):
     assert not s.training and s.model is not None and s.model.latent_dim == 3
     assert s.bound_history and "Finished" in s.train_status
     assert s.model.metadata.get("dataset") == "synth_walk"
+    # another model opened: the message and curve were about the fit this page made
+    s.set_model(s.model)
+    assert s.train_status == "" and s.bound_history == []
 
 
 def test_two_sessions_train_independently(walk):

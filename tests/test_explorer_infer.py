@@ -146,6 +146,22 @@ def test_cmu_test_trial_is_offered_and_legs_infer_better_than_nearest_neighbour(
     assert r.error["value"] < r.nn_error["value"]
 
 
+def test_a_model_on_new_data_starts_from_its_first_test_source():
+    from tests.mirror import find_mirror
+
+    if find_mirror("cmu_mocap_35/cmu35WalkJog.mat") is None:
+        pytest.skip("offline data mirror not found")
+    from explorer.state import load_asset_cached
+
+    s = ExplorerState()
+    s.set_model(*load_asset_cached("cmu35"))
+    s.infer_source, s.infer_frame = "training rows", 40
+    s.set_model(*load_asset_cached("cmu35"))  # the same data: the choice stays
+    assert (s.infer_source, s.infer_frame) == ("training rows", 40)
+    s.set_model(*load_asset_cached("synth_walk"))  # other data: its first source, frame 0
+    assert (s.infer_source, s.infer_frame) == (next(iter(s.infer_sources())), 0)
+
+
 def test_static_model_infers_frames_with_infer_latent(walk):
     from model import BayesianGPLVM
 
