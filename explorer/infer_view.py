@@ -26,6 +26,19 @@ from .state import ExplorerState
 from .views import RIGHT_W, guarded
 
 INFER_TITLE = "Observed & inferred"
+#: (width, height) of each small image figure, and of its frame (the figure less its title
+#: and borders): the data ranges are padded to the frame's shape so that pixels are square
+IMAGE_FIG = (125, 190)
+IMAGE_FRAME = (117, 164)
+
+
+def square_pixels(W: int, H: int, frame: tuple[int, int] = IMAGE_FRAME) -> tuple[float, float, float, float]:
+    """(x0, x1, y0, y1) ranges that show a W x H image whole, centred, with square pixels in
+    a frame of ``frame`` (width, height) screen pixels: the longer side fills the frame."""
+    fw, fh = frame
+    scale = max(W / fw, H / fh)  # data units per screen pixel
+    pw, ph = (fw * scale - W) / 2, (fh * scale - H) / 2
+    return -pw, W + pw, -ph, H + ph
 HIDDEN_COLOR = "#e6194b"
 INFERRED_COLOR = "#ff8c00"
 GHOST_COLOR = "#b8b8b8"
@@ -188,8 +201,8 @@ class InferView(pn.viewable.Viewer):
         figs = {}
         for name, title, pal in (("observed", "Observed (red: hidden)", "Greys256"),
                                  ("inferred", INFER_TITLE, "Greys256"), ("truth", "Truth", "Greys256"),
-                                 ("sd", "Inferred: sd", "Magma256")):
-            f = figure(width=125, height=190, title=title, x_range=Range1d(0, 1), y_range=Range1d(0, 1), **common)
+                                 ("sd", "Inferred sd", "Magma256")):
+            f = figure(width=IMAGE_FIG[0], height=IMAGE_FIG[1], title=title, x_range=Range1d(0, 1), y_range=Range1d(0, 1), **common)
             f.axis.visible = False
             f.grid.visible = False
             f.title.text_font_size = "11px"
@@ -198,7 +211,9 @@ class InferView(pn.viewable.Viewer):
             else:
                 f.image(image="image", x="x", y="y", dw="dw", dh="dh", source=self.images[name], palette=pal)
             figs[name] = f
-        v = figure(width=RIGHT_W - 20, height=240, title=INFER_TITLE, **common)
+        v = figure(width=RIGHT_W - 20, height=240, title=INFER_TITLE, x_axis_label="output dimension",
+                   y_axis_label="value", **common)
+        v.axis.axis_label_text_font_size = "11px"
         v.vbar(x="d", top=1e9, bottom=-1e9, width=1.0, source=self.vec_hidden, fill_color=HIDDEN_COLOR,
                fill_alpha=0.08, line_alpha=0)
         data = [v.varea(x="d", y1="lo", y2="hi", source=self.vec, fill_color=INFERRED_COLOR, fill_alpha=0.25),
@@ -360,19 +375,22 @@ class InferView(pn.viewable.Viewer):
             self.images["inferred"].data = dict(image=[blank], x=[0], y=[0], dw=[W], dh=[H])
             self.images["sd"].data = dict(image=[blank], x=[0], y=[0], dw=[W], dh=[H])
             self._figs["inferred"].title.text = INFER_TITLE
+            self._figs["sd"].title.text = "Inferred sd"
         else:
             self.images["inferred"].data = dict(image=[r.image(inf.mean[0])[::-1].astype(np.float32)], x=[0], y=[0],
                                                 dw=[W], dh=[H])
-            self.images["sd"].data = dict(image=[r.image(np.sqrt(inf.var[0]))[::-1].astype(np.float32)], x=[0],
-                                          y=[0], dw=[W], dh=[H])
+            sd = r.image(np.sqrt(np.maximum(inf.var[0], 0.0)))
+            self.images["sd"].data = dict(image=[sd[::-1].astype(np.float32)], x=[0], y=[0], dw=[W], dh=[H])
             self._figs["inferred"].title.text = f"Inferred (RMSE {inf.error['value']:.3g})"
+            self._figs["sd"].title.text = f"Inferred sd (max {sd.max():.3g})"
+        x0, x1, y0, y1 = square_pixels(W, H)
         for name, f in self._figs.items():
-            f.x_range.start, f.x_range.end, f.y_range.start, f.y_range.end = 0, W, 0, H
+            f.x_range.start, f.x_range.end, f.y_range.start, f.y_range.end = x0, x1, y0, y1
             glyph = f.renderers[0].glyph
             if name in ("inferred", "truth"):
                 glyph.color_mapper.low, glyph.color_mapper.high = vmin, vmax
-            elif name == "sd":
-                glyph.color_mapper.low, glyph.color_mapper.high = 0.0, 0.5 * (vmax - vmin)
+            elif name == "sd":  # the scale of every sd image (seqs.sd_scale: black = sure)
+                glyph.color_mapper.low, glyph.color_mapper.high = 0.0, seqs.sd_scale(self.state.model)
 
     def _draw_vector(self, truth, cols, inf):
         d = np.arange(truth.size)

@@ -286,3 +286,15 @@ def test_data_without_time_speaks_of_points_not_frames(walk):
     assert view2._frame.name == "first point" and view2._intro.object.startswith("Hide part of test points")
     st.set_model(m, walk)  # model and data set in one batch of events
     assert view2._frame.name == "first frame" and view2._intro.object.startswith("Hide part of test frames")
+
+
+def test_image_ranges_give_square_pixels():
+    from explorer.infer_view import square_pixels
+
+    fw, fh = 100, 150
+    for W, H in ((16, 16), (20, 28), (40, 10)):
+        x0, x1, y0, y1 = square_pixels(W, H, (fw, fh))
+        assert x0 <= 0 and x1 >= W and y0 <= 0 and y1 >= H  # the whole image shows
+        assert (x1 - x0) / fw == pytest.approx((y1 - y0) / fh)  # one data unit: as wide as high
+        assert min(x1 - x0 - W, y1 - y0 - H) == pytest.approx(0)  # and the image fills one side
+        assert x0 + x1 == pytest.approx(W) and y0 + y1 == pytest.approx(H)  # centred
