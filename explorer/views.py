@@ -33,6 +33,9 @@ log = logging.getLogger("explorer")
 PLOT_W, PLOT_H = 480, 440
 OUT_W, OUT_H = 270, 270
 RIGHT_W = 560
+#: a drop of several motion-capture files is read this long after its last file arrived
+#: (FileDropper reports them one at a time: each report had re-read the whole set)
+UPLOAD_SETTLE_MS = 400
 #: bytes per upload chunk (FileDropper's default, 10 MB, sends most files in one piece)
 UPLOAD_CHUNK = 512 * 1024
 
@@ -825,18 +828,42 @@ class ModelPanel(pn.viewable.Viewer):
         files = {n: (d.encode() if isinstance(d, str) else d) for n, d in (event.new or {}).items()}
         mocap = {n: d for n, d in files.items() if n.lower().endswith((".asf", ".amc"))}
         if mocap and list(files)[-1] in mocap:
-            # a skeleton and its motions arrive one by one, and more motions may follow a
-            # set that loaded: the list is kept (and grows) unless the files are refused
-            read = self._read_upload(self.state.load_upload_files, mocap)
-            if read is None:
-                self._renew("array")
-            unread = [n for n in files if n not in mocap]
+            # a skeleton and its motions arrive one by one (the value grows a file at a
+            # time): read them once the drop has settled, not once per file
+            self._settle("mocap", lambda: self._read_mocap(files, mocap))
         elif files:
+            self._settle("mocap", None)  # a mocap read still waiting is overtaken
+            self._read_files(files)
+
+    @guarded
+    def _read_mocap(self, files: dict, mocap: dict) -> None:
+        # more motions may follow a set that loaded: the list is kept (and grows) unless
+        # the files are refused
+        read = self._read_upload(self.state.load_upload_files, mocap)
+        if read is None:
+            self._renew("array")
+        self._say_unread(read, [n for n in files if n not in mocap])
+
+    def _settle(self, key: str, fn, ms: int = UPLOAD_SETTLE_MS) -> None:
+        """Run ``fn`` ``ms`` after the last call with this key (None: cancel the waiting
+        one); at once without a browser session (tests)."""
+        token = self._renewal[key] = object()
+        if fn is None:
+            return
+        doc = pn.state.curdoc
+        if doc is None or doc.session_context is None:
+            fn()
+            return
+        doc.add_timeout_callback(lambda: fn() if self._renewal.get(key) is token else None, ms)
+
+    def _read_files(self, files: dict) -> None:
+        """One array, image or model file: the last one dropped (the others are named)."""
+        if files:
             read = self._read_upload(self.state.load_upload, *list(files.items())[-1])
             self._renew("array")
-            unread = list(files)[:-1]
-        else:
-            return
+            self._say_unread(read, list(files)[:-1])
+
+    def _say_unread(self, read, unread: list[str]) -> None:
         if read is not None and unread:  # files dropped together with others were ignored without a word
             self.state.info += (f" Not read: {', '.join(unread)} (motion capture is one .asf with its .amc "
                                 "files; any other file is read when it is dropped on its own).")
