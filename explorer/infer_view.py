@@ -30,6 +30,10 @@ INFER_TITLE = "Observed & inferred"
 #: and borders): the data ranges are padded to the frame's shape so that pixels are square
 IMAGE_FIG = (125, 190)
 IMAGE_FRAME = (117, 164)
+HIDDEN_COLOR = "#e6194b"
+INFERRED_COLOR = "#ff8c00"
+GHOST_COLOR = "#b8b8b8"
+OBSERVED_COLOR = "#1f3b73"
 
 
 def square_pixels(W: int, H: int, frame: tuple[int, int] = IMAGE_FRAME) -> tuple[float, float, float, float]:
@@ -39,10 +43,6 @@ def square_pixels(W: int, H: int, frame: tuple[int, int] = IMAGE_FRAME) -> tuple
     scale = max(W / fw, H / fh)  # data units per screen pixel
     pw, ph = (fw * scale - W) / 2, (fh * scale - H) / 2
     return -pw, W + pw, -ph, H + ph
-HIDDEN_COLOR = "#e6194b"
-INFERRED_COLOR = "#ff8c00"
-GHOST_COLOR = "#b8b8b8"
-OBSERVED_COLOR = "#1f3b73"
 
 
 class InferView(pn.viewable.Viewer):
@@ -202,7 +202,8 @@ class InferView(pn.viewable.Viewer):
         for name, title, pal in (("observed", "Observed (red: hidden)", "Greys256"),
                                  ("inferred", INFER_TITLE, "Greys256"), ("truth", "Truth", "Greys256"),
                                  ("sd", "Inferred sd", "Magma256")):
-            f = figure(width=IMAGE_FIG[0], height=IMAGE_FIG[1], title=title, x_range=Range1d(0, 1), y_range=Range1d(0, 1), **common)
+            f = figure(width=IMAGE_FIG[0], height=IMAGE_FIG[1], title=title, x_range=Range1d(0, 1),
+                       y_range=Range1d(0, 1), **common)
             f.axis.visible = False
             f.grid.visible = False
             f.title.text_font_size = "11px"
@@ -390,7 +391,8 @@ class InferView(pn.viewable.Viewer):
             if name in ("inferred", "truth"):
                 glyph.color_mapper.low, glyph.color_mapper.high = vmin, vmax
             elif name == "sd":  # the scale of every sd image (seqs.sd_scale: black = sure)
-                glyph.color_mapper.low, glyph.color_mapper.high = 0.0, seqs.sd_scale(self.state.model)
+                glyph.color_mapper.low = 0.0
+                glyph.color_mapper.high = seqs.sd_scale(self.state.model) if self.state.model is not None else 1.0
 
     def _draw_vector(self, truth, cols, inf):
         d = np.arange(truth.size)

@@ -857,7 +857,7 @@ class ModelPanel(pn.viewable.Viewer):
         doc.add_timeout_callback(lambda: fn() if self._renewal.get(key) is token else None, ms)
 
     def _read_files(self, files: dict) -> None:
-        """One array, image or model file: the last one dropped (the others are named)."""
+        """One array or image file: the last one dropped (the others are named)."""
         if files:
             read = self._read_upload(self.state.load_upload, *list(files.items())[-1])
             self._renew("array")
