@@ -33,10 +33,24 @@ def latent_figure(state: ExplorerState, fmt: str = "png", res: int = 200) -> byt
     dims = state.dims
     mu, S = np.asarray(m.latent_mean), np.asarray(m.latent_variance)
     x0, y0, x1, y1 = state.bounds()
-    W, H = 640, 520
     mode = state.color_mode()
-    if mode in ("label", "sequence"):
-        W += 170  # the legend goes right of the colour bar, outside the data
+    cols = plots.point_table(mu, dims, ds.labels, ds.label_names, ds.sequence, ds.times, mode,
+                             seqs.sequence_names(ds) if mode == "sequence" else None)
+    legend = []
+    if mode == "time":
+        rgb = colormap(np.asarray(cols["group"], dtype=float), "viridis")
+        colours = ["#%02x%02x%02x" % tuple(v) for v in rgb]
+    elif mode in ("label", "sequence"):
+        cmap = plots.group_colors(cols["group"])  # the same colours as on screen
+        colours = [cmap[g] for g in cols["group"]]
+        # in the page legend's order (first appearance in the data), at most 12
+        legend = [(g, cmap[g]) for g in dict.fromkeys(cols["group"])][:12]
+    else:
+        colours = ["#1f77b4"] * mu.shape[0]
+    W, H = 640, 520
+    legend_x = 70 + 440 + (112 if state.show_variance else 16)
+    if legend:  # right of the colour bar, outside the data, and just as wide as it needs
+        W = legend_x + Axes.legend_width(legend) + 16
     elif mode == "time":
         W += 110  # the time colour bar beside the variance one (its labels were cut off)
     c = new_canvas(fmt, W, H)
@@ -58,18 +72,6 @@ def latent_figure(state: ExplorerState, fmt: str = "png", res: int = 200) -> byt
 
         for e in ellipse_paths(mu, S, dims):
             c.polyline(ax.pts(e), "#1f77b4", width=0.8, opacity=0.35)
-    cols = plots.point_table(mu, dims, ds.labels, ds.label_names, ds.sequence, ds.times, mode,
-                             seqs.sequence_names(ds) if mode == "sequence" else None)
-    legend = []
-    if mode == "time":
-        rgb = colormap(np.asarray(cols["group"], dtype=float), "viridis")
-        colours = ["#%02x%02x%02x" % tuple(v) for v in rgb]
-    elif mode in ("label", "sequence"):
-        cmap = plots.group_colors(cols["group"])  # the same colours as on screen
-        colours = [cmap[g] for g in cols["group"]]
-        legend = list(cmap.items())
-    else:
-        colours = ["#1f77b4"] * mu.shape[0]
     px, py = ax.px(mu[:, dims[0]]), ax.py(mu[:, dims[1]])
     for X, Y, col in zip(px.tolist(), py.tolist(), colours):
         c.circle(X, Y, 3.5, fill=col, stroke="white", width=0.6, opacity=0.9)
@@ -85,7 +87,7 @@ def latent_figure(state: ExplorerState, fmt: str = "png", res: int = 200) -> byt
     if var is not None:
         ax.colorbar("Greys", float(logv.min()), float(logv.max()), "log10 predictive variance of f")
     if legend:
-        ax.legend(legend[:12], x=ax.x + ax.w + (112 if var is not None else 16), y=ax.y)
+        ax.legend(legend, x=legend_x, y=ax.y)
     if mode == "time":
         ts = seqs.seconds(ds, ds.times)
         ax.colorbar("viridis", float(np.min(ts)), float(np.max(ts)), f"time ({(ds.meta or {}).get('time_unit', 's')})",
@@ -415,7 +417,8 @@ def latent_csv(state: ExplorerState) -> bytes:
 
 
 def latent_npz(state: ExplorerState) -> bytes:
-    """mu (N, Q), S (N, Q), Z (M, Q), alpha (Q,) and labels/sequence/times if present:
+    """mu (N, Q), S (N, Q), Z (M, Q), alpha (Q,) and labels (with label_names, the names
+    the labels index, as an uploaded .npz gives them)/sequence/times if present:
     ``times`` the data set's stamps (the model's units), ``time_<unit>`` as the page shows
     them (CMU 35: seconds of the recording; its stamps are 0.05 per 30 Hz frame)."""
     m = _need_model(state)
@@ -426,6 +429,8 @@ def latent_npz(state: ExplorerState) -> bytes:
         v = getattr(ds, k)
         if v is not None:
             arrays[k] = np.asarray(v)
+    if ds.labels is not None and ds.label_names is not None:  # label_names[labels[n]]: row n's class
+        arrays["label_names"] = np.asarray([str(n) for n in ds.label_names], dtype=str)
     if ds.times is not None:
         arrays[_time_name(ds)] = seqs.seconds(ds, ds.times)
     buf = io.BytesIO()

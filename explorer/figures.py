@@ -295,6 +295,11 @@ class Axes:
             c.text(x + width + 6, Y, fmt_tick(t), size=10, valign="middle")
         c.text(x + width + 52, self.y + self.h / 2, title, size=11, anchor="middle", rotate=-90, valign="middle")
 
+    @staticmethod
+    def legend_width(items) -> int:
+        """Width of ``legend(items)``'s box."""
+        return 24 + 7 * max(len(str(lab)) for lab, _ in items)
+
     def legend(self, items, x=None, y=None):
         """items: [(label, colour)] as filled circles in a boxed list."""
         if not items:
@@ -302,7 +307,7 @@ class Axes:
         c = self.c
         x = self.x + 8 if x is None else x
         y = self.y + 8 if y is None else y
-        wid = 24 + 7 * max(len(str(lab)) for lab, _ in items)
+        wid = self.legend_width(items)
         c.rect(x, y, wid, 18 * len(items) + 6, fill="white", stroke="#999999", opacity=0.9)
         for i, (lab, col) in enumerate(items):
             cy = y + 12 + 18 * i

@@ -519,6 +519,9 @@ def test_export_coordinates(state, walk_model, walk):
     z = np.load(io.BytesIO(latent_npz(state)))
     np.testing.assert_allclose(z["mu"], walk_model.latent_mean)
     assert set(z.files) >= {"mu", "S", "Z", "alpha", "labels", "sequence", "times"}
+    if walk.label_names is not None:  # the names the labels index, as an uploaded .npz gives them
+        assert z["label_names"][z["labels"][0]] == str(walk.label_names[walk.labels[0]])
+        assert z["label_names"].dtype.kind == "U"  # np.load reads it without pickle
 
 
 def test_export_without_model_is_a_user_error():
