@@ -11,6 +11,8 @@ its truth.
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import panel as pn
 import param
@@ -23,7 +25,7 @@ from . import sequences as seqs
 from .inference import noun as row_noun
 from .shared import shared
 from .state import ExplorerState
-from .views import RIGHT_W, guarded
+from .views import RIGHT_W, TextBox, guarded, show_bokeh
 
 INFER_TITLE = "Observed & inferred"
 #: (width, height) of each small image figure, and of its frame (the figure less its title
@@ -87,9 +89,8 @@ class InferView(pn.viewable.Viewer):
         # users clicked it expecting playback
         self._play = pn.widgets.Toggle(label="Stretch in the player (Play & forecast tab)", width=300,
                                        disabled=True)
-        self._status = pn.pane.Markdown("", width=RIGHT_W - 20, styles={"font-size": "13px"},
-                                        css_classes=["infer-status"])
-        self._method = pn.pane.Markdown("", width=RIGHT_W - 20, styles={"font-size": "12px", "color": "#555"})
+        self._status = TextBox(font_size="13px", css_classes=["infer-status"])
+        self._method = TextBox(color="#555")
         self._source.param.watch(self._on_source, "value")
         self._frame.param.watch(lambda e: self._set("infer_frame", e.new), "value_throttled")
         self._length.param.watch(lambda e: self._set("infer_length", e.new), "value")
@@ -107,8 +108,9 @@ class InferView(pn.viewable.Viewer):
         # one writer of the readout, from the state as it is (whatever order the watchers of
         # one change run in): progress here, and at the end of every _redraw
         s.param.watch(self._update_status, ["infer_status", "infer_running"])
-        self._intro = pn.pane.Markdown(self._intro_text(), styles={"font-size": "12px"}, width=RIGHT_W - 20)
-        s.param.watch(lambda *e: setattr(self._intro, "object", self._intro_text()), ["model_version", "dataset"])
+        self._intro = TextBox(html.escape(self._intro_text()))
+        s.param.watch(lambda *e: setattr(self._intro, "object", html.escape(self._intro_text())),
+                      ["model_version", "dataset"])
         self._sync_widgets()
         self._redraw()
 
@@ -170,8 +172,8 @@ class InferView(pn.viewable.Viewer):
         self._play.value = s.play_mode == "inferred"
         shown = (f" The figure shows {inf.noun} {inf.first + inf.start}, the first of the {inf.n}; the error is "
                  f"over all of them." if inf is not None and inf.n > 1 else "")
-        self._method.object = (f"Method: {inf.method}; {inf.iterations} optimiser iterations.{shown}"
-                               .replace("*", "\\*") if inf is not None else "")
+        self._method.object = (html.escape(f"Method: {inf.method}; {inf.iterations} optimiser iterations.{shown}")
+                               if inf is not None else "")
 
     def _data_kind(self) -> str:
         ds = self.state.dataset
@@ -269,10 +271,9 @@ class InferView(pn.viewable.Viewer):
         s = self.state
         got = s.infer_frames() if s.model is not None else None
         kind = self._data_kind()
+        show_bokeh(self._fig_pane, got is not None)
         if got is None:
-            self._fig_pane.visible = False
             return
-        self._fig_pane.visible = True
         if kind != self._kind:
             self._use_kind(kind)
         src, a, n = got
@@ -310,8 +311,8 @@ class InferView(pn.viewable.Viewer):
         if current is None:
             current = self._current(inf)
         stale = inf is not None and not s.infer_running and not current
-        self._status.object = ("*Frames or mask changed since the last inference: press Infer.*" if stale
-                               else s.infer_status)
+        self._status.object = ("<i>Frames or mask changed since the last inference: press Infer.</i>" if stale
+                               else html.escape(s.infer_status))
 
     def _project(self, Y, var=None):
         s = self.state

@@ -20,7 +20,7 @@ import panel as pn
 import param
 from bokeh.layouts import column, row
 from bokeh.models import (BoxAnnotation, CheckboxGroup, ColumnDataSource, CustomJS, CustomJSTickFormatter,
-                          Div, Label, Range1d, Select, Slider, Span, Toggle)
+                          Label, Range1d, Select, Slider, Span, Toggle)
 from bokeh.palettes import Greys256, Magma256
 from bokeh.plotting import figure
 from panel.io.document import unlocked
@@ -28,7 +28,7 @@ from panel.io.document import unlocked
 from . import sequences as seqs
 from .plots import X_COLOR, Y_COLOR
 from .state import ExplorerState, UserError
-from .views import guarded
+from .views import TextBox, guarded, show_bokeh
 
 log = logging.getLogger("explorer")
 
@@ -191,11 +191,7 @@ class PlayerView(pn.viewable.Viewer):
         self._controls = pn.Row(self._seq, self._horizon)
         self._seq.param.watch(self._on_seq, "value")
         self._horizon.param.watch(self._on_horizon, "value_throttled")
-        # a plain Bokeh Div, written inside unlocked(): as a Markdown pane, its update after an
-        # inference ran while its model was outside the document, and Panel then gave it
-        # stylesheets from cdn.holoviz.org (fetched, and failing, offline)
-        self._note_div = Div(text="", width=540, styles={"font-size": "12px"}, css_classes=["player-note"])
-        self._note = pn.pane.Bokeh(self._note_div, margin=(0, 10))
+        self._note = TextBox(width=540, css_classes=["player-note"])
         s.param.watch(self._sync_widgets, ["model_version", "play_sequence"])
         s.param.watch(self._refresh, ["model_version", "play_sequence", "forecast_steps", "play_mode", "inference"])
         s.param.watch(self._reproject, ["azimuth", "elevation"])
@@ -310,8 +306,7 @@ class PlayerView(pn.viewable.Viewer):
         self._kind = kind
 
     def _set_note(self, text: str) -> None:
-        with unlocked():
-            self._note_div.text = text
+        self._note.object = text
 
     def _unit(self) -> str:
         meta = getattr(self.state.dataset, "meta", None) or {}
@@ -330,8 +325,8 @@ class PlayerView(pn.viewable.Viewer):
         s = self.state
         pb = s.playback() if s.model is not None else None
         if pb is None:
-            with unlocked():  # may run in a loader's thread: outside the lock, Bokeh raised
-                self._out_pane.visible = self._time_pane.visible = False  # "_pending_writes"
+            show_bokeh(self._out_pane, False)
+            show_bokeh(self._time_pane, False)
             self._set_note("<i>No sequences to play: this data set has no sequence ids or time stamps.</i>"
                            if s.model is not None else "<i>No model yet.</i>")
             with unlocked():
@@ -344,7 +339,8 @@ class PlayerView(pn.viewable.Viewer):
             self._use_kind(kind)
         with unlocked():
             self._time_fig.xaxis.axis_label = f"time ({self._unit()})"
-            self._out_pane.visible = self._time_pane.visible = True
+        show_bokeh(self._out_pane, True)
+        show_bokeh(self._time_pane, True)
         self._push(pb)
         if pb.truth is not None:
             self._set_note(

@@ -35,7 +35,7 @@ OUT_W, OUT_H = 270, 270
 RIGHT_W = 560
 #: a drop of several motion-capture files is read this long after its last file arrived
 #: (FileDropper reports them one at a time: each report had re-read the whole set)
-UPLOAD_SETTLE_MS = 400
+UPLOAD_SETTLE_MS = 1200
 #: bytes per upload chunk (FileDropper's default, 10 MB, sends most files in one piece)
 UPLOAD_CHUNK = 512 * 1024
 
@@ -54,6 +54,46 @@ def guarded(method):
             log.error("explorer callback failed:\n%s", traceback.format_exc())
             self.state.error = f"Something went wrong ({type(e).__name__}: {e}). The session continues."
     return wrapper
+
+
+def show_bokeh(pane, visible: bool) -> None:
+    """Show or hide a ``pn.pane.Bokeh`` by its Bokeh object, inside ``unlocked()`` (callbacks
+    run outside the document lock, where Bokeh raised "_pending_writes"). The pane copies
+    its object's layout properties back into its own: a value set on the pane alone was
+    reset from the object, so a player hidden once stayed hidden server-side while the
+    browser kept showing the last model's figures."""
+    with unlocked():
+        pane.object.visible = visible
+        pane.visible = visible
+
+
+class TextBox(pn.viewable.Viewer):
+    """A few lines of HTML text as a plain Bokeh Div, for text that changes while its tab
+    may be hidden. Panel's Markdown pane, updated with its model outside the document (a
+    hidden tab of the page's dynamic Tabs), was given Panel's stylesheets at cdn.holoviz.org,
+    which the browser fetched when the tab came back (and failed to, offline); a Div has no
+    Panel stylesheets. ``object`` is its HTML, written inside ``unlocked()`` (callbacks run
+    outside the document lock)."""
+
+    def __init__(self, text: str = "", width: int = RIGHT_W - 20, font_size: str = "12px",
+                 color: str | None = None, css_classes: list[str] | None = None, margin=(0, 10)):
+        super().__init__()
+        styles = {"font-size": font_size, **({"color": color} if color else {})}
+        self._div = Div(text=text, width=width, styles=styles, css_classes=css_classes or [])
+        self._pane = pn.pane.Bokeh(self._div, margin=margin)
+
+    @property
+    def object(self) -> str:
+        return self._div.text
+
+    @object.setter
+    def object(self, text: str) -> None:
+        if text != self._div.text:
+            with unlocked():
+                self._div.text = text
+
+    def __panel__(self):
+        return self._pane
 
 
 class _Rebuilding(pn.viewable.Viewer):
@@ -829,7 +869,9 @@ class ModelPanel(pn.viewable.Viewer):
         mocap = {n: d for n, d in files.items() if n.lower().endswith((".asf", ".amc"))}
         if mocap and list(files)[-1] in mocap:
             # a skeleton and its motions arrive one by one (the value grows a file at a
-            # time): read them once the drop has settled, not once per file
+            # time, ~1 s apart for CMU's 300 KB motions): read them once the drop has
+            # settled, not once per file
+            self.state.info = f"Receiving motion capture: {', '.join(mocap)}..."
             self._settle("mocap", lambda: self._read_mocap(files, mocap))
         elif files:
             self._settle("mocap", None)  # a mocap read still waiting is overtaken
@@ -845,8 +887,9 @@ class ModelPanel(pn.viewable.Viewer):
         self._say_unread(read, [n for n in files if n not in mocap])
 
     def _settle(self, key: str, fn, ms: int = UPLOAD_SETTLE_MS) -> None:
-        """Run ``fn`` ``ms`` after the last call with this key (None: cancel the waiting
-        one); at once without a browser session (tests)."""
+        """Run ``fn`` ``ms`` after the last call with this key, and not while a file is still
+        arriving in the drop area (None: cancel the waiting one); at once without a browser
+        session (tests)."""
         token = self._renewal[key] = object()
         if fn is None:
             return
@@ -854,7 +897,16 @@ class ModelPanel(pn.viewable.Viewer):
         if doc is None or doc.session_context is None:
             fn()
             return
-        doc.add_timeout_callback(lambda: fn() if self._renewal.get(key) is token else None, ms)
+
+        def go():
+            if self._renewal.get(key) is not token:
+                return  # a newer drop schedules its own
+            if getattr(self._upload, "_file_buffer", None):
+                doc.add_timeout_callback(go, ms)  # the next file is on its way
+                return
+            fn()
+
+        doc.add_timeout_callback(go, ms)
 
     def _read_files(self, files: dict) -> None:
         """One array or image file: the last one dropped (the others are named)."""
@@ -933,7 +985,8 @@ class ModelPanel(pn.viewable.Viewer):
         self._curve.update(h)
         if h:
             self._progress.value = int(min(100, 100 * h[-1][0] / max(1, self.state.max_iters)))
-            self._curve.visible = True
+        # a model opened or data loaded clears the history: the last fit's curve goes too
+        self._curve.visible = self.state.training or bool(h)
         self._status.object = self.state.train_status
 
     def _on_model(self, *events):

@@ -747,6 +747,16 @@ def test_the_data_set_choice_follows_an_opened_model(state, walk, walk_model):
     assert mp._asset_select.value in mp._assets.values()  # no model open: a pre-trained one to open
 
 
+def test_the_training_curve_goes_with_its_history(state, walk_model, walk):
+    from explorer.views import ModelPanel
+
+    mp = ModelPanel(state=state)
+    state.bound_history = [(1, -10.0, "main"), (2, -5.0, "main")]  # a fit's progress
+    assert mp._curve.visible
+    state.set_model(walk_model, walk)  # another model opened: its message and curve go
+    assert state.bound_history == [] and not mp._curve.visible
+
+
 def test_cmu_times_are_shown_in_seconds_of_the_recording():
     """CMU 35 keeps the paper code's 0.05 per frame for frames recorded at 30 Hz: axes and
     readouts show seconds (frame / 30); other data sets' stamps pass through."""

@@ -240,7 +240,7 @@ def test_player_image_frames(walk):
     assert s.play_mode == "inferred", (s.error, s.infer_status, s.infer_frames())
     assert f["sd"].title.text == "Truth"
     assert sd.palette[0] == "#000000" and (sd.low, sd.high) == (0, 1)
-    assert "beside the truth" in pv._note_div.text
+    assert "beside the truth" in pv._note.object
 
 
 # --------------------------------------------------------------------------- exports
@@ -505,3 +505,25 @@ def test_training_progresses_while_other_programs_keep_every_core_busy(walk):
             h.wait()
     assert job.priority == "nice"
     assert s.model is not None and "Finished" in s.train_status, s.train_status
+
+
+def test_the_player_hides_and_shows_again_on_the_server_and_in_its_bokeh_figures(walk, dyn_model):
+    """A Bokeh pane copies its object's layout properties back: visibility set on the pane
+    alone was reset from the object, so after data without sequences the player stayed
+    hidden on the server while the browser kept the last model's skeleton."""
+    from explorer.player import PlayerView
+
+    s = ExplorerState()
+    pv = PlayerView(state=s)
+    panes = (pv._out_pane, pv._time_pane)
+
+    def shown():
+        return [(p.visible, p.object.visible) for p in panes]
+
+    assert shown() == [(False, False)] * 2  # no model yet
+    s.set_model(dyn_model, walk)
+    assert shown() == [(True, True)] * 2
+    s.set_dataset(Dataset(name="other", Y=walk.Y + 1.0, renderer=walk.renderer))  # the model goes
+    assert shown() == [(False, False)] * 2
+    s.set_model(dyn_model, walk)
+    assert shown() == [(True, True)] * 2
