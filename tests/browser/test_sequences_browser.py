@@ -311,10 +311,14 @@ def _open_pretrained(page, word: str, key: str):
 def test_switching_video_and_pose_models_redraws_the_player(page, server):
     """Frey faces (a video), then CMU again: the player plays frames, then poses. It stayed
     blank after the video and then played the video on the pose model (its figures were
-    replaced under the sources they share: 'reference ... isn't known' in the page)."""
+    replaced under the sources they share: 'reference ... isn't known' in the page). The
+    Observe & infer tab is opened and left first: its texts, updated while it was hidden,
+    were given cdn.holoviz.org stylesheets (the autouse guard fails on such requests)."""
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     open_app(page, server)
+    _infer_tab(page)
+    page.locator(".bk-tab").filter(has_text="Play & forecast").first.click()
     for word, key, width in (("Frey", "frey", 100), ("CMU", "cmu35", 270)):
         _open_pretrained(page, word, key)
         play = plot_info(page, PLAYING)
@@ -326,4 +330,6 @@ def test_switching_video_and_pose_models_redraws_the_player(page, server):
         page.locator(".play-toggle button").first.click()
         assert np.abs(after.astype(int) - before).sum(axis=2).max() > 60, f"{key}: the player drew nothing"
     assert plot_info(page, PLAYING)["title"].startswith("Playing: 35_")
+    _infer_tab(page)  # the tab comes back after its texts changed while hidden
+    page.get_by_text("Hide part of test frames").first.wait_for(timeout=10000)
     assert not errors, errors
