@@ -382,12 +382,13 @@ class ExplorerState(param.Parameterized):
         self.load_upload(name, data)
         return True
 
-    @staticmethod
-    def _time_note(ds) -> str:
+    def _time_note(self, ds) -> str:
         if ds.times is None:
             return " No time stamps: static models only (tick 'rows are frames in time order' for a sequence)."
         n = len(np.unique(ds.sequence)) if ds.sequence is not None else 1
-        return f" {n} sequence(s) with time stamps: choose the dynamical prior to model them in time."
+        what = ("the dynamical prior (chosen) models them in time" if self.prior == "dynamical"
+                else "choose the dynamical prior to model them in time")
+        return f" {n} sequence(s) with time stamps: {what}."
 
     def load_model_bytes(self, filename: str, data: bytes) -> None:
         """Open an uploaded saved model (and the data set it names, when available)."""

@@ -332,3 +332,16 @@ def test_the_colour_key_names_sequences_by_their_trials():
                              sequence_names=names)
     assert set(cols["group"]) == {"walk_a", "walk_b"}
     assert sequence_names(array_dataset("x.npy", _npy(np.eye(3)))) == {}  # no trials: the ids
+
+
+def test_the_upload_note_knows_which_prior_is_chosen():
+    from explorer.state import ExplorerState
+
+    s = ExplorerState()
+    Y = np.random.default_rng(0).normal(size=(10, 4))
+    s.prior = "static"
+    s.load_upload("d.npz", _npz(Y=Y, t=np.arange(10) * 0.1))
+    assert "choose the dynamical prior" in s.info
+    s.prior = "dynamical"
+    s.load_upload("d.npz", _npz(Y=Y, t=np.arange(10) * 0.1))
+    assert "dynamical prior (chosen)" in s.info and "choose the" not in s.info
