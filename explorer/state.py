@@ -789,12 +789,13 @@ class ExplorerState(param.Parameterized):
 
     def _reset_inference_choice(self, new_data: bool = False) -> None:
         """Keep the test frames chosen where the new model still offers them; with new data
-        start again from its first source (its test set where it has one) at frame 0."""
+        start again from its first source (its test set where it has one) at the default
+        frame (70: in the CMU test trial's second half, where the paper hides legs or body)."""
         srcs = self.infer_sources()
         if srcs and (new_data or self.infer_source not in srcs):
             self.infer_source = next(iter(srcs))
         if new_data:
-            self.infer_frame = 0
+            self.infer_frame = self.param.infer_frame.default
         opts = self.mask_options()
         if opts and self.mask_part not in opts:
             self.mask_part = opts[0]
