@@ -383,7 +383,9 @@ class InferView(pn.viewable.Viewer):
                                                 dw=[W], dh=[H])
             sd = r.image(np.sqrt(np.maximum(inf.var[0], 0.0)))
             self.images["sd"].data = dict(image=[sd[::-1].astype(np.float32)], x=[0], y=[0], dw=[W], dh=[H])
-            self._figs["inferred"].title.text = f"Inferred (RMSE {inf.error['value']:.3g})"
+            # the error is over every inferred row; the figure shows the first of them
+            self._figs["inferred"].title.text = (f"Inferred (RMSE {inf.error['value']:.3g})" if inf.n == 1
+                                                 else f"RMSE of all {inf.n}: {inf.error['value']:.3g}")
             self._figs["sd"].title.text = f"Inferred sd (max {sd.max():.3g})"
         x0, x1, y0, y1 = square_pixels(W, H)
         for name, f in self._figs.items():

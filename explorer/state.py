@@ -794,8 +794,9 @@ class ExplorerState(param.Parameterized):
         srcs = self.infer_sources()
         if srcs and (new_data or self.infer_source not in srcs):
             self.infer_source = next(iter(srcs))
-        if new_data:
+        if new_data:  # and as many rows as the page starts with (6 digits were 6 CMU frames)
             self.infer_frame = self.param.infer_frame.default
+            self.infer_length = self.param.infer_length.default
         opts = self.mask_options()
         if opts and self.mask_part not in opts:
             self.mask_part = opts[0]

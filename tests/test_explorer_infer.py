@@ -155,13 +155,14 @@ def test_a_model_on_new_data_starts_from_its_first_test_source():
 
     s = ExplorerState()
     s.set_model(*load_asset_cached("cmu35"))
-    s.infer_source, s.infer_frame = "training rows", 40
+    s.infer_source, s.infer_frame, s.infer_length = "training rows", 40, 6
     s.set_model(*load_asset_cached("cmu35"))  # the same data: the choice stays
-    assert (s.infer_source, s.infer_frame) == ("training rows", 40)
+    assert (s.infer_source, s.infer_frame, s.infer_length) == ("training rows", 40, 6)
     s.set_model(*load_asset_cached("synth_walk"))  # other data: its first source, the default frame
     src = next(iter(s.infer_sources()))
     n = s.infer_sources()[src].Y.shape[0]
     assert (s.infer_source, s.infer_frame) == (src, min(ExplorerState.param.infer_frame.default, n - 1))
+    assert s.infer_length == 1
 
 
 def test_static_model_infers_frames_with_infer_latent(walk):
