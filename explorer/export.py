@@ -48,13 +48,14 @@ def latent_figure(state: ExplorerState, fmt: str = "png", res: int = 200) -> byt
     else:
         colours = ["#1f77b4"] * mu.shape[0]
     W, H = 640, 520
-    legend_x = 70 + 440 + (112 if state.show_variance else 16)
+    box = (70, 40, 440, 420)  # the data area: x, y, width, height
+    legend_x = box[0] + box[2] + (112 if state.show_variance else 16)
     if legend:  # right of the colour bar, outside the data, and just as wide as it needs
         W = legend_x + Axes.legend_width(legend) + 16
     elif mode == "time":
         W += 110  # the time colour bar beside the variance one (its labels were cut off)
     c = new_canvas(fmt, W, H)
-    ax = Axes(c, (70, 40, 440, 420), (x0, x1), (y0, y1))
+    ax = Axes(c, box, (x0, x1), (y0, y1))
     ax.clip()
     var = None
     if state.show_variance:

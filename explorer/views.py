@@ -886,10 +886,11 @@ class ModelPanel(pn.viewable.Viewer):
             self._renew("array")
         self._say_unread(read, [n for n in files if n not in mocap])
 
-    def _settle(self, key: str, fn, ms: int = UPLOAD_SETTLE_MS) -> None:
+    def _settle(self, key: str, fn, ms: int = UPLOAD_SETTLE_MS, widget=None) -> None:
         """Run ``fn`` ``ms`` after the last call with this key, and not while a file is still
-        arriving in the drop area (None: cancel the waiting one); at once without a browser
-        session (tests)."""
+        arriving in ``widget`` (the array drop area by default; Panel keeps a file's chunks
+        in ``_file_buffer``). None: cancel the waiting one. At once without a browser session
+        (tests, notebooks' static render: nothing to wait for)."""
         token = self._renewal[key] = object()
         if fn is None:
             return
@@ -900,9 +901,9 @@ class ModelPanel(pn.viewable.Viewer):
 
         def go():
             if self._renewal.get(key) is not token:
-                return  # a newer drop schedules its own
-            if getattr(self._upload, "_file_buffer", None):
-                doc.add_timeout_callback(go, ms)  # the next file is on its way
+                return  # a newer call schedules its own
+            if getattr(widget or self._upload, "_file_buffer", None):
+                doc.add_timeout_callback(go, ms)  # a file is on its way
                 return
             fn()
 
@@ -930,24 +931,11 @@ class ModelPanel(pn.viewable.Viewer):
     def _renew(self, which: str, ms: int = 1500) -> None:
         """A fresh drop area ``ms`` after a finished upload: FilePond animates the finished
         file for a while, and a widget replaced at once made it write to its destroyed list
-        (a page error). Not while another file is arriving in the old one (Panel keeps its
-        chunks in ``_file_buffer``), and not for an upload that a newer one has followed."""
+        (a page error). Not while another file is arriving in the old one, and not for an
+        upload that a newer one has followed (``_settle``)."""
         old = self._upload if which == "array" else self._model_upload
-        token = self._renewal[which] = object()
-
-        def go():
-            if self._renewal.get(which) is not token:
-                return  # a newer upload schedules its own
-            if getattr(old, "_file_buffer", None):
-                doc.add_timeout_callback(go, ms)
-                return
-            self._new_droppers(array=which == "array", model=which == "model")
-
-        doc = pn.state.curdoc
-        if doc is not None and doc.session_context is not None:
-            doc.add_timeout_callback(go, ms)
-        else:  # no browser (tests, notebooks' static render): nothing to wait for
-            go()
+        self._settle(which, lambda: self._new_droppers(array=which == "array", model=which == "model"),
+                     ms, widget=old)
 
     @guarded
     def _read_upload(self, load, *args):

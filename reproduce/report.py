@@ -46,8 +46,9 @@ NUMBERS_CODE = ("model", "datasets")
 def stale_results(out_dir: Path, root: Path = ROOT) -> list[dict]:
     """For every ``*/result.json`` under ``out_dir``: its experiment, the commit it ran
     from and how many commits since then changed the model or the data sets
-    (``NUMBERS_CODE``) or its experiment module and the modules it uses (``module_closure``): a table is
-    out of date when the code that made it has changed (REPORT.md does not notice).
+    (``NUMBERS_CODE``) or its experiment module and the modules it uses
+    (``module_closure``): a table is out of date when the code that made it has changed
+    (REPORT.md does not notice).
     ``changed`` is None where it cannot be told (no commit recorded, or no git)."""
     from . import EXPERIMENTS
 
