@@ -182,6 +182,7 @@ class PlayerView(pn.viewable.Viewer):
         self._time_pane = pn.pane.Bokeh(None)
         # built once, before the page exists: later only shown, hidden and fed (_use_kind)
         self._out_pane.object, self._time_pane.object = self._build_figures()
+        self._shown = None  # (model_version, data set, playback) last pushed by ``_refresh``
         self._use_kind("pose")
         self._seq = pn.widgets.Select(label="sequence", width=220, css_classes=["play-sequence"])
         self._horizon = pn.widgets.IntSlider(label="forecast steps past the end", start=0,
@@ -194,6 +195,7 @@ class PlayerView(pn.viewable.Viewer):
         self._note = TextBox(width=540, css_classes=["player-note"])
         s.param.watch(self._sync_widgets, ["model_version", "play_sequence"])
         s.param.watch(self._refresh, ["model_version", "play_sequence", "forecast_steps", "play_mode", "inference"])
+        s.param.watch(self._on_dataset, "dataset")
         s.param.watch(self._reproject, ["azimuth", "elevation"])
         s.param.watch(self._relatent, ["x_dim", "y_dim"])
         self._sync_widgets()
@@ -208,6 +210,17 @@ class PlayerView(pn.viewable.Viewer):
         if self.state.play_sequence in opts.values():
             self._seq.value = self.state.play_sequence
         self._horizon.disabled = not self.state.is_dynamical
+        self._horizon.visible = self.state.model is not None  # the data alone has no forecast
+
+    def _on_dataset(self, *events):
+        """Before any model a new data set is played as recorded (its first sequence id may
+        equal the last one's, so ``play_sequence`` need not change). With a model this is
+        left to its ``model_version``: refreshing here too would, in the same update, feed
+        the outgoing latent figure the new model's layers (BokehJS then failed repainting
+        it: "Out of bounds: 0 <= 33 < 33")."""
+        if self.state.model is None:
+            self._sync_widgets()
+            self._refresh()
 
     @guarded
     def _on_seq(self, event):
@@ -323,12 +336,16 @@ class PlayerView(pn.viewable.Viewer):
     @guarded
     def _refresh(self, *events):
         s = self.state
-        pb = s.playback() if s.model is not None else None
+        pb = s.playback()
+        last = self._shown
+        if pb is not None and last is not None and (last[0], last[1], last[2]) == (s.model_version, id(s.dataset), id(pb)):
+            return  # already on the page (a data set that drops its model reports both changes)
+        self._shown = (s.model_version, id(s.dataset), id(pb), s.dataset, pb)  # held: no id is reused
         if pb is None:
             show_bokeh(self._out_pane, False)
             show_bokeh(self._time_pane, False)
             self._set_note("<i>No sequences to play: this data set has no sequence ids or time stamps.</i>"
-                           if s.model is not None else "<i>No model yet.</i>")
+                           if s.model is not None or s.dataset is not None else "<i>No model yet.</i>")
             with unlocked():
                 self.path_src.data = dict(xs=[], ys=[], color=[], dash=[])
                 self.ellipse_src.data = dict(xs=[], ys=[], color=[], fill=[])
@@ -342,7 +359,12 @@ class PlayerView(pn.viewable.Viewer):
         show_bokeh(self._out_pane, True)
         show_bokeh(self._time_pane, True)
         self._push(pb)
-        if pb.truth is not None:
+        if pb.preview:
+            self._set_note(
+                f"<b>{html.escape(pb.label)}</b>: the data as recorded, {pb.T} frames (no model yet). Lines: the "
+                "frames on the data's first two principal axes. Train a model to see its latent space, what it "
+                "generates and how sure it is; a <i>dynamical</i> one also forecasts past the end.")
+        elif pb.truth is not None:
             self._set_note(
                 f"<b>{html.escape(pb.label)}</b>: the reconstruction of the hidden part, frame by frame, "
                 + ("beside the truth (right)" if kind == "image" else "over the truth (grey)")
@@ -368,7 +390,8 @@ class PlayerView(pn.viewable.Viewer):
 
             zc, _ = self._pose_extent()
             key = ("pose_frames", id(pb), id(s.dataset), float(s.azimuth), float(s.elevation))
-            d = shared(s.model, key, lambda: seqs.pose_frames(r, pb.mean, pb.var, s.azimuth, s.elevation, zc))
+            owner = s.model if s.model is not None else s.dataset  # the data itself before a model
+            d = shared(owner, key, lambda: seqs.pose_frames(r, pb.mean, pb.var, s.azimuth, s.elevation, zc))
             uv, sp = d["uv"], d["spread"]
             cols = dict(u=uv[..., 0].ravel().astype(np.float32), v=uv[..., 1].ravel().astype(np.float32),
                         r=sp.ravel().astype(np.float32))
@@ -397,14 +420,30 @@ class PlayerView(pn.viewable.Viewer):
         g = seqs.pose_frames(s.dataset.renderer, pb.truth, np.zeros_like(pb.truth), s.azimuth, s.elevation, zc)["uv"]
         return dict(gu=g[..., 0].ravel().astype(np.float32), gv=g[..., 1].ravel().astype(np.float32))
 
-    def _traj_columns(self, pb) -> dict:
+    def _dims(self, pb) -> tuple[int, int]:
+        """The two coordinates drawn against time: the latent view's, or a preview's two
+        principal axes."""
+        return (0, 1) if pb.preview else self.state.dims
+
+    def _time_title(self, pb) -> str:
+        if pb.preview:
+            return "Data over time: PC1 (red), PC2 (blue)"
         xd, yd = self.state.dims
+        return f"{TIME_TITLE}: x{xd} (red), x{yd} (blue)"
+
+    def _traj_columns(self, pb) -> dict:
+        xd, yd = self._dims(pb)
         sx, sy = np.sqrt(pb.S[:, xd]), np.sqrt(pb.S[:, yd])
         lx, ly = pb.mu[:, xd], pb.mu[:, yd]
         return dict(t=seqs.seconds(self.state.dataset, pb.t), lx=lx, ly=ly, xlo=lx - 2 * sx, xhi=lx + 2 * sx,
                     ylo=ly - 2 * sy, yhi=ly + 2 * sy, fc=pb.is_forecast.astype(np.int8))
 
     def _latent_layers(self, pb):
+        if pb.preview:
+            # no latent space to draw in. Left as they are: the latent figure leaving the
+            # page with the model repainted emptied patches in the same update and failed
+            # in the browser ("Out of bounds: 0 <= 0 < 0"); a new model replaces them.
+            return None, None
         xd, yd = self.state.dims
         n = pb.n_train
         xs, ys, col, dash = [pb.mu[:n, xd]], [pb.mu[:n, yd]], [TRAIN_PATH_COLOR], ["solid"]
@@ -454,8 +493,9 @@ class PlayerView(pn.viewable.Viewer):
             self.ghost.data = self._ghost_columns(pb)
             self.images.data = images
             self.traj.data = traj
-            self.path_src.data = path
-            self.ellipse_src.data = ell
+            if path is not None:
+                self.path_src.data = path
+                self.ellipse_src.data = ell
             self.forecast_box.left = float(traj["t"][pb.n_train - 1]) if pb.T > pb.n_train else None
             self.forecast_box.visible = pb.T > pb.n_train
             self._set_ranges(pb, kind, W, H)
@@ -464,8 +504,8 @@ class PlayerView(pn.viewable.Viewer):
             for f in self._figs.values():
                 if f.title.text.startswith(PLAY_TITLE):  # narrow image plots: the label is in the note
                     f.title.text = PLAY_TITLE if kind == "image" else f"{PLAY_TITLE}: {pb.label}"
-            xd, yd = s.dims
-            self._figs["time"].title.text = f"{TIME_TITLE}: x{xd} (red), x{yd} (blue)"
+            self._figs["time"].title.text = self._time_title(pb)
+            self._figs["time"].yaxis.axis_label = "principal component" if pb.preview else "latent coordinate"
             self._show_frame(0)
 
     def _show_frame(self, i):
@@ -522,6 +562,7 @@ class PlayerView(pn.viewable.Viewer):
         elif kind == "image":
             ds, truth = self.state.dataset, pb.truth is not None
             vmin, vmax = seqs.image_range(ds)
+            f["sd"].visible = not pb.preview  # the data has no sd
             for name in ("out", "sd"):
                 f[name].x_range.start, f[name].x_range.end = 0, W
                 f[name].y_range.start, f[name].y_range.end = 0, H
@@ -532,7 +573,7 @@ class PlayerView(pn.viewable.Viewer):
             sd = self._img_mappers["sd"]
             if truth:
                 sd.update(palette=Greys256, low=vmin, high=vmax)
-            else:
+            elif not pb.preview:
                 sd.update(palette=Magma256, low=0.0, high=seqs.sd_scale(self.state.model))
             f["sd"].title.text = "Truth" if truth else SD_TITLE
         tr = self.traj.data
@@ -545,7 +586,7 @@ class PlayerView(pn.viewable.Viewer):
 
     @guarded
     def _reproject(self, *events):
-        if self._kind != "pose" or self.state.model is None:
+        if self._kind != "pose":
             return
         pb = self.state.playback()
         if pb is None:
@@ -558,16 +599,15 @@ class PlayerView(pn.viewable.Viewer):
 
     @guarded
     def _relatent(self, *events):
-        pb = self.state.playback() if self.state.model is not None else None
-        if pb is None or self._kind is None:
+        pb = self.state.playback()
+        if pb is None or pb.preview or self._kind is None:
             return
         path, ell = self._latent_layers(pb)
         with unlocked():
             self.traj.data = self._traj_columns(pb)
             self.path_src.data = path
             self.ellipse_src.data = ell
-            xd, yd = self.state.dims
-            self._figs["time"].title.text = f"{TIME_TITLE}: x{xd} (red), x{yd} (blue)"
+            self._figs["time"].title.text = self._time_title(pb)
             self._show_frame(self.slider.value)
 
     def output_panel(self):

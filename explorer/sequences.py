@@ -30,6 +30,8 @@ class Playback:
     of f (noise excluded; ``noise_variance`` is the model's). rows (n_train,): the data rows
     of the training frames (-1: none). For an inferred stretch (observe and infer),
     ``truth`` (T, D) is drawn beside it as a ghost and ``hidden`` are the inferred columns.
+    A ``preview`` is the data itself before any model (``data_playback``): var is zero and
+    mu (T, 2) holds the rows' coordinates on the data's first two principal axes.
     """
 
     sequence: object
@@ -45,6 +47,7 @@ class Playback:
     dynamical: bool
     truth: np.ndarray | None = None
     hidden: np.ndarray | None = None
+    preview: bool = False
 
     @property
     def T(self) -> int:
@@ -153,6 +156,35 @@ def playback(model, ds, s, horizon: int = 0) -> Playback:
                     noise_variance=float(model.noise_variance), dynamical=dyn)
 
 
+def principal_coords(Y: np.ndarray, k: int = 2) -> np.ndarray:
+    """(N, k) coordinates of the centred rows of Y on its first k principal axes (zeros
+    where Y has fewer), each axis's sign chosen so that its largest loading is positive
+    (the same picture on every call)."""
+    Yc = np.asarray(Y, dtype=np.float64)
+    Yc = Yc - Yc.mean(axis=0)
+    out = np.zeros((Yc.shape[0], k))
+    _, _, Vt = np.linalg.svd(Yc, full_matrices=False)
+    for j in range(min(k, Vt.shape[0])):
+        v = Vt[j] * np.sign(Vt[j][np.argmax(np.abs(Vt[j]))])
+        out[:, j] = Yc @ v
+    return out
+
+
+def data_playback(ds, s, coords: np.ndarray) -> Playback:
+    """Sequence ``s`` of the data set as recorded, for a look before any model is
+    trained: its rows in time order, no variance, and ``coords`` (N, 2) of every row
+    (``principal_coords``) as the two coordinates drawn against time."""
+    rows = sequence_rows(None, ds, s)
+    if rows.size == 0:
+        raise ValueError(f"sequence {s!r} has no rows")
+    t = np.asarray(ds.times, dtype=np.float64)[rows] if ds.times is not None else np.arange(rows.size, dtype=float)
+    mean = np.asarray(ds.Y, dtype=np.float64)[rows]
+    mu = np.asarray(coords, dtype=np.float64)[rows]
+    return Playback(sequence=s, label=sequence_label(ds, s), t=t, n_train=int(rows.size), mu=mu,
+                    S=np.zeros_like(mu), mean=mean, var=np.zeros_like(mean), rows=rows, noise_variance=0.0,
+                    dynamical=False, preview=True)
+
+
 # --------------------------------------------------------------------------- outputs
 def pose_positions(renderer, Y: np.ndarray) -> np.ndarray:
     """(n, D) rows -> (n, J, 3) points, z up (batched when the renderer can)."""
@@ -177,6 +209,8 @@ def joint_spread(renderer, mean: np.ndarray, var: np.ndarray, n_samples: int = S
     mean = np.atleast_2d(np.asarray(mean, dtype=np.float64))
     var = np.maximum(np.atleast_2d(np.asarray(var, dtype=np.float64)), 0.0)
     T, D = mean.shape
+    if not var.any():  # the data itself (a preview): no spread to sample
+        return np.zeros((T, pose_positions(renderer, mean[:1]).shape[1]))
     if isinstance(renderer, StickFigureRenderer):
         return np.sqrt(np.stack([renderer.positions(v).mean(axis=1) for v in var]))
     z = np.random.default_rng(seed).standard_normal((n_samples, D))

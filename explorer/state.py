@@ -696,8 +696,9 @@ class ExplorerState(param.Parameterized):
         return self.model is not None and seqs.is_dynamical(self.model)
 
     def sequence_options(self) -> dict:
-        """{label: id} of the sequences the player can play (empty: none)."""
-        if self.model is None or self.dataset is None:
+        """{label: id} of the sequences the player can play (empty: none): the model's, or
+        before any model the data set's own (played as recorded, ``playback``)."""
+        if self.dataset is None:
             return {}
         ids = seqs.sequence_ids(self.dataset, self.model)
         return {f"{i}: {seqs.sequence_label(self.dataset, s)}": s for i, s in enumerate(ids)}
@@ -730,8 +731,10 @@ class ExplorerState(param.Parameterized):
                     inf, f"inferred, {inf.frames}",
                     float(self.model.noise_variance))
             return hit
-        if self.model is None or self.play_sequence is None:
+        if self.play_sequence is None:
             return None
+        if self.model is None:
+            return self._data_playback()
         H = int(self.forecast_steps) if self.is_dynamical else 0
         key = (self.model_version, repr(self.play_sequence), H)
         hit = self._play_cache.get(key)
@@ -747,6 +750,25 @@ class ExplorerState(param.Parameterized):
                 self._play_cache.clear()
             self._play_cache[key] = hit
         return hit
+
+    def _data_playback(self) -> seqs.Playback:
+        """The chosen sequence of the data set as recorded (no model yet), its coordinates
+        against time on the data's first two principal axes (computed once per data set)."""
+        from .shared import shared
+
+        ds, seq = self.dataset, self.play_sequence
+        key = ("preview", repr(seq))
+        hit = self._play_cache.get(key)
+        if hit is None or hit[0] is not ds:  # held with its data set: an id can be reused
+            coords = shared(ds, "principal_coords", lambda: seqs.principal_coords(ds.Y))
+            try:
+                hit = (ds, seqs.data_playback(ds, seq, coords))
+            except ValueError as e:
+                raise UserError(f"cannot play sequence {seq!r}: {e}") from None
+            if len(self._play_cache) > 8:
+                self._play_cache.clear()
+            self._play_cache[key] = hit
+        return hit[1]
 
     # ------------------------------------------------------------------ observe and infer
     def infer_sources(self) -> dict:

@@ -399,13 +399,16 @@ class LatentView(_Rebuilding):
             "extrapolating** (log colour scale). Move the mouse to generate (follow mode) or click to pin a point; "
             "clicking a training point also shows its data.",
             styles={"font-size": "12px"}, width=PLOT_W, margin=(0, 10))
-        has_model = pn.bind(lambda v: self.state.model is not None, self.state.param.model_version)
         controls = pn.Row(self._follow, self._color, pn.Column(self._var, self._traj, self._unc))
-        return pn.Column(self._pane, self._placeholder, pn.Column(controls, explain, visible=has_model))
+        return pn.Column(self._pane, self._placeholder, pn.Column(controls, explain, visible=self._has_model()))
+
+    def _has_model(self):
+        return pn.bind(lambda v: self.state.model is not None, self.state.param.model_version)
 
     def sliders_card(self):
+        """The other dimensions' sliders (shown with a model: without one there are none)."""
         return pn.Card(self._reset, self._sliders, title="Other latent dimensions (held fixed)",
-                       collapsed=False, width=300)
+                       collapsed=False, width=300, visible=self._has_model())
 
 
 # --------------------------------------------------------------------------- output

@@ -147,6 +147,73 @@ def test_state_without_sequences_plays_nothing():
         sequence_gif(s)
 
 
+def test_principal_coords_are_the_data_on_its_leading_axes():
+    rng = np.random.default_rng(0)
+    Y = rng.normal(size=(50, 2)) @ np.array([[3.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 0.5]]) + 7.0
+    C = seqs.principal_coords(Y)
+    s = np.linalg.svd(Y - Y.mean(0), compute_uv=False)
+    np.testing.assert_allclose(np.sum(C**2, axis=0), s[:2] ** 2)  # PC1 then PC2
+    assert abs(C[:, 0] @ C[:, 1]) < 1e-8
+    np.testing.assert_array_equal(seqs.principal_coords(Y), C)  # the same signs every call
+    assert seqs.principal_coords(Y[:, :1]).shape == (50, 2)  # one column: PC2 is zeros
+
+
+def test_data_plays_as_recorded_before_any_model(walk, dyn_model):
+    """Loaded data without a model: its sequences play as recorded (the page was empty
+    until a model was trained), with the frames' principal coordinates against time."""
+    from explorer.player import TIME_TITLE, PlayerView
+
+    s = ExplorerState()
+    pv = PlayerView(state=s)
+    _render(pv._out_pane, pv._time_pane)
+    s.set_dataset(walk)
+    assert s.model is None and list(s.sequence_options().values()) == [0, 1, 2, 3] and s.play_sequence == 0
+    s.set_play_sequence(2)
+    pb = s.playback()
+    rows = np.flatnonzero(walk.sequence == 2)
+    assert pb.preview and s.playback() is pb  # cached
+    np.testing.assert_array_equal(pb.mean, walk.Y[rows])
+    np.testing.assert_array_equal(pb.t, walk.times[rows])
+    assert not pb.var.any() and pb.T == pb.n_train == rows.size
+    np.testing.assert_allclose(pb.mu, seqs.principal_coords(walk.Y)[rows])
+    # the player shows it: every frame sent, no spread, no forecast, no latent layers
+    assert pv._out_pane.visible and pv._time_pane.visible
+    J = len(walk.renderer.positions(walk.Y[0]))
+    assert len(pv.frames.data["u"]) == pb.T * J and not np.any(pv.frames.data["r"])
+    np.testing.assert_allclose(pv.traj.data["lx"], pb.mu[:, 0])
+    assert not pv.forecast_box.visible and not pv._horizon.visible
+    assert pv._figs["time"].title.text.startswith("Data over time") and "as recorded" in pv._note.object
+    assert len(pv.path_src.data["xs"]) == 0
+    # a model takes over the player
+    s.set_model(dyn_model, walk)
+    assert not s.playback().preview and pv._horizon.visible
+    assert pv._figs["time"].title.text.startswith(TIME_TITLE) and len(pv.path_src.data["xs"]) == 2
+    # data without sequences still has nothing to play
+    s.set_dataset(Dataset(name="flat", Y=walk.Y + 1.0, renderer=walk.renderer))
+    assert s.playback() is None and not pv._out_pane.visible and "No sequences" in pv._note.object
+
+
+def test_an_image_sequence_plays_before_any_model_without_its_sd_panel():
+    from bgplvm_datasets.record import ImageRenderer
+
+    from explorer.player import PlayerView
+
+    Y = np.random.default_rng(2).uniform(size=(12, 6))
+    ds = Dataset(name="vid", Y=Y, renderer=ImageRenderer(height=2, width=3, vmin=0, vmax=1),
+                 sequence=np.zeros(12, int), times=np.arange(12.0), meta={"time_unit": "frame"})
+    s = ExplorerState()
+    pv = PlayerView(state=s)
+    _render(pv._out_pane, pv._time_pane)
+    s.set_dataset(ds)
+    f = pv._by_kind["image"]
+    assert pv.meta.data["kind"] == ["image"] and len(pv.images.data["img"]) == 12
+    np.testing.assert_allclose(np.asarray(pv.images.data["img"][3])[::-1], Y[3].reshape(2, 3))
+    assert f["out"].visible and not f["sd"].visible  # the data has no sd
+    m = BayesianGPLVM(Y, latent_dim=2, num_inducing=4, seed=0)
+    s.set_model(m, ds)
+    assert f["sd"].visible and f["sd"].title.text == "Played: sd"
+
+
 # --------------------------------------------------------------------------- player view
 def test_player_sends_all_frames_once_and_draws_into_the_latent_view(dstate, walk):
     from explorer.player import PLAY_TITLE, TIME_TITLE, PlayerView

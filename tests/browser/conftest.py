@@ -69,7 +69,9 @@ def _page_stays_on_the_machine(request):
     """Every request a test's page makes goes to the explorer's own server: the app works
     with no network (Panel's theme stylesheets, for one, can point at cdn.holoviz.org when a
     pane is rebuilt outside its document). Requests elsewhere are aborted, as they would
-    fail offline, and fail the test."""
+    fail offline, and fail the test. So does an uncaught error in the page's JavaScript:
+    BokehJS stops applying the update it was in (an emptied latent layer repainted while
+    its figure left the page once left the player showing the previous model's frames)."""
     if "page" not in request.fixturenames:
         yield
         return
@@ -77,6 +79,8 @@ def _page_stays_on_the_machine(request):
 
     page = request.getfixturevalue("page")
     off: list[str] = []
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
 
     def route(r):
         url = r.request.url
@@ -91,3 +95,5 @@ def _page_stays_on_the_machine(request):
     if off:
         pytest.fail(f"the page asked for {len(set(off))} address(es) off this machine (they fail "
                     f"offline): {sorted(set(off))[:5]}")
+    if errors:
+        pytest.fail(f"{len(errors)} uncaught JavaScript error(s) in the page: {errors[:3]}")

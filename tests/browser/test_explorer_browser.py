@@ -183,6 +183,12 @@ def test_training_from_the_page_shows_progress_and_finishes(page, server):
     sel.select_option(label=sel.locator("option", has_text="Synthetic video").first.inner_text())
     page.get_by_role("button", name="Load data set").click()
     page.get_by_text(re.compile(r"^Loaded synth_video")).wait_for(timeout=20000)
+    # before any model the player shows the data itself: its frames, their principal
+    # coordinates against time (the page was empty until a model was trained)
+    wait_for(lambda: plot_info(page, "Data over time")["box"][2] > 0, timeout=20, what="the data's time plot")
+    frame = shot_of(page, plot_info(page, PLAYING), "frame")
+    assert len(np.unique(frame.reshape(-1, 3), axis=0)) > 20, "the video's first frame is not drawn"
+    page.screenshot(path=str(ARTIFACTS / "browser-03b-data-before-a-model.png"), full_page=True)
     iters = page.locator(".iters-input input")
     iters.fill("12")
     iters.press("Enter")
