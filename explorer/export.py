@@ -274,9 +274,11 @@ def trajectory_figure(state: ExplorerState, fmt: str = "png") -> bytes:
     return c.to_bytes()
 
 
-def _gif_pose_frame(uv, spread, conns, lim, forecast: bool, text: str, size: int = 260, ghost=None):
+def _gif_pose_frame(uv, spread, conns, lim, forecast: bool, text: str, size: int = 260, ghost=None,
+                    inferred=None):
     """One GIF frame of a pose: bones, 2-sd discs per joint and, for an inferred stretch,
-    the truth ``ghost`` (J, 2) in grey underneath (as on screen)."""
+    the truth ``ghost`` (J, 2) in grey underneath and the ``inferred`` bones ((B,) bool) in
+    orange (as on screen)."""
     from PIL import Image, ImageDraw
 
     s = 2  # drawn at 2x, then halved: smooth edges
@@ -296,8 +298,9 @@ def _gif_pose_frame(uv, spread, conns, lim, forecast: bool, text: str, size: int
         X, Y = px(u, v)
         d.ellipse([X - R, Y - R, X + R, Y + R], fill=disc, outline=(230, 25, 75, 140), width=s)
     col = (142, 68, 173) if forecast else (31, 59, 115)
-    for a, b in conns:
-        d.line([px(*uv[a]), px(*uv[b])], fill=col, width=4 * s)
+    orange = tuple(int(plots.INFERRED_COLOR[k:k + 2], 16) for k in (1, 3, 5))
+    for k, (a, b) in enumerate(conns):
+        d.line([px(*uv[a]), px(*uv[b])], fill=orange if inferred is not None and inferred[k] else col, width=4 * s)
     for u, v in uv:
         X, Y = px(u, v)
         d.ellipse([X - 3 * s, Y - 3 * s, X + 3 * s, Y + 3 * s], fill=col)
@@ -332,11 +335,16 @@ def sequence_gif(state: ExplorerState, fps: float | None = None, size: int = 260
         ghosts = (seqs.pose_frames(r, pb.truth, np.zeros_like(pb.truth), state.azimuth, state.elevation, zc)["uv"]
                   if pb.truth is not None else None)
         conns = np.asarray(r.connections, dtype=int).reshape(-1, 2)
+        inferred = None
+        if pb.hidden is not None and len(pb.hidden):
+            from .masks import hidden_bones
+
+            inferred = hidden_bones(ds, pb.hidden)
         for i in range(pb.T):
             text, fc = caption(i)
             frames.append(_gif_pose_frame(d["uv"][i], d["spread"][i], conns, lim, fc,
-                                          text + ("  (grey: truth)" if ghosts is not None else ""), size,
-                                          ghost=None if ghosts is None else ghosts[i]))
+                                          text + ("  (grey: truth, orange: inferred)" if ghosts is not None else ""),
+                                          size, ghost=None if ghosts is None else ghosts[i], inferred=inferred))
     elif kind == "image":
         fr = seqs.image_frames(r, pb.mean, pb.var)
         vmin, vmax = seqs.image_range(ds)

@@ -23,6 +23,7 @@ from panel.io.document import unlocked
 
 from . import sequences as seqs
 from .inference import noun as row_noun
+from .plots import INFERRED_COLOR
 from .shared import shared
 from .state import ExplorerState
 from .views import RIGHT_W, TextBox, guarded, show_bokeh
@@ -33,7 +34,6 @@ INFER_TITLE = "Observed & inferred"
 IMAGE_FIG = (125, 190)
 IMAGE_FRAME = (117, 164)
 HIDDEN_COLOR = "#e6194b"
-INFERRED_COLOR = "#ff8c00"
 GHOST_COLOR = "#b8b8b8"
 OBSERVED_COLOR = "#1f3b73"
 

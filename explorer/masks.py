@@ -135,6 +135,14 @@ def hidden_joints(ds, cols) -> np.ndarray:
     return np.array([bool(hidden.intersection(c.tolist())) for c in joint_columns(ds)])
 
 
+def hidden_bones(ds, cols) -> np.ndarray:
+    """(B,) bool, one per bone of ``ds.renderer.connections``: the bone ends at a joint whose
+    columns are (partly) hidden (the figures draw those bones as hidden or inferred)."""
+    hidden = hidden_joints(ds, cols)
+    conns = np.asarray(ds.renderer.connections, dtype=int).reshape(-1, 2)
+    return hidden[conns[:, 1]]
+
+
 def angle_columns(ds) -> np.ndarray | None:
     """Columns that are joint angles and their unit, for the RA error: (cols, to_degrees)."""
     r = ds.renderer

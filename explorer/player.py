@@ -26,7 +26,7 @@ from bokeh.plotting import figure
 from panel.io.document import unlocked
 
 from . import sequences as seqs
-from .plots import X_COLOR, Y_COLOR
+from .plots import INFERRED_COLOR, X_COLOR, Y_COLOR
 from .state import ExplorerState, UserError
 from .views import TextBox, guarded, show_bokeh
 
@@ -38,6 +38,7 @@ SD_TITLE = "Played: sd"
 IMG_FRAME_H = 140
 TIME_TITLE = "Latent trajectory over time"
 FORECAST_COLOR = "#8e44ad"  # purple: distinct from the label colours and the axis colours
+BONE_COLOR = "#1f3b73"
 TRAIN_PATH_COLOR = "#222222"
 SPEEDS = ["0.25x", "0.5x", "1x", "2x", "4x"]
 
@@ -54,12 +55,14 @@ span.line_color = fc ? '%(fc)s' : '#333333';
 const kind = meta.data.kind[0];
 if (kind === 'pose') {
   const J = meta.data.J[0], u = frames.data.u, v = frames.data.v, r = frames.data.r;
-  const a = bones.data.a, b = bones.data.b, o = i * J;
-  const x0 = [], y0 = [], x1 = [], y1 = [];
+  const a = bones.data.a, b = bones.data.b, c = bones.data.c, o = i * J;
+  const x0 = [], y0 = [], x1 = [], y1 = [], col = [];
+  const base = fc ? '%(fc)s' : '%(bone)s';
   for (let k = 0; k < a.length; k++) {
     x0.push(u[o + a[k]]); y0.push(v[o + a[k]]); x1.push(u[o + b[k]]); y1.push(v[o + b[k]]);
+    col.push(c && c[k] ? c[k] : base);  // an inferred stretch: its inferred bones in orange
   }
-  pose_bones.data = {x0: x0, y0: y0, x1: x1, y1: y1};
+  pose_bones.data = {x0: x0, y0: y0, x1: x1, y1: y1, color: col};
   const gu = ghost.data.gu, gv = ghost.data.gv;
   if (gu && gu.length) {
     const g0 = [], h0 = [], g1 = [], h1 = [];
@@ -73,7 +76,6 @@ if (kind === 'pose') {
   const x = [], y = [], rr = [];
   for (let j = 0; j < J; j++) { x.push(u[o + j]); y.push(v[o + j]); rr.push(2 * r[o + j]); }
   pose_joints.data = {x: x, y: y, r: rr};
-  pose_glyph.line_color = fc ? '%(fc)s' : '#1f3b73';
 } else if (kind === 'image') {
   const W = meta.data.W[0], H = meta.data.H[0];
   img_src.data = {image: [images.data.img[i]], x: [0], y: [0], dw: [W], dh: [H]};
@@ -92,7 +94,7 @@ info.text_color = fc ? '%(fc)s' : '#333333';
 window.__bgplvm_frames = window.__bgplvm_frames || [];
 window.__bgplvm_frames.push([performance.now(), i]);
 if (window.__bgplvm_frames.length > 5000) { window.__bgplvm_frames.splice(0, 2500); }
-""" % {"fc": FORECAST_COLOR, "tr": TRAIN_PATH_COLOR}
+""" % {"fc": FORECAST_COLOR, "tr": TRAIN_PATH_COLOR, "bone": BONE_COLOR}
 
 # Play / pause: a requestAnimationFrame loop that advances the slider at fps x speed.
 JS_PLAY = """
@@ -152,13 +154,13 @@ class PlayerView(pn.viewable.Viewer):
         self.frames = _cds(u=[], v=[], r=[])
         self.ghost = _cds(gu=[], gv=[])  # joints of the truth beside an inferred stretch (T * J rows)
         self.images = _cds(img=[], sd=[])
-        self.bones = _cds(a=[], b=[])
+        self.bones = _cds(a=[], b=[], c=[])  # c: a bone's own colour ("": the frame's)
         # latent-view layers (attached to the latent figure by ``attach_latent``)
         self.path_src = _cds(xs=[], ys=[], color=[], dash=[])
         self.ellipse_src = _cds(xs=[], ys=[], color=[], fill=[])
         # ---- drawn, changed by the browser on every frame
         self.marker = _local(_cds(lx=[], ly=[], color=[]))
-        self.pose_bones = _local(_cds(x0=[], y0=[], x1=[], y1=[]))
+        self.pose_bones = _local(_cds(x0=[], y0=[], x1=[], y1=[], color=[]))
         self.ghost_bones = _local(_cds(x0=[], y0=[], x1=[], y1=[]))  # the truth of an inferred stretch
         self.pose_joints = _local(_cds(x=[], y=[], r=[]))
         self.img_src = _local(_cds(image=[np.zeros((1, 1))], x=[0], y=[0], dw=[1], dh=[1]))
@@ -175,7 +177,6 @@ class PlayerView(pn.viewable.Viewer):
         self.loop = _local(CheckboxGroup(labels=["loop"], active=[0], css_classes=["play-loop"]))
         self.info = _local(Label(x=6, y=4, x_units="screen", y_units="screen", text="", text_font_size="12px",
                                  level="overlay", background_fill_color="white", background_fill_alpha=0.7))
-        self.pose_glyph = None
         self._figs = {}
         self._kind = None
         self._out_pane = pn.pane.Bokeh(None)
@@ -264,8 +265,7 @@ class PlayerView(pn.viewable.Viewer):
                   line_color="#b8b8b8", line_alpha=0.7)
         p.circle(x="x", y="y", radius="r", source=self.pose_joints, fill_color="#e6194b", fill_alpha=0.22,
                  line_color="#e6194b", line_alpha=0.55)
-        self.pose_glyph = p.segment(x0="x0", y0="y0", x1="x1", y1="y1", source=self.pose_bones,
-                                    line_width=4, line_color="#1f3b73").glyph
+        p.segment(x0="x0", y0="y0", x1="x1", y1="y1", source=self.pose_bones, line_width=4, line_color="color")
         p.scatter(x="x", y="y", source=self.pose_joints, size=5, color="#1f3b73")
         by_kind = {"pose": {"out": p}, "image": {}}
         self._img_mappers = {}
@@ -299,7 +299,7 @@ class PlayerView(pn.viewable.Viewer):
                     bones=self.bones, marker=self.marker, span=self.span, pose_bones=self.pose_bones,
                     ghost_bones=self.ghost_bones, ghost=self.ghost,
                     pose_joints=self.pose_joints, img_src=self.img_src, sd_src=self.sd_src, vec_src=self.vec_src,
-                    info=self.info, pose_glyph=self.pose_glyph)
+                    info=self.info)
         self.slider.js_on_change("value", CustomJS(args=args, code=JS_RENDER))
         self.toggle.js_on_change("active", CustomJS(args=dict(toggle=self.toggle, slider=self.slider, traj=self.traj,
                                                               meta=self.meta, speed=self.speed, loop=self.loop),
@@ -401,6 +401,15 @@ class PlayerView(pn.viewable.Viewer):
                         r=np.sqrt(pb.var).ravel().astype(np.float32)), pb.mean.shape[1]
         return None, 0
 
+    def _bone_colors(self, pb, n_bones: int) -> list[str]:
+        """Per bone: orange for the bones an inferred stretch filled in (as the infer
+        figure draws them), "" for the frame's own colour."""
+        if pb.hidden is None or not len(pb.hidden):
+            return [""] * n_bones
+        from .masks import hidden_bones
+
+        return [INFERRED_COLOR if h else "" for h in hidden_bones(self.state.dataset, pb.hidden)]
+
     def _pose_extent(self):
         s = self.state
         key = (s.model_version, id(s.dataset))
@@ -488,7 +497,7 @@ class PlayerView(pn.viewable.Viewer):
                                   unit=[self._unit()])
             if kind == "pose":
                 conns = np.asarray(s.dataset.renderer.connections, dtype=np.int32).reshape(-1, 2)
-                self.bones.data = dict(a=conns[:, 0], b=conns[:, 1])
+                self.bones.data = dict(a=conns[:, 0], b=conns[:, 1], c=self._bone_colors(pb, len(conns)))
             self.frames.data = cols if cols is not None else dict(u=[], v=[], r=[])
             self.ghost.data = self._ghost_columns(pb)
             self.images.data = images
@@ -529,7 +538,8 @@ class PlayerView(pn.viewable.Viewer):
             v = np.asarray(self.frames.data["v"])[i * J:(i + 1) * J]
             r = np.asarray(self.frames.data["r"])[i * J:(i + 1) * J]
             a, b = np.asarray(self.bones.data["a"]), np.asarray(self.bones.data["b"])
-            self.pose_bones.data = dict(x0=u[a], y0=v[a], x1=u[b], y1=v[b])
+            col = [c or (FORECAST_COLOR if fc else BONE_COLOR) for c in self.bones.data["c"]]
+            self.pose_bones.data = dict(x0=u[a], y0=v[a], x1=u[b], y1=v[b], color=col)
             gu = np.asarray(self.ghost.data["gu"])
             if gu.size:
                 gu, gv = gu[i * J:(i + 1) * J], np.asarray(self.ghost.data["gv"])[i * J:(i + 1) * J]
@@ -537,8 +547,6 @@ class PlayerView(pn.viewable.Viewer):
             else:
                 self.ghost_bones.data = dict(x0=[], y0=[], x1=[], y1=[])
             self.pose_joints.data = dict(x=u, y=v, r=2 * r)
-            if self.pose_glyph is not None:
-                self.pose_glyph.line_color = FORECAST_COLOR if fc else "#1f3b73"
         elif kind == "image":
             W, H = meta["W"][0], meta["H"][0]
             self.img_src.data = dict(image=[self.images.data["img"][i]], x=[0], y=[0], dw=[W], dh=[H])

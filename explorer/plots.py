@@ -20,6 +20,7 @@ Y_COLOR = "#1f77b4"    # ARD bar shown on the y axis
 ON_COLOR = "#7f9fbf"   # other active dimensions
 OFF_COLOR = "#d9d9d9"  # switched-off dimensions
 CURSOR_COLOR = "#e6194b"
+INFERRED_COLOR = "#ff8c00"  # what observe-and-infer filled in (bones, reconstruction)
 VARIANCE_CMAP = "Greys"  # light = confident, dark = uncertain
 TIME_CMAP = "viridis"
 

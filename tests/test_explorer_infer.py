@@ -4,6 +4,7 @@ inferred stretch as the player's playback (truth as a ghost), and the view's sou
 
 from __future__ import annotations
 
+import io
 import re
 import time
 
@@ -113,10 +114,28 @@ def test_inference_feeds_the_view_and_the_latent_view(st, walk):
     assert len(iv.ghost.data["x0"]) == len(walk.renderer.connections)  # the truth as a ghost
     assert len(iv.discs.data["x"]) == 8
     assert iv._figs["out"].title.text.startswith("Observed & inferred: error")
-    # the player now plays the stretch with the truth beside it
+    # the player now plays the stretch with the truth beside it, its inferred bones in
+    # orange as in the infer figure (the legs' bones; the others in the frame's colour)
+    from explorer.masks import hidden_bones
+    from explorer.player import BONE_COLOR
+    from explorer.plots import INFERRED_COLOR
+
     assert len(pv.ghost.data["gu"]) == 4 * len(walk.renderer.positions(walk.Y[0]))
+    legs = hidden_bones(walk, st.hidden_columns())
+    assert 0 < legs.sum() < legs.size
+    assert pv.pose_bones.data["color"] == [INFERRED_COLOR if h else BONE_COLOR for h in legs]
+    # and so does the GIF of the stretch: some orange in its frames
+    from PIL import Image
+
+    from explorer.export import sequence_gif
+
+    gif = Image.open(io.BytesIO(sequence_gif(st)))
+    assert gif.n_frames == 4
+    rgb = np.asarray(gif.convert("RGB"), dtype=int)
+    assert np.any((np.abs(rgb - [255, 140, 0]).sum(-1)) < 40)
     iv._play.value = False
     assert st.play_mode == "sequence" and len(pv.ghost.data["gu"]) == 0
+    assert set(pv.pose_bones.data["color"]) == {BONE_COLOR}
 
 
 def test_nearest_neighbour_fill_uses_only_observed_entries():
