@@ -316,7 +316,9 @@ class ExplorerState(param.Parameterized):
             self._reset_sequence()
             self.error = ""
             self.info = f"Loaded {ds.name}: {ds.N} rows x {ds.D} columns." + (
-                "" if self.model is not None else " Press Train to fit a model.")
+                "" if self.model is not None else " Press Train to fit a model" + (
+                    "; meanwhile Play & forecast plays the data as recorded." if self.play_sequence is not None
+                    else "."))
 
     def open_asset(self, name: str) -> None:
         """Open one of the shipped pre-trained models with its data set."""
@@ -388,7 +390,14 @@ class ExplorerState(param.Parameterized):
         n = len(np.unique(ds.sequence)) if ds.sequence is not None else 1
         what = ("the dynamical prior (chosen) models them in time" if self.prior == "dynamical"
                 else "choose the dynamical prior to model them in time")
-        return f" {n} sequence(s) with time stamps: {what}."
+        meta = ds.meta or {}
+        fps = meta.get("frame_rate_hz") or meta.get("fps")
+        rate = ""
+        if fps:  # where the playback rate comes from (the frames/s box is for rows without times)
+            src = ("its own time stamps; the frames/s box is not used" if meta.get("own_times")
+                   else "every k-th of the AMC's frames" if meta.get("frame_rate_hz") else "the frames/s box")
+            rate = f" Plays at {float(fps):.3g} frames/s ({src})."
+        return f" {n} sequence(s) with time stamps: {what}.{rate}"
 
     def load_model_bytes(self, filename: str, data: bytes) -> None:
         """Open an uploaded saved model (and the data set it names, when available)."""

@@ -173,7 +173,8 @@ def array_dataset(filename: str, data: bytes, kind: str = "vector", height: int 
     if own_times:  # the file's time stamps set the playback rate, not the page's frames/s
         fps = _frame_rate(t, seq, float(fps))
     name = os.path.splitext(os.path.basename(filename))[0] or "upload"
-    meta = {"title": f"{filename} (uploaded)", "fps": float(fps), "time_unit": "s", "uploaded": True}
+    meta = {"title": f"{filename} (uploaded)", "fps": float(fps), "time_unit": "s", "uploaded": True,
+            "own_times": own_times}
     if kind == "image":
         lo, hi = float(Y.min()), float(Y.max())
         renderer = image_renderer(D, height, width, order, lo, hi, filename)

@@ -168,6 +168,7 @@ def test_data_plays_as_recorded_before_any_model(walk, dyn_model):
     _render(pv._out_pane, pv._time_pane)
     s.set_dataset(walk)
     assert s.model is None and list(s.sequence_options().values()) == [0, 1, 2, 3] and s.play_sequence == 0
+    assert "Play & forecast plays the data as recorded" in s.info
     s.set_play_sequence(2)
     pb = s.playback()
     rows = np.flatnonzero(walk.sequence == 2)

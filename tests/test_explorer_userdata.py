@@ -345,3 +345,8 @@ def test_the_upload_note_knows_which_prior_is_chosen():
     s.prior = "dynamical"
     s.load_upload("d.npz", _npz(Y=Y, t=np.arange(10) * 0.1))
     assert "dynamical prior (chosen)" in s.info and "choose the" not in s.info
+    # and says where the playback rate comes from: the file's time stamps, or the box
+    assert "Plays at 10 frames/s (its own time stamps; the frames/s box is not used)" in s.info
+    s.upload_fps, s.rows_are_frames = 25.0, True
+    s.load_upload("rows.npy", _npy(Y))
+    assert "Plays at 25 frames/s (the frames/s box)" in s.info
