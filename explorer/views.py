@@ -67,6 +67,26 @@ def show_bokeh(pane, visible: bool) -> None:
         pane.visible = visible
 
 
+def checkbox(obj: param.Parameterized, name: str, label: str, **kw) -> pn.widgets.CheckBoxGroup:
+    """A checkbox for boolean parameter ``name`` of ``obj`` (both ways) whose label is
+    clickable: a one-item CheckBoxGroup, drawn as an HTML <label> around the box and its
+    text. Bokeh's Checkbox draws its text beside the box, where clicks did nothing."""
+    w = pn.widgets.CheckBoxGroup(options=[label], value=[label] if getattr(obj, name) else [], inline=True, **kw)
+
+    def to_param(event):
+        if (label in event.new) != getattr(obj, name):
+            setattr(obj, name, label in event.new)
+
+    def to_widget(event):
+        want = [label] if event.new else []
+        if w.value != want:
+            w.value = want
+
+    w.param.watch(to_param, "value")
+    obj.param.watch(to_widget, name)
+    return w
+
+
 class TextBox(pn.viewable.Viewer):
     """A few lines of HTML text as a plain Bokeh Div, for text that changes while its tab
     may be hidden. Panel's Markdown pane, updated with its model outside the document (a
@@ -137,7 +157,7 @@ class ArdView(_Rebuilding):
         s = self.state
         self._xsel = pn.widgets.Select(label="x axis", width=210)
         self._ysel = pn.widgets.Select(label="y axis", width=210)
-        self._sort = pn.widgets.Checkbox.from_param(s.param.sort_ard, label="sort by weight")
+        self._sort = checkbox(s, "sort_ard", "sort by weight")
         self._xsel.param.watch(lambda e: self._select("x", e.new), "value")
         self._ysel.param.watch(lambda e: self._select("y", e.new), "value")
         s.param.watch(self._sync_selects, ["model_version", "x_dim", "y_dim"])
@@ -218,9 +238,9 @@ class LatentView(_Rebuilding):
         super().__init__(**params)
         s = self.state
         self._color = pn.widgets.Select.from_param(s.param.color_by, label="colour points by", width=140)
-        self._unc = pn.widgets.Checkbox.from_param(s.param.show_uncertainty, label="q(x) ellipses (2 sd)")
-        self._traj = pn.widgets.Checkbox.from_param(s.param.show_trajectories, label="trajectories")
-        self._var = pn.widgets.Checkbox.from_param(s.param.show_variance, label="variance background")
+        self._unc = checkbox(s, "show_uncertainty", "q(x) ellipses (2 sd)")
+        self._traj = checkbox(s, "show_trajectories", "trajectories")
+        self._var = checkbox(s, "show_variance", "variance background")
         self._follow = pn.widgets.Toggle.from_param(s.param.follow, label="Follow mouse", width=130,
                                                     color="primary")
         self._reset = pn.widgets.Button(label="Reset sliders to mean of q(X)", width=220)
@@ -764,7 +784,7 @@ class ModelPanel(pn.viewable.Viewer):
         self._W = pn.widgets.IntInput.from_param(s.param.image_width, label="width W", width=70)
         self._order = pn.widgets.Select.from_param(s.param.image_order, label="pixels", width=70,
                                                    options={"rows": "C", "columns": "F"})
-        self._frames = pn.widgets.Checkbox.from_param(s.param.rows_are_frames, label="rows are frames in time order")
+        self._frames = checkbox(s, "rows_are_frames", "rows are frames in time order")
         self._fps = pn.widgets.FloatInput.from_param(s.param.upload_fps, label="frames/s", width=70)
         self._sub = pn.widgets.IntInput.from_param(s.param.mocap_subsample, label="AMC: every k-th", width=110)
         self._Q = pn.widgets.IntInput.from_param(s.param.latent_dim, label="latent dims Q", width=70)

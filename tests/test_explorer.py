@@ -850,3 +850,17 @@ def test_vector_gif_frames_fill_their_frame(walk):
     H, W = ink.shape
     assert (W, H) == (480, 200) and gif.n_frames == s.playback().T
     assert ink[:, W // 2:].sum() > 200 and ink[H // 2:, :].sum() > 200  # not only the top-left
+
+
+def test_checkboxes_follow_their_parameter_both_ways(state):
+    """The page's checkboxes are one-item CheckBoxGroups (their text is a clickable
+    <label>; Bokeh's Checkbox text was not) kept in step with the state's booleans."""
+    from explorer.views import checkbox
+
+    w = checkbox(state, "show_variance", "variance background")
+    assert w.value == ["variance background"] and state.show_variance
+    w.value = []
+    assert state.show_variance is False
+    state.show_variance = True
+    assert w.value == ["variance background"]
+

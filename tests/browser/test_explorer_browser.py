@@ -105,6 +105,11 @@ def test_page_loads_with_ard_and_latent_view(page, server):
     assert len(np.unique(img.reshape(-1, 3), axis=0)) > 50
     assert page.get_by_text("lower bound").first.is_visible()
     page.screenshot(path=str(ARTIFACTS / "browser-01-loaded.png"), full_page=True)
+    # a checkbox's text toggles it, as in any form (Bokeh's own Checkbox text did not)
+    box = page.get_by_role("checkbox", name="q(x) ellipses (2 sd)")
+    assert not box.is_checked()
+    page.get_by_text("q(x) ellipses (2 sd)", exact=True).click()
+    wait_for(box.is_checked, timeout=5, what="the label click to tick the box")
     print(f"page load to drawn plots: {load_s:.2f} s")
 
 
