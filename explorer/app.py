@@ -37,9 +37,10 @@ the mouse (follow mode) or click to generate the pose / frame at that point, wit
 uncertainty; clicking a training point shows its data. (3) **Play** a training sequence: the
 marker moves along its latent trajectory while the pose animates; past the last training frame
 the dynamical model **forecasts** from its time prior, and the bands and discs show how the
-uncertainty grows. Data loaded without a model play as recorded, to look at before training. (4) **Observe & infer**: hide part of a test frame and let the model infer
-it. (5) **Train** a new model (static or dynamical) -- it runs in a separate low-priority
-process. (6) **Export** figures, coordinates and the played sequence as an animated GIF.
+uncertainty grows; data loaded without a model play as recorded, to look at before training.
+(4) **Observe & infer**: hide part of a test frame and let the model infer it. (5) **Train** a
+new model (static or dynamical) -- it runs in a separate low-priority process. (6) **Export**
+figures, coordinates and the played sequence as an animated GIF.
 """
 
 

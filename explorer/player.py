@@ -266,7 +266,7 @@ class PlayerView(pn.viewable.Viewer):
         p.circle(x="x", y="y", radius="r", source=self.pose_joints, fill_color="#e6194b", fill_alpha=0.22,
                  line_color="#e6194b", line_alpha=0.55)
         p.segment(x0="x0", y0="y0", x1="x1", y1="y1", source=self.pose_bones, line_width=4, line_color="color")
-        p.scatter(x="x", y="y", source=self.pose_joints, size=5, color="#1f3b73")
+        p.scatter(x="x", y="y", source=self.pose_joints, size=5, color=BONE_COLOR)
         by_kind = {"pose": {"out": p}, "image": {}}
         self._img_mappers = {}
         for name, src, pal in (("out", self.img_src, "Greys256"), ("sd", self.sd_src, "Magma256")):
@@ -337,10 +337,11 @@ class PlayerView(pn.viewable.Viewer):
     def _refresh(self, *events):
         s = self.state
         pb = s.playback()
-        last = self._shown
-        if pb is not None and last is not None and (last[0], last[1], last[2]) == (s.model_version, id(s.dataset), id(pb)):
+        shown = (s.model_version, s.dataset, pb)
+        if pb is not None and self._shown is not None and shown[0] == self._shown[0] \
+                and all(a is b for a, b in zip(shown[1:], self._shown[1:])):
             return  # already on the page (a data set that drops its model reports both changes)
-        self._shown = (s.model_version, id(s.dataset), id(pb), s.dataset, pb)  # held: no id is reused
+        self._shown = shown
         if pb is None:
             show_bokeh(self._out_pane, False)
             show_bokeh(self._time_pane, False)
