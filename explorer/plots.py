@@ -302,10 +302,12 @@ def vector_plot(mean: np.ndarray, std=None, train=None, title: str = OUTPUT_TITL
     vd = hv.Dimension("y", label="value")
     std = np.zeros_like(mean) if std is None else np.asarray(std)
     train = np.full_like(mean, np.nan) if train is None else np.asarray(train)
+    # short labels: the legend is one row over a 270-px figure ("generated +-2 sd",
+    # "generated", "training point" were cut to "tra" beside the player's figure)
     layers = [
         hv.Spread((d, mean, 2 * std), kdims=[kd], vdims=[vd, "err"],
-                  label="generated +-2 sd").opts(color="#e6194b", alpha=0.25),
-        hv.Curve((d, mean), kdims=[kd], vdims=[vd], label="generated").opts(color="#e6194b", line_width=2),
+                  label="\u00b12 sd").opts(color="#e6194b", alpha=0.25),
+        hv.Curve((d, mean), kdims=[kd], vdims=[vd], label="mean").opts(color="#e6194b", line_width=2),
         hv.Scatter((d, train), kdims=[kd], vdims=[vd], label="training point").opts(
             color="black", size=6, marker="diamond"),
     ]
