@@ -138,6 +138,9 @@ class _Rebuilding(pn.viewable.Viewer):
         self._placeholder.object = self._empty_text()
 
     def _empty_text(self) -> str:
+        ds = self.state.dataset
+        if ds is not None:
+            return f"*No model of {html.escape(ds.name)} yet: press **Train** (section 2), or open a saved model.*"
         return "*No model yet: train one or open a saved model.*"
 
     def _build(self):  # pragma: no cover - abstract
@@ -437,6 +440,10 @@ class OutputView(_Rebuilding):
     the selected training point beside it."""
 
     _rebuild_on = ("model_version", "dataset")
+
+    def _empty_text(self) -> str:
+        # with data loaded the latent view's message says it (and the player shows the data)
+        return "" if self.state.dataset is not None else super()._empty_text()
 
     def __init__(self, **params):
         self._train_pane = pn.pane.HoloViews(None, linked_axes=False)

@@ -163,12 +163,17 @@ def test_data_plays_as_recorded_before_any_model(walk, dyn_model):
     until a model was trained), with the frames' principal coordinates against time."""
     from explorer.player import TIME_TITLE, PlayerView
 
+    from explorer.views import LatentView, OutputView
+
     s = ExplorerState()
     pv = PlayerView(state=s)
+    lv, ov = LatentView(state=s), OutputView(state=s)
     _render(pv._out_pane, pv._time_pane)
     s.set_dataset(walk)
     assert s.model is None and list(s.sequence_options().values()) == [0, 1, 2, 3] and s.play_sequence == 0
     assert "Play & forecast plays the data as recorded" in s.info
+    # one message where the latent view will be, none beside the player's figure
+    assert "No model of synth_walk yet" in lv._placeholder.object and ov._placeholder.object == ""
     s.set_play_sequence(2)
     pb = s.playback()
     rows = np.flatnonzero(walk.sequence == 2)
