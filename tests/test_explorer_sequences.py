@@ -156,6 +156,11 @@ def test_principal_coords_are_the_data_on_its_leading_axes():
     assert abs(C[:, 0] @ C[:, 1]) < 1e-8
     np.testing.assert_array_equal(seqs.principal_coords(Y), C)  # the same signs every call
     assert seqs.principal_coords(Y[:, :1]).shape == (50, 2)  # one column: PC2 is zeros
+    # a wide upload takes only the two leading axes (ARPACK), with the same answer
+    W = rng.normal(size=(1100, 1200)) * np.linspace(3.0, 1.0, 1200)
+    C = seqs.principal_coords(W)
+    s = np.linalg.svd(W - W.mean(0), compute_uv=False)
+    np.testing.assert_allclose(np.sum(C**2, axis=0), s[:2] ** 2, rtol=1e-8)
 
 
 def test_data_plays_as_recorded_before_any_model(walk, dyn_model):
