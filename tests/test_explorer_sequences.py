@@ -204,7 +204,7 @@ def test_data_plays_as_recorded_before_any_model(walk, dyn_model):
     assert s.playback() is None and not pv._out_pane.visible and "No sequences" in pv._note.object
 
 
-def test_an_image_sequence_plays_before_any_model_without_its_sd_panel():
+def test_an_image_sequence_plays_before_any_model_without_its_sd_panel(walk):
     from bgplvm_datasets.record import ImageRenderer
 
     from explorer.player import PlayerView
@@ -215,6 +215,8 @@ def test_an_image_sequence_plays_before_any_model_without_its_sd_panel():
     s = ExplorerState()
     pv = PlayerView(state=s)
     _render(pv._out_pane, pv._time_pane)
+    s.set_dataset(walk)  # its sequence 0 plays; the video's first sequence is 0 as well
+    assert pv.meta.data["kind"] == ["pose"] and s.play_sequence == 0
     s.set_dataset(ds)
     f = pv._by_kind["image"]
     assert pv.meta.data["kind"] == ["image"] and len(pv.images.data["img"]) == 12
