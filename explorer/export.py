@@ -210,8 +210,10 @@ def output_figure(state: ExplorerState, fmt: str = "png") -> bytes:
 
 
 # --------------------------------------------------------------------------- sequences
-def _need_playback(state: ExplorerState):
-    _need_model(state)
+def _need_playback(state: ExplorerState, model: bool = True):
+    """What the player plays (``model``: only a model's; else the data as recorded too)."""
+    if model:
+        _need_model(state)
     pb = state.playback()
     if pb is None:
         raise UserError("no sequence to export: this data set has no sequences (time stamps or sequence ids)")
@@ -294,6 +296,8 @@ def _gif_pose_frame(uv, spread, conns, lim, forecast: bool, text: str, size: int
 
     disc = (230, 25, 75, 55)
     for (u, v), r in zip(uv, spread):
+        if r <= 0:  # the data as recorded: no spread
+            continue
         R = 2 * r / (2 * lim) * size * s
         X, Y = px(u, v)
         d.ellipse([X - R, Y - R, X + R, Y + R], fill=disc, outline=(230, 25, 75, 140), width=s)
@@ -310,11 +314,11 @@ def _gif_pose_frame(uv, spread, conns, lim, forecast: bool, text: str, size: int
 
 
 def sequence_gif(state: ExplorerState, fps: float | None = None, size: int = 260) -> bytes:
-    """The played sequence (with its forecast) as an animated GIF, at the data's frame rate."""
+    """The played sequence (with its forecast) as an animated GIF, at the data's frame rate:
+    the data as recorded too, before a model (``Playback.preview``)."""
     from PIL import Image, ImageDraw
 
-
-    pb = _need_playback(state)
+    pb = _need_playback(state, model=False)
     ds = state.dataset
     r = ds.renderer
     kind = getattr(r, "kind", "vector")
@@ -354,15 +358,18 @@ def sequence_gif(state: ExplorerState, fps: float | None = None, size: int = 260
         right = "sd" if truth is None else "truth"
         for i in range(pb.T):
             a = colormap(fr["img"][i], "gray", vmin, vmax)
-            b = (colormap(fr["sd"][i], "magma", 0.0, seqs.sd_scale(state.model)) if truth is None
-                 else colormap(truth[i], "gray", vmin, vmax))
-            both = np.concatenate([a, np.full((Hh, 2, 3), 255, np.uint8), b], axis=1)
+            if pb.preview:  # the data: no sd beside it
+                both, note = a, "   (the data as recorded)"
+            else:
+                b = (colormap(fr["sd"][i], "magma", 0.0, seqs.sd_scale(state.model)) if truth is None
+                     else colormap(truth[i], "gray", vmin, vmax))
+                both = np.concatenate([a, np.full((Hh, 2, 3), 255, np.uint8), b], axis=1)
+                note = f"   (left: mean, right: {right})"
             im = Image.fromarray(both).resize((both.shape[1] * k, Hh * k), Image.NEAREST)
-            canvas = Image.new("RGB", (im.width, im.height + 16), "white")
+            canvas = Image.new("RGB", (max(im.width, 160), im.height + 16), "white")
             canvas.paste(im, (0, 16))
             text, fc = caption(i)
-            ImageDraw.Draw(canvas).text((2, 2), text + f"   (left: mean, right: {right})",
-                                        fill=(142, 68, 173) if fc else (40, 40, 40))
+            ImageDraw.Draw(canvas).text((2, 2), text + note, fill=(142, 68, 173) if fc else (40, 40, 40))
             frames.append(canvas)
     else:
         sd = np.sqrt(pb.var)
@@ -484,19 +491,22 @@ class ExportPanel(pn.viewable.Viewer):
         self._buttons.append(self._sequence_buttons[2:])
         self._buttons.append([self._button("coords", "csv", "Latent coords CSV"),
                               self._button("coords", "npz", "Latent coords NPZ")])
-        self.state.param.watch(self._enable, ["model_version", "play_sequence", "play_mode", "inference"])
+        self.state.param.watch(self._enable, ["model_version", "play_sequence", "play_mode", "inference",
+                                              "dataset"])
         self._enable()
 
     def _enable(self, *events):
         """No model, nothing to export: the buttons are off (a click answered with no file,
-        which Panel logged as a traceback on the server); the trajectory and the GIF also
-        need a sequence in the player (a data set without time stamps or sequence ids has
-        none)."""
+        which Panel logged as a traceback on the server), except the GIF of data played as
+        recorded; the trajectory and the GIF also need a sequence in the player (a data set
+        without time stamps or sequence ids has none)."""
         s = self.state
         playable = s.play_sequence is not None or (s.play_mode == "inferred" and s.inference is not None)
+        gif = self._sequence_buttons[2]
         for row in self._buttons:
             for btn in row:
-                btn.disabled = s.model is None or (any(btn is b for b in self._sequence_buttons) and not playable)
+                seq = any(btn is b for b in self._sequence_buttons)
+                btn.disabled = (s.model is None and btn is not gif) or (seq and not playable)
 
     def _filename(self, what, fmt):
         base = {"coords": "latent"}.get(what, what)

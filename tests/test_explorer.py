@@ -662,9 +662,31 @@ def test_export_buttons_are_off_without_a_model(walk, walk_model):
     s.set_dataset(walk)
     panel = ExportPanel(state=s)
     buttons = [b for row in panel._buttons for b in row]
-    assert buttons and all(b.disabled for b in buttons)
+    # the GIF of the data as the player plays it before a model is the one on
+    assert buttons and {b.label for b in buttons if not b.disabled} == {"Played sequence GIF"}
     s.set_model(walk_model, walk)
     assert not any(b.disabled for b in buttons)
+    s.set_dataset(Dataset(name="flat", Y=walk.Y + 1.0, renderer=walk.renderer))  # no model, no sequences
+    assert all(b.disabled for b in buttons)
+
+
+def test_a_gif_of_the_data_before_a_model(walk):
+    """Before a model, the GIF holds the data as recorded: every frame of the sequence,
+    no spread discs (poses); the image frame alone, without an sd panel (video)."""
+    from explorer.export import sequence_gif
+
+    s = ExplorerState()
+    s.set_dataset(walk)
+    gif = Image.open(io.BytesIO(sequence_gif(s)))
+    assert gif.n_frames == int(np.sum(walk.sequence == 0))
+    rgb = np.asarray(gif.convert("RGB"), dtype=int)
+    assert not np.any(np.abs(rgb - [230, 25, 75]).sum(-1) < 60)  # no red spread discs
+    Y = np.random.default_rng(0).uniform(size=(6, 12))
+    vid = Dataset(name="vid", Y=Y, renderer=ImageRenderer(height=3, width=4, vmin=0, vmax=1),
+                  sequence=np.zeros(6, int), times=np.arange(6.0))
+    s.set_dataset(vid)
+    gif = Image.open(io.BytesIO(sequence_gif(s, size=40)))
+    assert gif.n_frames == 6 and gif.size == (160, 10 * 3 + 16)  # one 4 x 3 frame at 10x, caption above
 
 
 def test_latent_ellipses_are_one_path_broken_by_nan():
