@@ -37,6 +37,7 @@ SD_TITLE = "Played: sd"
 #: height of the played image's drawing area (px); its width follows the frames' aspect
 IMG_FRAME_H = 140
 TIME_TITLE = "Latent trajectory over time"
+GALLERY_TITLE = "The data"
 FORECAST_COLOR = "#8e44ad"  # purple: distinct from the label colours and the axis colours
 BONE_COLOR = "#1f3b73"
 TRAIN_PATH_COLOR = "#222222"
@@ -154,6 +155,7 @@ class PlayerView(pn.viewable.Viewer):
         self.frames = _cds(u=[], v=[], r=[])
         self.ghost = _cds(gu=[], gv=[])  # joints of the truth beside an inferred stretch (T * J rows)
         self.images = _cds(img=[], sd=[])
+        self.gallery_src = _cds(image=[np.zeros((1, 1), np.float32)], dw=[1], dh=[1])
         self.bones = _cds(a=[], b=[], c=[])  # c: a bone's own colour ("": the frame's)
         # latent-view layers (attached to the latent figure by ``attach_latent``)
         self.path_src = _cds(xs=[], ys=[], color=[], dash=[])
@@ -183,6 +185,7 @@ class PlayerView(pn.viewable.Viewer):
         self._time_pane = pn.pane.Bokeh(None)
         # built once, before the page exists: later only shown, hidden and fed (_use_kind)
         self._out_pane.object, self._time_pane.object = self._build_figures()
+        self._gallery_pane = pn.pane.Bokeh(self._build_gallery(), visible=False)
         self._shown = None  # (model_version, data set, playback) last pushed by ``_refresh``
         self._use_kind("pose")
         self._seq = pn.widgets.Select(label="sequence", width=220, css_classes=["play-sequence"])
@@ -309,6 +312,41 @@ class PlayerView(pn.viewable.Viewer):
         outs = [p, by_kind["image"]["out"], by_kind["image"]["sd"], v]
         return row(*outs), column(controls, tp)
 
+    def _build_gallery(self):
+        """A sample of an image data set's rows, for data with no sequences to play (digits,
+        USPS): otherwise the tab had only its note to show."""
+        g = figure(frame_width=IMG_FRAME_H, frame_height=IMG_FRAME_H, title=GALLERY_TITLE, toolbar_location=None,
+                   tools="", min_border=4, x_range=Range1d(0, 1), y_range=Range1d(0, 1))
+        g.axis.visible = False
+        g.grid.visible = False
+        g.title.text_font_size = "12px"
+        r = g.image(image="image", x=0, y=0, dw="dw", dh="dh", source=self.gallery_src, palette="Greys256")
+        self._gallery_mapper = r.glyph.color_mapper
+        self._gallery_fig = g
+        return g
+
+    def _show_gallery(self, ds) -> None:
+        """Show ``ds``'s sample of rows (``seqs.gallery_rows``) or, with None, hide it."""
+        if ds is None:
+            show_bokeh(self._gallery_pane, False)
+            return
+        rows, cols = seqs.gallery_rows(ds)
+        img = seqs.mosaic(ds.renderer, ds.Y[rows], cols)
+        H, W = img.shape
+        tile = max(ds.renderer.image(ds.Y[0]).shape)
+        scale = float(np.clip(48.0 / tile, 1.0, 4.0))
+        vmin, vmax = seqs.image_range(ds)
+        with unlocked():
+            self.gallery_src.data = dict(image=[np.ascontiguousarray(img[::-1], dtype=np.float32)], dw=[W], dh=[H])
+            g = self._gallery_fig
+            g.x_range.start, g.x_range.end, g.y_range.start, g.y_range.end = 0, W, 0, H
+            g.frame_width = int(min(round(W * scale), 520))
+            g.frame_height = int(round(g.frame_width * H / W))
+            self._gallery_mapper.update(low=vmin, high=vmax)
+            each = " (the first of each class)" if ds.labels is not None else " (evenly spaced)"
+            g.title.text = f"{GALLERY_TITLE}: {len(rows)} of {ds.N} rows{each}"
+        show_bokeh(self._gallery_pane, True)
+
     def _use_kind(self, kind: str) -> None:
         """Show the output figures of data of this kind ("pose", "image" or "vector")."""
         with unlocked():  # may run outside the document's lock (a model loaded in a thread)
@@ -345,6 +383,7 @@ class PlayerView(pn.viewable.Viewer):
         if pb is None:
             show_bokeh(self._out_pane, False)
             show_bokeh(self._time_pane, False)
+            self._show_gallery(s.dataset if s.dataset is not None and self.kind == "image" else None)
             self._set_note("<i>No sequences to play: this data set has no sequence ids or time stamps.</i>"
                            if s.model is not None or s.dataset is not None else "<i>No model yet.</i>")
             with unlocked():
@@ -355,6 +394,7 @@ class PlayerView(pn.viewable.Viewer):
         kind = self.kind
         if kind != self._kind:
             self._use_kind(kind)
+        self._show_gallery(None)
         with unlocked():
             self._time_fig.xaxis.axis_label = f"time ({self._unit()})"
         show_bokeh(self._out_pane, True)
@@ -625,7 +665,7 @@ class PlayerView(pn.viewable.Viewer):
 
     def timeline_panel(self):
         """Sequence and horizon choice, play controls, the latent coordinates against time."""
-        return pn.Column(self._controls, self._time_pane, self._note)
+        return pn.Column(self._controls, self._time_pane, self._note, self._gallery_pane)
 
     def __panel__(self):
         return pn.Column(self.output_panel(), self.timeline_panel())

@@ -276,6 +276,35 @@ def sd_scale(model) -> float:
     return float(np.sqrt(prior + float(model.noise_variance)))
 
 
+def gallery_rows(ds, n: int = 40, cols: int = 8) -> tuple[np.ndarray, int]:
+    """Up to ``n`` row indices that show what an image data set holds, and the tiles per
+    row of a mosaic of them: with labels the same number of each class in class order (the
+    first rows of each), whole classes to a row of tiles; else rows evenly spaced through
+    the set, ``cols`` to a row."""
+    N = int(ds.N)
+    if ds.labels is not None:
+        labels = np.asarray(ds.labels)
+        classes = np.unique(labels)
+        per = max(1, n // max(1, len(classes)))
+        rows = np.concatenate([np.flatnonzero(labels == c)[:per] for c in classes])[:n]
+        return rows, (per * max(1, cols // per) if per <= cols else cols)
+    return np.unique(np.linspace(0, N - 1, min(n, N)).round().astype(int)), cols
+
+
+def mosaic(renderer, Y: np.ndarray, cols: int = 8) -> np.ndarray:
+    """Rows of Y (k, D) drawn as upright images side by side, ``cols`` to a row of tiles,
+    one NaN pixel between tiles (drawn transparent): (rows * (H + 1) - 1, cols * (W + 1) - 1)."""
+    tiles = [renderer.image(y) for y in np.atleast_2d(Y)]
+    H, W = tiles[0].shape
+    cols = max(1, min(int(cols), len(tiles)))
+    nrow = -(-len(tiles) // cols)
+    out = np.full((nrow * (H + 1) - 1, cols * (W + 1) - 1), np.nan)
+    for k, im in enumerate(tiles):
+        r, c = divmod(k, cols)
+        out[r * (H + 1):r * (H + 1) + H, c * (W + 1):c * (W + 1) + W] = im
+    return out
+
+
 def image_frames(renderer, mean: np.ndarray, var: np.ndarray) -> dict:
     """``img`` and ``sd`` (T, H, W): upright mean frames and per-pixel standard deviations."""
     mean = np.atleast_2d(mean)

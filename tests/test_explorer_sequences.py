@@ -227,6 +227,32 @@ def test_an_image_sequence_plays_before_any_model_without_its_sd_panel(walk):
     assert f["sd"].visible and f["sd"].title.text == "Played: sd"
 
 
+def test_image_data_without_sequences_show_a_sample_of_rows(walk):
+    """Digits-like data have no sequence to play: the tab shows a mosaic of rows instead,
+    the same number of each class, whole classes to a row of tiles."""
+    from bgplvm_datasets.record import ImageRenderer
+
+    from explorer.player import GALLERY_TITLE, PlayerView
+
+    rng = np.random.default_rng(3)
+    labels = np.repeat(np.arange(5), 12)
+    Y = rng.uniform(size=(60, 6))
+    ds = Dataset(name="digits5", Y=Y, renderer=ImageRenderer(height=2, width=3, vmin=0, vmax=1), labels=labels)
+    rows, cols = seqs.gallery_rows(ds, n=40, cols=8)
+    assert cols == 8 and rows.size == 40
+    np.testing.assert_array_equal(np.bincount(labels[rows]), [8] * 5)
+    img = seqs.mosaic(ds.renderer, Y[rows], cols)
+    assert img.shape == (5 * 3 - 1, 8 * 4 - 1) and np.isnan(img[2]).all()  # NaN between tiles
+    np.testing.assert_array_equal(img[:2, :3], ds.renderer.image(Y[rows[0]]))
+    s = ExplorerState()
+    pv = PlayerView(state=s)
+    s.set_dataset(ds)
+    assert pv._gallery_pane.visible and pv._gallery_fig.title.text.startswith(f"{GALLERY_TITLE}: 40 of 60 rows")
+    assert "No sequences to play" in pv._note.object
+    s.set_dataset(walk)  # sequences: the player plays them instead
+    assert not pv._gallery_pane.visible and pv._out_pane.visible
+
+
 # --------------------------------------------------------------------------- player view
 def test_player_sends_all_frames_once_and_draws_into_the_latent_view(dstate, walk):
     from explorer.player import PLAY_TITLE, TIME_TITLE, PlayerView
