@@ -276,6 +276,10 @@ def trajectory_figure(state: ExplorerState, fmt: str = "png") -> bytes:
     return c.to_bytes()
 
 
+#: the inferred bones' colour in the GIF, as RGB (``plots.INFERRED_COLOR``)
+_INFERRED_RGB = tuple(int(plots.INFERRED_COLOR[k:k + 2], 16) for k in (1, 3, 5))
+
+
 def _gif_pose_frame(uv, spread, conns, lim, forecast: bool, text: str, size: int = 260, ghost=None,
                     inferred=None):
     """One GIF frame of a pose: bones, 2-sd discs per joint and, for an inferred stretch,
@@ -302,9 +306,9 @@ def _gif_pose_frame(uv, spread, conns, lim, forecast: bool, text: str, size: int
         X, Y = px(u, v)
         d.ellipse([X - R, Y - R, X + R, Y + R], fill=disc, outline=(230, 25, 75, 140), width=s)
     col = (142, 68, 173) if forecast else (31, 59, 115)
-    orange = tuple(int(plots.INFERRED_COLOR[k:k + 2], 16) for k in (1, 3, 5))
     for k, (a, b) in enumerate(conns):
-        d.line([px(*uv[a]), px(*uv[b])], fill=orange if inferred is not None and inferred[k] else col, width=4 * s)
+        fill = _INFERRED_RGB if inferred is not None and inferred[k] else col
+        d.line([px(*uv[a]), px(*uv[b])], fill=fill, width=4 * s)
     for u, v in uv:
         X, Y = px(u, v)
         d.ellipse([X - 3 * s, Y - 3 * s, X + 3 * s, Y + 3 * s], fill=col)

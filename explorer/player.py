@@ -330,10 +330,15 @@ class PlayerView(pn.viewable.Viewer):
         if ds is None:
             show_bokeh(self._gallery_pane, False)
             return
-        rows, cols = seqs.gallery_rows(ds)
-        img = seqs.mosaic(ds.renderer, ds.Y[rows], cols)
+        from .shared import shared
+
+        def make():
+            rows, cols = seqs.gallery_rows(ds)
+            return rows, seqs.mosaic(ds.renderer, ds.Y[rows], cols)
+
+        rows, img = shared(ds, "gallery", make)  # once per data set, not at every refresh
         H, W = img.shape
-        tile = max(ds.renderer.image(ds.Y[0]).shape)
+        tile = max(ds.renderer.image(ds.Y[rows[0]]).shape)
         scale = float(np.clip(48.0 / tile, 1.0, 4.0))
         vmin, vmax = seqs.image_range(ds)
         with unlocked():
