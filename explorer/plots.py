@@ -96,8 +96,8 @@ def point_table(mu: np.ndarray, dims: tuple[int, int], labels=None, label_names=
     if color_mode == "label" and labels is not None:
         group = names
     elif color_mode == "sequence" and sequence is not None:
-        names = sequence_names or {}
-        group = [names.get(s, f"sequence {s}") for s in np.asarray(sequence).tolist()]  # int or str ids
+        seq_names = sequence_names or {}
+        group = [seq_names.get(s, f"sequence {s}") for s in np.asarray(sequence).tolist()]  # int or str ids
     elif color_mode == "time" and times is not None:
         group = np.asarray(times, dtype=np.float64)
     else:

@@ -321,6 +321,8 @@ def _other():
 
 
 def test_the_colour_key_names_sequences_by_their_trials():
+    import holoviews as hv
+
     from explorer import plots
     from explorer.sequences import sequence_names
 
@@ -331,6 +333,11 @@ def test_the_colour_key_names_sequences_by_their_trials():
     cols = plots.point_table(np.zeros((ds.N, 2)), (0, 1), sequence=ds.sequence, color_mode="sequence",
                              sequence_names=names)
     assert set(cols["group"]) == {"walk_a", "walk_b"}
+    assert len(cols["label"]) == ds.N  # one label per point (the key's names once replaced them)
+    hv.extension("bokeh")
+    pts = plots.latent_points(np.zeros((ds.N, 2)), (0, 1), sequence=ds.sequence, color_mode="sequence",
+                              sequence_names=names)
+    assert len(pts) == ds.N and set(pts.dimension_values("group")) == {"walk_a", "walk_b"}
     assert sequence_names(array_dataset("x.npy", _npy(np.eye(3)))) == {}  # no trials: the ids
 
 
