@@ -132,16 +132,7 @@ def dataset_for(spec: AssetSpec, mirror=None, cache_dir=None):
             f"`bgplvm datasets fetch {spec.dataset}` once while online, or set BGPLVM_DATA_MIRROR to an "
             f"offline mirror") from None
     ds = dataclasses.replace(ds, meta={**ds.meta, "fps": spec.fps, "time_unit": spec.time_unit})
-    if spec.rows is not None:
-        a, b = spec.rows
-        sel = slice(a, b)
-        ds = dataclasses.replace(
-            ds, Y=ds.Y[sel],
-            labels=None if ds.labels is None else ds.labels[sel],
-            sequence=None if ds.sequence is None else ds.sequence[sel],
-            times=None if ds.times is None else ds.times[sel] - ds.times[a],
-            meta={**ds.meta, "rows": [a, b], "title": f"{ds.meta.get('title', ds.name)}, frames {a}-{b - 1}"})
-    return ds
+    return ds if spec.rows is None else ds.rows(*spec.rows)
 
 
 def strip_data(model_bytes: bytes, record: dict) -> bytes:

@@ -132,3 +132,19 @@ class Dataset:
     @property
     def D(self) -> int:
         return self.Y.shape[1]
+
+    def rows(self, a: int, b: int) -> "Dataset":
+        """Rows a..b-1 as a data set of their own (a contiguous window of a video, say):
+        labels, sequence ids and times cut alike, times counted from row a, and
+        ``meta["rows"] = [a, b]`` recording the cut so that it can be made again."""
+        import dataclasses
+
+        sel = slice(int(a), int(b))
+        if not 0 <= sel.start < sel.stop <= self.N:
+            raise ValueError(f"Dataset {self.name!r}: rows {a}..{b - 1} are not within its {self.N} rows")
+        cut = lambda v: None if v is None else v[sel]  # noqa: E731
+        return dataclasses.replace(
+            self, Y=self.Y[sel], labels=cut(self.labels), sequence=cut(self.sequence),
+            times=None if self.times is None else self.times[sel] - self.times[sel.start],
+            meta={**self.meta, "rows": [sel.start, sel.stop],
+                  "title": f"{self.meta.get('title', self.name)}, frames {sel.start}-{sel.stop - 1}"})

@@ -152,6 +152,35 @@ def pose_spread(renderer, mean: np.ndarray, var: np.ndarray, n_samples: int = 16
     return seqs.joint_spread(renderer, np.asarray(mean)[None], np.asarray(var)[None], n_samples=n_samples)[0]
 
 
+#: what a saved model records of its (shipped) data set beyond the name, under "data": the
+#: split, the rows cut from it (a window of a video) and how its sequences play
+DATA_META = ("split", "rows", "fps", "time_unit")
+
+
+def data_meta(ds: Dataset) -> dict:
+    """``DATA_META`` of ``ds``, for a saved model's metadata (``_named_dataset`` reads it)."""
+    return {k: ds.meta[k] for k in DATA_META if (ds.meta or {}).get(k) is not None}
+
+
+def _named_dataset(name: str, meta: dict) -> Dataset:
+    """The shipped data set ``name`` as a saved model's metadata describes it: its split and
+    rows (``data_meta``), or, for a file saved before that was recorded, those of the
+    pre-trained model it came from."""
+    import dataclasses
+
+    how = meta.get("data")
+    if how is None and meta.get("asset"):
+        from bgplvm_assets import dataset_for, get_spec
+
+        return dataset_for(get_spec(meta["asset"]))
+    how = how or {}
+    ds = load_cached_split(name, how["split"]) if how.get("split") else load_cached(name)
+    if how.get("rows"):
+        ds = ds.rows(*how["rows"])
+    play = {k: how[k] for k in ("fps", "time_unit") if k in how}
+    return dataclasses.replace(ds, meta={**ds.meta, **play}) if play else ds
+
+
 def dataset_for_model(model) -> Dataset:
     """The data set a loaded model was trained on: the named one from its metadata when
     it loads and has the same shape, else the model's own Y drawn as vectors."""
@@ -168,7 +197,7 @@ def dataset_for_model(model) -> Dataset:
             log.warning("could not rebuild the drawing of %s from the model file", name, exc_info=True)
     if name:
         try:
-            ds = load_cached(name)
+            ds = _named_dataset(name, meta)
             if ds.Y.shape == Y.shape:
                 return ds
         except Exception:  # the named data set may be unavailable here: fall back
@@ -442,8 +471,10 @@ class ExplorerState(param.Parameterized):
             # the next training's settings (a saved model may be bigger than the page offers)
             self.latent_dim = int(np.clip(Q, *self.param.latent_dim.bounds))
             self.num_inducing = int(np.clip(model.num_inducing, *self.param.num_inducing.bounds))
-            if seqs.is_dynamical(model):
-                self.prior = "dynamical"
+            self.prior = "dynamical" if seqs.is_dynamical(model) else "static"
+            tk = getattr(getattr(model.prior, "time_kernel", None), "spec", None)
+            if tk in TIME_KERNELS:
+                self.time_kernel = tk
             self._reset_sequence()
             if not trained_here:
                 self.train_status = ""
@@ -464,8 +495,10 @@ class ExplorerState(param.Parameterized):
         drawing = drawing_of(self.dataset) if self.dataset is not None else None
         if drawing:
             meta["drawing"] = drawing
+            meta.pop("data", None)
         else:
             meta.pop("drawing", None)
+            meta["data"] = data_meta(self.dataset) if self.dataset is not None else {}
         self.model.metadata = meta
         buf = io.BytesIO()
         self.model.save(buf)

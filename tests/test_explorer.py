@@ -3,6 +3,7 @@ their streams (``stream.event(...)``, ``dmap[()]``), uploads, export and the CLI
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import time
 import xml.etree.ElementTree as ET
@@ -172,6 +173,37 @@ def test_save_and_open_model_roundtrip(state, walk_model):
     assert s2.dims == state.dims or set(s2.dims) == set(top_two_dims(walk_model.ard_weights))
     with pytest.raises(UserError, match="not a bgplvm model"):
         s2.load_model_bytes("junk.npz", b"not a zip file at all")
+
+
+def test_a_model_of_rows_cut_from_a_shipped_data_set_reopens_drawn_as_they_were(walk_model):
+    """A model of a window of a shipped data set (as the pre-trained Frey video, 300 of its
+    1965 frames) reopened from its saved file is drawn as its data set again: the file
+    records the cut and the playback rate; before, the named set's other row count made the
+    page fall back to plain vectors."""
+    full = load("synth_walk")
+    cut = full.rows(20, 80)
+    assert cut.N == 60 and cut.times[0] == 0.0 and cut.meta["rows"] == [20, 80]
+    cut = dataclasses.replace(cut, meta={**cut.meta, "fps": 12.5, "time_unit": "frame"})
+    m = BayesianGPLVM(cut.Y, latent_dim=3, num_inducing=8, kernel="rbf", seed=0)
+    m.metadata = {"dataset": "synth_walk"}
+    s = ExplorerState()
+    s.set_model(m, cut)
+    t = ExplorerState()
+    t.load_model_bytes("model.npz", s.save_model_bytes().getvalue())
+    ds = t.dataset
+    assert type(ds.renderer) is type(full.renderer) and ds.N == 60 and ds.meta["rows"] == [20, 80]
+    assert ds.meta["fps"] == 12.5 and ds.meta["time_unit"] == "frame"
+    np.testing.assert_array_equal(ds.Y, full.Y[20:80])
+
+
+def test_opening_a_model_sets_the_train_sections_prior_to_its_own(state, walk, walk_model):
+    state.prior = "dynamical"
+    state.set_model(walk_model, walk)
+    assert state.prior == "static"
+    d = DynamicalGPLVM(walk.Y, walk.times, sequences=walk.sequence, latent_dim=2, num_inducing=6,
+                       time_kernel="rbf", seed=0)
+    state.set_model(d, walk)
+    assert state.prior == "dynamical" and state.time_kernel == "rbf"
 
 
 # --------------------------------------------------------------------------- uploads
