@@ -91,7 +91,7 @@ def latent_figure(state: ExplorerState, fmt: str = "png", res: int = 200) -> byt
         ax.legend(legend, x=legend_x, y=ax.y)
     if mode == "time":
         ts = seqs.seconds(ds, ds.times)
-        ax.colorbar("viridis", float(np.min(ts)), float(np.max(ts)), f"time ({(ds.meta or {}).get('time_unit', 's')})",
+        ax.colorbar("viridis", float(np.min(ts)), float(np.max(ts)), f"time ({seqs.time_unit(ds)})",
                     x=ax.x + ax.w + (96 if var is not None else 16))
     return c.to_bytes()
 
@@ -269,7 +269,7 @@ def trajectory_figure(state: ExplorerState, fmt: str = "png") -> bytes:
         c.polygon(tax.pts(band), col, opacity=0.18)
         c.polyline(tax.pts(np.column_stack([ts, pb.mu[:, q]])), col, width=2)
     tax.unclip()
-    unit = (state.dataset.meta or {}).get("time_unit", "s")
+    unit = seqs.time_unit(state.dataset)
     tax.frame(title="Latent coordinates over time (2 sd bands)", xlabel=f"time ({unit})", ylabel="latent coordinate")
     tax.legend([(f"x{xd}", plots.X_COLOR), (f"x{yd}", plots.Y_COLOR)]
                + ([("forecast", "#8e44ad")] if pb.T > n else []), x=tax.x + 8, y=tax.y + 8)
@@ -326,9 +326,8 @@ def sequence_gif(state: ExplorerState, fps: float | None = None, size: int = 260
     ds = state.dataset
     r = ds.renderer
     kind = getattr(r, "kind", "vector")
-    meta = ds.meta or {}
-    fps = float(fps or meta.get("frame_rate_hz") or meta.get("fps") or 20.0)
-    unit = meta.get("time_unit", "s")
+    fps = float(fps or seqs.frame_rate(ds))
+    unit = seqs.time_unit(ds)
     frames = []
     t = seqs.seconds(ds, pb.t)
 
@@ -400,13 +399,13 @@ def sequence_gif(state: ExplorerState, fps: float | None = None, size: int = 260
     frames = [f.quantize(colors=64, method=Image.Quantize.FASTOCTREE) for f in frames]
     buf = io.BytesIO()
     frames[0].save(buf, format="GIF", save_all=True, append_images=frames[1:], loop=0,
-                   duration=max(20, int(round(1000.0 / fps))), optimize=False)
+                   duration=seqs.gif_durations(len(frames), fps), optimize=False)
     return buf.getvalue()
 
 
 # --------------------------------------------------------------------------- data
 def _time_name(ds) -> str:
-    return "time_" + str((ds.meta or {}).get("time_unit", "s"))
+    return "time_" + seqs.time_unit(ds)
 
 
 def latent_csv(state: ExplorerState) -> bytes:

@@ -365,15 +365,10 @@ class PlayerView(pn.viewable.Viewer):
         self._note.object = text
 
     def _unit(self) -> str:
-        meta = getattr(self.state.dataset, "meta", None) or {}
-        return str(meta.get("time_unit", "s"))
+        return seqs.time_unit(self.state.dataset)
 
     def _fps(self) -> float:
-        meta = getattr(self.state.dataset, "meta", None) or {}
-        for k in ("frame_rate_hz", "fps"):
-            if meta.get(k):
-                return float(meta[k])
-        return 30.0 if self._unit() == "s" else 15.0
+        return seqs.frame_rate(self.state.dataset)
 
     # ------------------------------------------------------------------ data
     @guarded

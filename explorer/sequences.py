@@ -120,6 +120,31 @@ def seconds(ds, t: np.ndarray) -> np.ndarray:
     return np.asarray(t, dtype=np.float64) * scale
 
 
+def time_unit(ds) -> str:
+    """The unit the data set's time stamps are shown in ("s" unless it says otherwise)."""
+    return str((getattr(ds, "meta", None) or {}).get("time_unit", "s"))
+
+
+def frame_rate(ds) -> float:
+    """Frames per second at which the data set's sequences play (the player and the GIF
+    alike): its recorded rate, else its stated playback rate, else 30 for stamps in seconds
+    and 15 for frame counts."""
+    meta = getattr(ds, "meta", None) or {}
+    for k in ("frame_rate_hz", "fps"):
+        if meta.get(k):
+            return float(meta[k])
+    return 30.0 if time_unit(ds) == "s" else 15.0
+
+
+def gif_durations(n: int, fps: float) -> list[int]:
+    """Display times (ms) of ``n`` GIF frames at ``fps``: GIF counts in hundredths of a
+    second, so 30 frames/s (33.3 ms) is played as 30, 30, 40 ms in turn (one fixed 30 ms
+    ran 11 % fast); at most 50 frames/s (browsers slow shorter delays down)."""
+    step = 1000.0 / min(float(fps), 50.0)
+    edges = np.round(np.arange(n + 1) * step / 10.0) * 10.0
+    return np.diff(edges).astype(int).tolist()
+
+
 def time_text(t: float, unit: str) -> str:
     """A time as the readouts write it: '2.33 s', '115 frame' (frames are whole)."""
     return f"{t:.0f} {unit}" if unit == "frame" else f"{t:.2f} {unit}"

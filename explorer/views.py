@@ -287,7 +287,7 @@ class LatentView(_Rebuilding):
             layers.append(plots.latent_ellipses(mu, S, dims))
         times = seqs.seconds(ds, ds.times) if ds.times is not None else None
         pts = plots.latent_points(mu, dims, ds.labels, ds.label_names, ds.sequence, times, mode,
-                                  (ds.meta or {}).get("time_unit", "s"),
+                                  seqs.time_unit(ds),
                                   seqs.sequence_names(ds) if mode == "sequence" else None)
         layers.append(pts)
         # single-element DynamicMaps (an Overlay-returning one would be collated into a new

@@ -721,6 +721,27 @@ def test_a_gif_of_the_data_before_a_model(walk):
     assert gif.n_frames == 6 and gif.size == (160, 10 * 3 + 16)  # one 4 x 3 frame at 10x, caption above
 
 
+def test_the_gif_plays_at_the_players_frame_rate(walk):
+    """The GIF's frames last 1 / (the player's frames/s) on average: GIF counts in 1/100 s,
+    so 30 frames/s alternate 30 and 40 ms (a fixed 30 ms ran 11 % fast, and data without a
+    stated rate played at 20 frames/s in the GIF against 30 in the page)."""
+    from explorer import sequences as seqs
+    from explorer.export import sequence_gif
+
+    assert seqs.gif_durations(3, 30.0) == [30, 40, 30] and sum(seqs.gif_durations(30, 30.0)) == 1000
+    assert seqs.gif_durations(4, 15.0) == [70, 60, 70, 70]
+    s = ExplorerState()
+    for meta, fps in (({}, 30.0), ({"time_unit": "frame"}, 15.0), ({"fps": 24.0}, 24.0)):
+        s.set_dataset(dataclasses.replace(walk, meta={**walk.meta, **meta}))
+        assert seqs.frame_rate(s.dataset) == fps
+        gif = Image.open(io.BytesIO(sequence_gif(s, size=40)))
+        total = 0
+        for i in range(gif.n_frames):
+            gif.seek(i)
+            total += gif.info["duration"]
+        assert abs(total / gif.n_frames - 1000.0 / fps) < 10.0 / gif.n_frames + 1e-9
+
+
 def test_latent_ellipses_are_one_path_broken_by_nan():
     """q(x)'s 2-sd ellipses are one NaN-separated path (one Bokeh line: a path per
     ellipse took HoloViews ~4 s to render for 2,613 points), with every ellipse's vertices."""
