@@ -169,13 +169,14 @@ def output_figure(state: ExplorerState, fmt: str = "png") -> bytes:
                        state.elevation, None, f"Training point #{n}", lim, "#333333")
         return c.to_bytes()
     if kind == "image":
-        img, sd = r.image(mean), r.image(std)
+        img, sd = r.image(mean), r.image(seqs.f_sd(state.model, var))
         vmin, vmax = seqs.image_range(ds)
         Hh, Ww = img.shape
         ph = 300
         pw = ph * Ww / Hh
+        lo, hi = np.log10(seqs.sd_range(state.model))
         panels = [(img, "gray", vmin, vmax, "Generated", "intensity"),  # where: below (a narrow panel)
-                  (sd, "magma", 0.0, seqs.sd_scale(state.model), f"Per-pixel sd (max {sd.max():.3g})", "sd")]
+                  (_log_sd(sd, lo), "magma", lo, hi, f"Per-pixel sd (max {sd.max():.3g})", "log10 sd of f")]
         if n >= 0:
             panels.append((r.image(ds.Y[n]), "gray", vmin, vmax, f"Training point #{n}", "intensity"))
         step = pw + 110
@@ -317,6 +318,11 @@ def _gif_pose_frame(uv, spread, conns, lim, forecast: bool, text: str, size: int
     return img
 
 
+def _log_sd(sd: np.ndarray, lo: float) -> np.ndarray:
+    """log10 of an sd image for a log colour scale from ``lo`` (log10; no -inf at 0)."""
+    return np.log10(np.maximum(sd, 10.0 ** (lo - 1.0)))
+
+
 def sequence_gif(state: ExplorerState, fps: float | None = None, size: int = 260) -> bytes:
     """The played sequence (with its forecast) as an animated GIF, at the data's frame rate:
     the data as recorded too, before a model (``Playback.preview``)."""
@@ -359,12 +365,14 @@ def sequence_gif(state: ExplorerState, fps: float | None = None, size: int = 260
         k = max(1, size // max(Hh, Ww))
         truth = None if pb.truth is None else np.stack([r.image(y) for y in pb.truth])
         right = "sd" if truth is None else "truth"
+        if not pb.preview:
+            lo, hi = np.log10(seqs.sd_range(state.model))
         for i in range(pb.T):
             a = colormap(fr["img"][i], "gray", vmin, vmax)
             if pb.preview:  # the data: no sd beside it
                 both, note = a, "   (the data as recorded)"
             else:
-                b = (colormap(fr["sd"][i], "magma", 0.0, seqs.sd_scale(state.model)) if truth is None
+                b = (colormap(_log_sd(fr["sd"][i], lo), "magma", lo, hi) if truth is None
                      else colormap(truth[i], "gray", vmin, vmax))
                 both = np.concatenate([a, np.full((Hh, 2, 3), 255, np.uint8), b], axis=1)
                 note = f"   (left: mean, right: {right})"

@@ -17,7 +17,8 @@ import numpy as np
 import panel as pn
 import param
 from bokeh.events import Tap
-from bokeh.models import ColumnDataSource, Range1d
+from bokeh.models import ColumnDataSource, LogColorMapper, Range1d
+from bokeh.palettes import Magma256
 from bokeh.plotting import figure
 from panel.io.document import unlocked
 
@@ -211,6 +212,9 @@ class InferView(pn.viewable.Viewer):
             f.title.text_font_size = "11px"
             if name == "observed":
                 f.image_rgba(image="image", x="x", y="y", dw="dw", dh="dh", source=self.images[name])
+            elif name == "sd":  # a log scale, as every sd image (seqs.sd_range)
+                f.image(image="image", x="x", y="y", dw="dw", dh="dh", source=self.images[name],
+                        color_mapper=LogColorMapper(palette=Magma256, low=0.01, high=1.0))
             else:
                 f.image(image="image", x="x", y="y", dw="dw", dh="dh", source=self.images[name], palette=pal)
             figs[name] = f
@@ -393,9 +397,8 @@ class InferView(pn.viewable.Viewer):
             glyph = f.renderers[0].glyph
             if name in ("inferred", "truth"):
                 glyph.color_mapper.low, glyph.color_mapper.high = vmin, vmax
-            elif name == "sd":  # the scale of every sd image (seqs.sd_scale: black = sure)
-                glyph.color_mapper.low = 0.0
-                glyph.color_mapper.high = seqs.sd_scale(self.state.model) if self.state.model is not None else 1.0
+            elif name == "sd" and self.state.model is not None:  # the scale of every sd image: black = sure
+                glyph.color_mapper.low, glyph.color_mapper.high = seqs.sd_range(self.state.model)
 
     def _draw_vector(self, truth, cols, inf):
         d = np.arange(truth.size)

@@ -20,6 +20,7 @@ import panel as pn
 import param
 from bokeh.layouts import column, row
 from bokeh.models import (BoxAnnotation, CheckboxGroup, ColumnDataSource, CustomJS, CustomJSTickFormatter,
+                          LogColorMapper,
                           Label, Range1d, Select, Slider, Span, Toggle)
 from bokeh.palettes import Greys256, Magma256
 from bokeh.plotting import figure
@@ -282,6 +283,10 @@ class PlayerView(pn.viewable.Viewer):
             r = q.image(image="image", x="x", y="y", dw="dw", dh="dh", source=src, palette=pal)
             self._img_mappers[name] = r.glyph.color_mapper
             by_kind["image"][name] = q
+        # the right panel shows an sd image (log scale, seqs.sd_range) or an inferred
+        # stretch's truth (grey, linear): its glyph switches between the two mappers
+        self._sd_glyph = r.glyph
+        self._img_mappers["sd_log"] = LogColorMapper(palette=Magma256, low=0.01, high=1.0)
         v = figure(width=270, height=270, title=PLAY_TITLE, **common)
         v.varea(x="d", y1="lo", y2="hi", source=self.vec_src, fill_color="#e6194b", fill_alpha=0.2)
         v.line(x="d", y="y", source=self.vec_src, line_color="#e6194b", line_width=2)
@@ -619,11 +624,13 @@ class PlayerView(pn.viewable.Viewer):
             # fixed scales as in "Generated": a frame's pixels on the data's range, its sd
             # from 0 to the sd far from the data; an inferred stretch shows its truth there
             self._img_mappers["out"].update(low=vmin, high=vmax)
-            sd = self._img_mappers["sd"]
             if truth:
-                sd.update(palette=Greys256, low=vmin, high=vmax)
+                self._img_mappers["sd"].update(palette=Greys256, low=vmin, high=vmax)
+                self._sd_glyph.color_mapper = self._img_mappers["sd"]
             elif not pb.preview:
-                sd.update(palette=Magma256, low=0.0, high=seqs.sd_scale(self.state.model))
+                lo, hi = seqs.sd_range(self.state.model)
+                self._img_mappers["sd_log"].update(low=lo, high=hi)
+                self._sd_glyph.color_mapper = self._img_mappers["sd_log"]
             f["sd"].title.text = "Truth" if truth else SD_TITLE
         tr = self.traj.data
         lo = float(min(np.min(tr["xlo"]), np.min(tr["ylo"])))

@@ -283,15 +283,23 @@ def spread_columns(d: np.ndarray, mean: np.ndarray, half_width: np.ndarray) -> d
 
 
 def image_plot(img: np.ndarray, title: str, vmin=None, vmax=None, cmap: str = "gray",
-               label: str = "intensity") -> hv.Image:
-    """An (H, W) upright image with pixel bounds, fixed colour range when given."""
+               label: str = "intensity", log: bool = False) -> hv.Image:
+    """An (H, W) upright image with pixel bounds, fixed colour range when given (``log``: a
+    log colour scale)."""
     H, W = img.shape
     im = hv.Image(np.ascontiguousarray(img), bounds=(0, 0, W, H),
                   kdims=[hv.Dimension("col", label="column"), hv.Dimension("row", label="row")],
                   vdims=[hv.Dimension("value", label=label)])
     clim = (vmin, vmax) if vmin is not None and vmax is not None else (None, None)
-    return im.opts(cmap=cmap, clim=clim, title=title, xaxis=None, yaxis=None,
-                   colorbar=True, tools=["hover"])
+    extra = {}
+    if log and vmin is not None and vmax is not None and 0 < vmin < vmax:
+        # ticks at the decades in range (Bokeh's own log ticks on a short bar were "10, 5")
+        from bokeh.models import FixedTicker
+
+        dec = 10.0 ** np.arange(np.ceil(np.log10(vmin)), np.floor(np.log10(vmax)) + 1)
+        extra["colorbar_opts"] = {"ticker": FixedTicker(ticks=[float(v) for v in dec])}
+    return im.opts(cmap=cmap, clim=clim, title=title, xaxis=None, yaxis=None, logz=log,
+                   colorbar=True, tools=["hover"], **extra)
 
 
 def vector_plot(mean: np.ndarray, std=None, train=None, title: str = OUTPUT_TITLE, ylim=None) -> hv.Overlay:

@@ -290,15 +290,27 @@ def image_range(ds) -> tuple[float, float]:
     return float(np.min(ds.Y)), float(np.max(ds.Y))
 
 
-def sd_scale(model) -> float:
-    """Top of every per-pixel sd colour scale (screen and exports alike): the prior sd of
-    y over the training latent means, sqrt(max_n k(mu_n, mu_n) + noise variance) -- for a
-    stationary kernel the sd far from the data (all of its parts: RBF, bias, white), for a
-    linear one the largest in the data's region (its prior grows without bound outside).
-    An sd image then brightens as the model gets less sure (half the pixel range left
-    Frey's sd of ~8 black on a scale to 128)."""
-    prior = float(np.max(model.kernel.Kdiag(np.asarray(model.latent_mean))))
-    return float(np.sqrt(prior + float(model.noise_variance)))
+#: decades of sd an sd image's (log) colour scale spans below its top
+SD_DECADES = 2.0
+
+
+def sd_range(model) -> tuple[float, float]:
+    """(low, high) of every per-pixel sd colour scale (screen and exports alike), a log
+    scale as the latent view's variance background: high is the prior sd of f over the
+    training latent means, sqrt(max_n k(mu_n, mu_n)) -- for a stationary kernel the sd far
+    from the data (all of its parts: RBF, bias, white), for a linear one the largest in the
+    data's region (its prior grows without bound outside) -- and low ``SD_DECADES`` decades
+    below. An sd image brightens as the model gets less sure; on a linear scale from 0 the
+    sd near the data was black (USPS: 0.25 on a scale to 4.7)."""
+    high = float(np.sqrt(np.max(model.kernel.Kdiag(np.asarray(model.latent_mean)))))
+    return high * 10.0 ** -SD_DECADES, high
+
+
+def f_sd(model, var_y: np.ndarray) -> np.ndarray:
+    """sd of f from a predictive variance of y (noise included): what every sd image
+    shows, so that the generated image's sd is the model's uncertainty as the played and
+    inferred ones are (their moments exclude the noise)."""
+    return np.sqrt(np.maximum(np.asarray(var_y) - float(model.noise_variance), 0.0))
 
 
 def gallery_rows(ds, n: int = 40, cols: int = 8) -> tuple[np.ndarray, int]:

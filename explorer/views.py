@@ -520,7 +520,9 @@ class OutputView(_Rebuilding):
             size = dict(frame_height=fh, frame_width=max(60, int(round(fh * w / h))), toolbar=None,
                         default_tools=[], fontsize={"title": "10pt"})
             self._train_pane.object = train.opts(**size, colorbar=False)
-            self._sd_pane.object = self._sd_element().opts(**size, colorbar_opts={"width": 8})
+            sd = self._sd_element()  # a narrower bar, keeping the element's own bar options (its ticks)
+            sd.opts(**size, colorbar_opts={**(sd.opts.get().kwargs.get("colorbar_opts") or {}), "width": 8})
+            self._sd_pane.object = sd
             return gen.opts(**size, colorbar=False)
         if self.kind == "vector":
             size.update(width=OUT_W, height=OUT_H)
@@ -581,7 +583,7 @@ class OutputView(_Rebuilding):
                     "joints": {"u": f32(uv[:, 0]), "v": f32(uv[:, 1])}}
         std = np.sqrt(np.maximum(var, 0))
         if self.kind == "image":
-            return {"mean": {"image": [r.image(mean)[::-1]]}, "sd": {"image": [r.image(std)[::-1]]}}
+            return {"mean": {"image": [r.image(mean)[::-1]]}, "sd": {"image": [r.image(seqs.f_sd(s.model, var))[::-1]]}}
         d = np.arange(mean.size)
         train = s.dataset.Y[s.selected_index] if s.selected_index >= 0 else np.full_like(mean, np.nan)
         return {"band": plots.spread_columns(d, mean, 2 * std), "mean": {"d": d, "y": mean},
@@ -628,9 +630,9 @@ class OutputView(_Rebuilding):
 
     def _sd_element(self):
         mean, var = self.state.generate(*self.state.cursor)
-        sd = self.state.dataset.renderer.image(np.sqrt(np.maximum(var, 0)))
-        return plots.image_plot(sd, f"Per-pixel sd (max {sd.max():.3g})", 0.0, seqs.sd_scale(self.state.model),
-                                cmap="magma", label="standard deviation").opts(hooks=[self._grab("sd")])
+        sd = self.state.dataset.renderer.image(seqs.f_sd(self.state.model, var))
+        return plots.image_plot(sd, f"Per-pixel sd (max {sd.max():.3g})", *seqs.sd_range(self.state.model),
+                                cmap="magma", label="sd of f", log=True).opts(hooks=[self._grab("sd")])
 
     def _training(self, ds, kind, selected_index, azimuth, elevation):
         """The training point's figure for data set ``ds`` of kind ``kind`` (those of the
@@ -666,8 +668,9 @@ class OutputView(_Rebuilding):
         return {"pose": "Left: the pose generated at the cursor; red discs: 2 sd of each joint's position. "
                         "Right: the played sequence; discs: 2 sd per joint from the uncertain-input moments "
                         "(covFstar), purple = forecast. Drag the angle sliders to turn both figures.",
-                "image": "Generated at the cursor: mean image and per-pixel sd (at a fixed latent point the "
-                         "model's variance is the same for every pixel)." + (
+                "image": "Generated at the cursor: mean image and per-pixel sd of f (noise excluded, log colour "
+                         "scale: black = sure; at a fixed latent point the model's variance is the same for every "
+                         "pixel)." + (
                              " Played: the sequence's frame and its sd image, which varies per pixel where q(x*) "
                              "is uncertain (covFstar); it grows in the forecast."
                              if self.state.dataset is not None and self.state.dataset.times is not None else ""),

@@ -476,7 +476,7 @@ def test_image_and_vector_outputs(walk_model):
     sd = ov._sources["sd"].data["image"][0]
     mean, var = s.generate()
     np.testing.assert_allclose(img, ds.renderer.image(mean)[::-1])  # Bokeh rows run bottom-up
-    np.testing.assert_allclose(sd, ds.renderer.image(np.sqrt(var))[::-1])
+    np.testing.assert_allclose(sd, ds.renderer.image(np.sqrt(var - m.noise_variance))[::-1])  # sd of f
     s.hover(s.cursor[0] + 3.0, s.cursor[1])
     assert not np.allclose(sd, ov._sources["sd"].data["image"][0])
     assert {"x", "y", "dw", "dh"} <= set(ov._sources["sd"].data)
@@ -898,17 +898,24 @@ def test_time_on_another_clock_is_shown_in_seconds_everywhere(walk, walk_model):
     np.testing.assert_allclose(pv.traj.data["t"], pb.t / 1.5)
 
 
-def test_sd_scale_covers_every_part_of_the_kernel(walk):
-    """The sd colour scale's top is the prior sd of y over the data: bias and white parts
-    included, and finite for a linear kernel (whose prior grows without bound far away)."""
-    from explorer.sequences import sd_scale
+def test_sd_range_covers_every_part_of_the_kernel(walk):
+    """The sd colour scale's top is the prior sd of f over the data: bias and white parts
+    included, and finite for a linear kernel (whose prior grows without bound far away);
+    it spans SD_DECADES decades (a log scale)."""
+    from explorer.sequences import SD_DECADES, f_sd, sd_range
 
     for kern in ("rbf+bias+white", "linear"):
         m = BayesianGPLVM(walk.Y, latent_dim=3, num_inducing=5, kernel=kern, seed=0)
         prior = m.kernel.Kdiag(m.latent_mean).max()
-        assert np.isfinite(sd_scale(m)) and sd_scale(m) == pytest.approx(np.sqrt(prior + m.noise_variance))
+        lo, hi = sd_range(m)
+        assert np.isfinite(hi) and hi == pytest.approx(np.sqrt(prior))
+        assert lo == pytest.approx(hi * 10.0 ** -SD_DECADES)
     m = BayesianGPLVM(walk.Y, latent_dim=3, num_inducing=5, kernel="rbf+bias+white", seed=0)
-    assert sd_scale(m) ** 2 > m.kernel_variance + m.noise_variance  # the bias and white parts count
+    assert sd_range(m)[1] ** 2 > m.kernel_variance  # the bias and white parts count
+    # an sd image shows f's sd: the generated image's (predictive of y) loses the noise
+    _, var = m.predict(m.latent_mean[:1])
+    _, var_f = m.predict(m.latent_mean[:1], include_noise=False)
+    np.testing.assert_allclose(f_sd(m, var) ** 2, var_f, rtol=1e-9, atol=1e-12)
 
 
 def test_vector_gif_frames_fill_their_frame(walk):

@@ -330,11 +330,11 @@ def test_player_image_frames(walk):
     assert len(pv.images.data["img"]) == pb.T and np.asarray(pv.images.data["img"][0]).shape == (4, 3)
     # sd frames grow into the forecast
     assert np.mean(pv.images.data["sd"][-1]) > np.mean(pv.images.data["sd"][pb.n_train - 1])
-    # fixed colour scales (pixels on the data's range, sd from 0 to the sd far from the
-    # data, as "Generated"), and the drawing area follows the frames' 3:4 aspect
-    img, sd = pv._img_mappers["out"], pv._img_mappers["sd"]
-    assert (img.low, img.high) == (0, 1) and sd.low == 0 and sd.high == pytest.approx(
-        np.sqrt(m.kernel_variance + m.noise_variance))
+    # fixed colour scales (pixels on the data's range, sd on a log scale up to the sd of f
+    # far from the data, as "Generated"), and the drawing area follows the frames' 3:4 aspect
+    img, sd = pv._img_mappers["out"], pv._sd_glyph.color_mapper
+    assert (img.low, img.high) == (0, 1) and type(sd).__name__ == "LogColorMapper"
+    assert sd.high == pytest.approx(np.sqrt(m.kernel_variance)) and sd.low == pytest.approx(sd.high / 100)
     f = pv._by_kind["image"]
     assert f["out"].frame_width == f["sd"].frame_width == 105 and f["out"].frame_height == 140
     assert f["sd"].title.text == "Played: sd"
@@ -345,7 +345,8 @@ def test_player_image_frames(walk):
         time.sleep(0.05)
     assert s.play_mode == "inferred", (s.error, s.infer_status, s.infer_frames())
     assert f["sd"].title.text == "Truth"
-    assert sd.palette[0] == "#000000" and (sd.low, sd.high) == (0, 1)
+    sd = pv._sd_glyph.color_mapper
+    assert type(sd).__name__ == "LinearColorMapper" and sd.palette[0] == "#000000" and (sd.low, sd.high) == (0, 1)
     assert "beside the truth" in pv._note.object
 
 
