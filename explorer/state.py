@@ -618,6 +618,7 @@ class ExplorerState(param.Parameterized):
         q = int(q)
         if not 0 <= q < self.model.latent_dim:
             return
+        vec = self.latent_vector()  # the point in the full latent space, before the axes change
         with param.parameterized.batch_call_watchers(self):
             if axis == "x":
                 if q == self.y_dim:
@@ -627,13 +628,11 @@ class ExplorerState(param.Parameterized):
                 if q == self.x_dim:
                     self.x_dim = self.y_dim
                 self.y_dim = q
-            self._recentre_cursor()
-
-    def _recentre_cursor(self):
-        vec = self.latent_vector()
-        if vec is not None:
-            # keep the generated point where it was in the full latent space
-            self.cursor = (float(vec[self.x_dim]), float(vec[self.y_dim]))
+            if vec is not None:
+                # the generated point stays where it was: the dimension that leaves an axis
+                # keeps its coordinate on its slider (it used to take the other dimension's)
+                self.fixed = vec
+                self.cursor = (float(vec[self.x_dim]), float(vec[self.y_dim]))
 
     def set_fixed(self, q: int, value: float) -> None:
         fixed = np.array(self.fixed, dtype=np.float64)

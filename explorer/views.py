@@ -564,8 +564,8 @@ class OutputView(_Rebuilding):
         coordinates to the readout above ("Generated (-0.39" was all that showed)."""
         if self.kind == "image":
             return "Generated"
-        x, y = self.state.cursor
-        return f"Generated at ({x:.2f}, {y:.2f})"
+        (x, y), (qx, qy) = self.state.cursor, self.state.dims
+        return f"Generated at x{qx}={x:.2f}, x{qy}={y:.2f}"
 
     def _columns(self) -> dict:
         """{layer name: Bokeh columns} of the output at the cursor."""

@@ -97,6 +97,21 @@ def test_assign_axis_swaps_when_taken(state):
     assert state.dims == (y, other)
 
 
+def test_changing_an_axis_keeps_the_latent_point(state):
+    """The generated point stays where it is in the full latent space when a view axis
+    changes: the dimension leaving the axis keeps its coordinate (on its slider), the new
+    one brings its own (before, the cursor's coordinate moved onto the new dimension)."""
+    state.hover(0.3, -0.2)
+    before = state.latent_vector().copy()
+    x, y = state.dims
+    other = ({0, 1, 2, 3} - {x, y}).pop()
+    state.assign_axis(other, "x")
+    np.testing.assert_allclose(state.latent_vector(), before)
+    assert state.cursor == (before[other], before[y]) and state.fixed[x] == before[x]
+    state.assign_axis(other, "y")  # a swap
+    np.testing.assert_allclose(state.latent_vector(), before)
+
+
 def test_hover_follows_only_in_follow_mode_and_click_pins(state, walk_model):
     state.hover(0.25, -0.5)
     assert state.cursor == (0.25, -0.5)
