@@ -15,7 +15,10 @@ SUPPORTED = (".npy", ".npz", ".csv", ".txt", ".tsv", ".dat")
 
 def _read_text(path: Path, delimiter: str | None) -> np.ndarray:
     with open(path, encoding="utf-8-sig") as fh:
-        lines = [ln for ln in fh.read().splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+        kept = [(k + 1, ln) for k, ln in enumerate(fh.read().splitlines())
+                if ln.strip() and not ln.lstrip().startswith("#")]
+    lineno = [k for k, _ in kept]  # the file's line numbers, for messages
+    lines = [ln for _, ln in kept]
     if not lines:
         raise DatasetError(f"{path} is empty: expected one row of numbers per line.")
     if delimiter is None and any("\t" in ln for ln in lines):
@@ -40,8 +43,8 @@ def _read_text(path: Path, delimiter: str | None) -> np.ndarray:
         except ValueError:
             bad = next(c for c in cells if _not_float(c))
             raise DatasetError(
-                f"{path}: non-numeric value {bad.strip()!r} in data line {i + 1}. load_array reads "
-                f"numbers only (an optional first line of column names is skipped)."
+                f"{path}: non-numeric value {bad.strip()!r} in data row {i + 1 - skip} (line {lineno[i]} of "
+                f"the file). Only numbers can be read (an optional first line of column names is skipped)."
             ) from None
     widths = {len(r) for r in rows}
     if len(widths) > 1:

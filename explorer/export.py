@@ -460,9 +460,22 @@ def latent_npz(state: ExplorerState) -> bytes:
         arrays["label_names"] = np.asarray([str(n) for n in ds.label_names], dtype=str)
     if ds.times is not None:
         arrays[_time_name(ds)] = seqs.seconds(ds, ds.times)
+    arrays["about"] = np.asarray(_npz_about(ds, arrays))
     buf = io.BytesIO()
     np.savez_compressed(buf, **arrays)
     return buf.getvalue()
+
+
+def _npz_about(ds, arrays: dict) -> str:
+    """What each array of the coordinates' .npz holds (its "about" entry): a reader of the
+    file met ``times`` and ``time_s`` that disagree (CMU: 0.05 against 1/30 a frame)."""
+    unit = seqs.time_unit(ds)
+    say = {"mu": "mean of q(x_n), (N, Q)", "S": "variance of q(x_n), (N, Q)", "Z": "inducing inputs, (M, Q)",
+           "alpha": "ARD weights 1 / lengthscale^2, (Q,)", "labels": "class index of each row",
+           "label_names": "label_names[labels[n]] names row n's class", "sequence": "sequence id of each row",
+           "times": "time stamps as the model uses them (its time kernel's units)",
+           _time_name(ds): f"the same times in {unit} of the recording, as the explorer shows them"}
+    return "\n".join(f"{k}: {say[k]}" for k in arrays if k in say)
 
 
 EXPORTS = {

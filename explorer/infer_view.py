@@ -32,8 +32,8 @@ from .views import RIGHT_W, TextBox, guarded, show_bokeh
 INFER_TITLE = "Observed & inferred"
 #: (width, height) of each small image figure, and of its frame (the figure less its title
 #: and borders): the data ranges are padded to the frame's shape so that pixels are square
-IMAGE_FIG = (125, 190)
-IMAGE_FRAME = (117, 164)
+IMAGE_FIG = (140, 190)
+IMAGE_FRAME = (132, 164)
 HIDDEN_COLOR = "#e6194b"
 GHOST_COLOR = "#b8b8b8"
 OBSERVED_COLOR = "#1f3b73"
@@ -388,9 +388,10 @@ class InferView(pn.viewable.Viewer):
             sd = r.image(np.sqrt(np.maximum(inf.var[0], 0.0)))
             self.images["sd"].data = dict(image=[sd[::-1].astype(np.float32)], x=[0], y=[0], dw=[W], dh=[H])
             # the error is over every inferred row; the figure shows the first of them
-            self._figs["inferred"].title.text = (f"Inferred (RMSE {inf.error['value']:.3g})" if inf.n == 1
-                                                 else f"RMSE of all {inf.n}: {inf.error['value']:.3g}")
-            self._figs["sd"].title.text = f"Inferred sd (max {sd.max():.3g})"
+            # short: the titles of these ~140-px figures ran into each other ("Inferred (RMSE 0.00711")
+            self._figs["inferred"].title.text = (f"Inferred: RMSE {inf.error['value']:.2g}" if inf.n == 1
+                                                 else f"All {inf.n}: RMSE {inf.error['value']:.2g}")
+            self._figs["sd"].title.text = f"Inferred sd \u2264 {sd.max():.2g}"
         x0, x1, y0, y1 = square_pixels(W, H)
         for name, f in self._figs.items():
             f.x_range.start, f.x_range.end, f.y_range.start, f.y_range.end = x0, x1, y0, y1

@@ -170,7 +170,7 @@ def reconstruction_error(ds, pred: np.ndarray, truth: np.ndarray, cols) -> dict:
         if use.size:
             e = (pred[:, use] - truth[:, use]) * scale
             return {"value": float(np.sqrt(np.mean(e ** 2))), "unit": "deg", "n": int(e.size),
-                    "name": "RA error (RMS over the hidden joint angles)"}
+                    "name": "RA error (root mean square error of the hidden joint angles, in degrees)"}
     e = pred[:, cols] - truth[:, cols]
     return {"value": float(np.sqrt(np.mean(e ** 2))) if e.size else float("nan"), "unit": "", "n": int(e.size),
             "name": "RMS error of the hidden values"}

@@ -1014,7 +1014,7 @@ class ExplorerState(param.Parameterized):
             self.inference = r
             e, nn = r.error, r.nn_error
             unit = "\u00b0" if e["unit"] == "deg" else ""
-            self.infer_status = (f"{e['name']}: {e['value']:.2f}{unit} (nearest neighbour: {nn['value']:.2f}{unit}) "
+            self.infer_status = (f"{e['name']}: {e['value']:.3g}{unit} (nearest neighbour: {nn['value']:.3g}{unit}) "
                                  f"over {e['n']} hidden values; {count(r.n, r.noun)}, {_duration(r.seconds)}.")
             if r.n > 1 and r.noun == "frame":
                 self.play_mode = "inferred"

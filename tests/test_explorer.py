@@ -569,6 +569,9 @@ def test_export_coordinates(state, walk_model, walk):
     if walk.label_names is not None:  # the names the labels index, as an uploaded .npz gives them
         assert z["label_names"][z["labels"][0]] == str(walk.label_names[walk.labels[0]])
         assert z["label_names"].dtype.kind == "U"  # np.load reads it without pickle
+    about = str(z["about"]).splitlines()  # every array said in words
+    assert [a.split(":")[0] for a in about] == [k for k in z.files if k != "about"]
+    assert any(a.startswith("times: time stamps as the model uses them") for a in about)
 
 
 def test_export_without_model_is_a_user_error():
