@@ -372,7 +372,8 @@ def test_latent_view_streams_drive_generation(state):
     pointer.event(x=0.3, y=-0.2)
     assert state.cursor == (0.3, -0.2)
     # the output plot was updated in place: title and the pose's data sources
-    assert "(0.30, -0.20)" in ov._figures["bones"].title.text
+    qx, qy = state.dims
+    assert ov._figures["bones"].title.text == f"Generated at x{qx}=0.30, x{qy}=-0.20"
     bones = ov._sources["bones"].data
     before = np.column_stack([bones["u"], bones["v"]]).copy()
     mean, _ = state.generate(0.3, -0.2)
