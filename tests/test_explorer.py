@@ -336,9 +336,11 @@ def test_latent_points_carry_index_and_label(walk_model, walk):
     pts = plots.latent_points(walk_model.latent_mean, (1, 0), walk.labels, walk.label_names,
                               walk.sequence, walk.times, "label")
     assert pts.kdims[0].label == "latent dimension 1"
-    np.testing.assert_allclose(pts.dimension_values(0), walk_model.latent_mean[:, 1])
+    index = pts.dimension_values("index").astype(int)  # rows grouped by label, each with its number
+    assert sorted(index) == list(range(walk.N))
+    np.testing.assert_allclose(pts.dimension_values(0), walk_model.latent_mean[index, 1])
     assert set(pts.dimension_values("label")) == set(walk.label_names)
-    assert list(pts.dimension_values("index")) == list(range(walk.N))
+    assert list(pts.dimension_values("label")) == [walk.label_names[walk.labels[n]] for n in index]
 
 
 def test_pose_projection_front_and_side():

@@ -338,6 +338,14 @@ def test_the_colour_key_names_sequences_by_their_trials():
     pts = plots.latent_points(np.zeros((ds.N, 2)), (0, 1), sequence=ds.sequence, color_mode="sequence",
                               sequence_names=names)
     assert len(pts) == ds.N and set(pts.dimension_values("group")) == {"walk_a", "walk_b"}
+    # grouped in the key's order (Bokeh's legend follows the rows' order), each row keeping its number
+    groups = list(dict.fromkeys(pts.dimension_values("group")))
+    assert groups == list(plots.group_colors(cols["group"]))
+    assert sorted(pts.dimension_values("index")) == list(range(ds.N))
+    shuffled = plots.latent_points(np.zeros((6, 2)), (0, 1), labels=np.array([2, 0, 1, 0, 2, 1]),
+                                   label_names=("a", "b", "c"), color_mode="label")
+    assert list(shuffled.dimension_values("label")) == ["a", "a", "b", "b", "c", "c"]
+    assert list(shuffled.dimension_values("index")) == [1, 3, 2, 5, 0, 4]
     assert sequence_names(array_dataset("x.npy", _npy(np.eye(3)))) == {}  # no trials: the ids
 
 
