@@ -19,9 +19,8 @@ import numpy as np
 import panel as pn
 import param
 from bokeh.layouts import column, row
-from bokeh.models import (BoxAnnotation, CheckboxGroup, ColumnDataSource, CustomJS, CustomJSTickFormatter,
-                          LogColorMapper,
-                          Label, Range1d, Select, Slider, Span, Toggle)
+from bokeh.models import (BasicTicker, BoxAnnotation, CheckboxGroup, ColumnDataSource, CustomJS,
+                          CustomJSTickFormatter, LogColorMapper, Range1d, Select, Slider, Span, Title, Toggle)
 from bokeh.palettes import Greys256, Magma256
 from bokeh.plotting import figure
 from panel.io.document import unlocked
@@ -178,8 +177,9 @@ class PlayerView(pn.viewable.Viewer):
         self.toggle = _local(Toggle(label="\u25B6 Play", button_type="primary", width=90, css_classes=["play-toggle"]))
         self.speed = _local(Select(options=SPEEDS, value="1x", width=70, css_classes=["play-speed"]))
         self.loop = _local(CheckboxGroup(labels=["loop"], active=[0], css_classes=["play-loop"]))
-        self.info = _local(Label(x=6, y=4, x_units="screen", y_units="screen", text="", text_font_size="12px",
-                                 level="overlay", background_fill_color="white", background_fill_alpha=0.7))
+        # the frame and its time, on a line of its own above the curves (a label inside the
+        # plot covered them)
+        self.info = _local(Title(text="", align="right", text_font_size="12px", text_font_style="normal"))
         self._figs = {}
         self._kind = None
         self._out_pane = pn.pane.Bokeh(None)
@@ -287,11 +287,12 @@ class PlayerView(pn.viewable.Viewer):
         # stretch's truth (grey, linear): its glyph switches between the two mappers
         self._sd_glyph = r.glyph
         self._img_mappers["sd_log"] = LogColorMapper(palette=Magma256, low=0.01, high=1.0)
-        v = figure(width=270, height=270, title=PLAY_TITLE, **common)
+        v = figure(width=270, height=270, title=PLAY_TITLE, x_range=Range1d(0, 1), y_range=Range1d(0, 1), **common)
+        v.xaxis.ticker = BasicTicker(min_interval=1)  # whole output dimensions
         v.varea(x="d", y1="lo", y2="hi", source=self.vec_src, fill_color="#e6194b", fill_alpha=0.2)
         v.line(x="d", y="y", source=self.vec_src, line_color="#e6194b", line_width=2)
         by_kind["vector"] = {"out": v}
-        tp = figure(width=540, height=200, title=TIME_TITLE, x_axis_label=f"time ({self._unit()})",
+        tp = figure(width=540, height=215, title=TIME_TITLE, x_axis_label=f"time ({self._unit()})",
                     y_axis_label="latent coordinate", **common)
         tp.varea(x="t", y1="xlo", y2="xhi", source=self.traj, fill_color=X_COLOR, fill_alpha=0.18)
         tp.varea(x="t", y1="ylo", y2="yhi", source=self.traj, fill_color=Y_COLOR, fill_alpha=0.18)
@@ -299,7 +300,7 @@ class PlayerView(pn.viewable.Viewer):
         self._yline = tp.line(x="t", y="ly", source=self.traj, line_color=Y_COLOR, line_width=2)
         tp.add_layout(self.forecast_box)
         tp.add_layout(self.span)
-        tp.add_layout(self.info)
+        tp.add_layout(self.info, "above")
         for f in [tp] + [f for figs in by_kind.values() for f in figs.values()]:
             f.title.text_font_size = "12px"
         self._by_kind, self._time_fig = by_kind, tp
@@ -622,7 +623,7 @@ class PlayerView(pn.viewable.Viewer):
                 f[name].y_range.start, f[name].y_range.end = 0, H
                 f[name].frame_width = int(round(np.clip(IMG_FRAME_H * W / H, 20, 4 * IMG_FRAME_H)))
             # fixed scales as in "Generated": a frame's pixels on the data's range, its sd
-            # from 0 to the sd far from the data; an inferred stretch shows its truth there
+            # on a log scale up to the sd far from the data; an inferred stretch shows its truth there
             self._img_mappers["out"].update(low=vmin, high=vmax)
             if truth:
                 self._img_mappers["sd"].update(palette=Greys256, low=vmin, high=vmax)
@@ -632,6 +633,12 @@ class PlayerView(pn.viewable.Viewer):
                 self._img_mappers["sd_log"].update(low=lo, high=hi)
                 self._sd_glyph.color_mapper = self._img_mappers["sd_log"]
             f["sd"].title.text = "Truth" if truth else SD_TITLE
+        elif kind == "vector":  # one scale for every frame, as poses and images have
+            sd = np.sqrt(np.maximum(np.asarray(pb.var), 0.0))
+            lo, hi = float(np.min(pb.mean - 2 * sd)), float(np.max(pb.mean + 2 * sd))
+            pad = 0.05 * (hi - lo or 1.0)
+            f["out"].x_range = Range1d(-0.5, pb.mean.shape[1] - 0.5)
+            f["out"].y_range = Range1d(lo - pad, hi + pad)
         tr = self.traj.data
         lo = float(min(np.min(tr["xlo"]), np.min(tr["ylo"])))
         hi = float(max(np.max(tr["xhi"]), np.max(tr["yhi"])))

@@ -327,9 +327,12 @@ def vector_plot(mean: np.ndarray, std=None, train=None, title: str = OUTPUT_TITL
             color="black", size=6, marker="diamond"),
     ]
     # one row above the plot: inside it, the legend sat on the curve (oil, uploads)
+    from bokeh.models import BasicTicker
+
     opts = dict(title=title, legend_position="top", legend_cols=3,
                 legend_opts={"label_text_font_size": "8pt", "glyph_height": 12, "padding": 2,
-                             "margin": 0, "border_line_alpha": 0})
+                             "margin": 0, "border_line_alpha": 0},
+                xticks=BasicTicker(min_interval=1))  # whole dimensions (5 outputs had ticks at 0.5)
     if ylim is not None:
         opts.update(ylim=tuple(ylim))
     return hv.Overlay(layers).opts(**opts)

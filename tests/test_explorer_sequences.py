@@ -147,6 +147,32 @@ def test_state_without_sequences_plays_nothing():
         sequence_gif(s)
 
 
+def test_a_played_vector_sequence_keeps_one_scale_for_every_frame():
+    """The vector player's axes hold every frame's mean +- 2 sd (a scale per frame jumped;
+    its empty start drew BokehJS's "could not set initial ranges" warning)."""
+    from bgplvm_datasets import VectorRenderer
+
+    from explorer.player import PlayerView
+
+    rng = np.random.default_rng(1)
+    t = np.arange(25.0)
+    Y = np.column_stack([np.sin(t / 3), np.cos(t / 4), 0.1 * t]) + 0.01 * rng.normal(size=(25, 3))
+    ds = Dataset(name="v", Y=Y, renderer=VectorRenderer(), sequence=np.zeros(25, int), times=t)
+    m = DynamicalGPLVM(Y, t, latent_dim=2, num_inducing=6, seed=0)
+    s = ExplorerState()
+    s.set_model(m, ds)
+    pv = PlayerView(state=s)
+    _render(pv._out_pane, pv._time_pane)
+    pb = s.playback()
+    out = pv._by_kind["vector"]["out"]
+    sd = np.sqrt(pb.var)
+    assert (out.x_range.start, out.x_range.end) == (-0.5, 2.5)
+    assert out.y_range.start <= np.min(pb.mean - 2 * sd) and out.y_range.end >= np.max(pb.mean + 2 * sd)
+    before = (out.y_range.start, out.y_range.end)
+    pv.slider.value = pb.T - 1
+    assert (out.y_range.start, out.y_range.end) == before
+
+
 def test_principal_coords_are_the_data_on_its_leading_axes():
     rng = np.random.default_rng(0)
     Y = rng.normal(size=(50, 2)) @ np.array([[3.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 0.5]]) + 7.0
