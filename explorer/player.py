@@ -636,6 +636,8 @@ class PlayerView(pn.viewable.Viewer):
         elif kind == "vector":  # one scale for every frame, as poses and images have
             sd = np.sqrt(np.maximum(np.asarray(pb.var), 0.0))
             lo, hi = float(np.min(pb.mean - 2 * sd)), float(np.max(pb.mean + 2 * sd))
+            if pb.truth is not None:
+                lo, hi = min(lo, float(np.min(pb.truth))), max(hi, float(np.max(pb.truth)))
             pad = 0.05 * (hi - lo or 1.0)
             f["out"].x_range = Range1d(-0.5, pb.mean.shape[1] - 0.5)
             f["out"].y_range = Range1d(lo - pad, hi + pad)
