@@ -174,6 +174,24 @@ def test_colour_select_offers_what_the_data_has(state, walk, walk_model):
     assert state.color_by == "auto"
 
 
+def test_the_latent_view_draws_every_colouring_it_offers(state, walk):
+    """Each choice of the colour select draws the latent view, with every point (colouring
+    by sequence once failed on the default page: HoloViews refused its table and the view
+    vanished behind an error)."""
+    from explorer.views import LatentView
+
+    lv = LatentView(state=state)
+    for mode in lv._color.options:
+        state.color_by = mode
+        state.error = ""
+        lv._rebuild()
+        assert state.error == "", (mode, state.error)
+        fig = hv.render(lv._pane.object)
+        sizes = [len(r.data_source.data["index"]) for r in fig.renderers
+                 if "index" in getattr(r.data_source, "data", {})]
+        assert walk.N in sizes, (mode, sizes)
+
+
 def test_summary(state):
     info = state.summary()
     assert info["Q"] == 4 and info["M"] == 10 and info["N"] == 80
