@@ -24,7 +24,7 @@ import panel as pn
 from explorer.export import ExportPanel
 from explorer.infer_view import InferView
 from explorer.player import PlayerView
-from explorer.state import ExplorerState, load_asset_cached
+from explorer.state import ExplorerState, asset_message, load_asset_cached
 from explorer.views import RIGHT_W, ArdView, LatentView, ModelPanel, OutputView
 
 log = logging.getLogger("explorer")
@@ -53,7 +53,9 @@ def dataset_options() -> dict[str, str]:
         for info in list_datasets():
             tag = "embedded" if getattr(info, "embedded", False) else (
                 "cached" if getattr(info, "cached", False) else "download")
-            opts[f"{getattr(info, 'title', info.name)} [{tag}]"] = info.name
+            title = getattr(info, "title", info.name)
+            # the tag once: embedded sets' titles say "(embedded)" already
+            opts[title if f"({tag})" in title else f"{title} [{tag}]"] = info.name
     except Exception:  # a broken registry must not stop the page
         log.exception("list_datasets failed")
     return opts
@@ -105,9 +107,8 @@ def initial_state(model_path: str | os.PathLike | None = None) -> ExplorerState:
             continue
         state.set_model(m, ds)
         state.asset_name = name
-        kind = "dynamical" if state.is_dynamical else "static"
-        state.info = note + (f"{get_spec(name).title}: pre-trained {kind} model (Q={m.latent_dim}, "
-                             f"M={m.num_inducing}). Press Play, move over the latent space, or train your own.")
+        state.info = note + asset_message(get_spec(name).title, m) + (
+            " Press Play, move over the latent space, or train your own.")
         if note:
             state.error = ""
         return state
@@ -118,13 +119,20 @@ def initial_state(model_path: str | os.PathLike | None = None) -> ExplorerState:
     return state
 
 
+#: what the page says when its connection to the server is lost (server stopped, network)
+DISCONNECTED = ("Connection to the bgplvm server lost: this page no longer responds. "
+                "Reload it once the server runs again (bgplvm serve).")
+
+
 def extensions() -> None:
     """Panel's and HoloViews' set-up for the page. Plots draw with Canvas 2D, not WebGL
     (HoloViews' default): every plot here is small (a few thousand glyphs at most), and a
     WebGL plot is copied onto its canvas at every repaint, which on a machine without a
     GPU (software GL: VMs, remote desktops, headless browsers) took 50-150 ms per mouse
     move; with Canvas 2D a move's output is on screen in ~60 ms (bench/bench_load.py)."""
-    pn.extension("filedropper", notifications=False)
+    # a lost connection to the server is said on the page (it used to look alive and do
+    # nothing: hover, Train and Stop were silently dropped)
+    pn.extension("filedropper", notifications=True, disconnect_notification=DISCONNECTED)
     hv.extension("bokeh", logo=False)
     hv.renderer("bokeh").webgl = False
 

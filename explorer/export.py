@@ -562,6 +562,7 @@ class ExportPanel(pn.viewable.Viewer):
     def __panel__(self):
         note = pn.pane.Markdown(
             "Figures are redrawn for print (PNG at 2x, vector SVG) from the current view; the GIF is the "
-            "played sequence with its forecast; the plots' own save icon downloads exactly what is on screen.",
+            "played sequence (with its forecast, for a dynamical model); the plots' own save icon downloads "
+            "exactly what is on screen.",
             styles={"font-size": "12px"}, width=260)
         return pn.Card(*[pn.Row(*row) for row in self._buttons], note, title="4. Export", width=280)

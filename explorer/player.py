@@ -214,8 +214,9 @@ class PlayerView(pn.viewable.Viewer):
         self._controls.visible = bool(opts)
         if self.state.play_sequence in opts.values():
             self._seq.value = self.state.play_sequence
-        self._horizon.disabled = not self.state.is_dynamical
-        self._horizon.visible = self.state.model is not None  # the data alone has no forecast
+        # only a dynamical model forecasts: for the data alone or a static model the slider
+        # was shown (disabled, looking usable)
+        self._horizon.visible = self.state.is_dynamical
 
     def _on_dataset(self, *events):
         """Before any model a new data set is played as recorded (its first sequence id may

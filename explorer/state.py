@@ -181,6 +181,11 @@ def _named_dataset(name: str, meta: dict) -> Dataset:
     return dataclasses.replace(ds, meta={**ds.meta, **play}) if play else ds
 
 
+def asset_message(title: str, model) -> str:
+    """The page's line for an opened pre-trained model (its title says static or dynamical)."""
+    return f"{title} (pre-trained: Q={model.latent_dim}, M={model.num_inducing})."
+
+
 def dataset_for_model(model) -> Dataset:
     """The data set a loaded model was trained on: the named one from its metadata when
     it loads and has the same shape, else the model's own Y drawn as vectors."""
@@ -361,8 +366,7 @@ class ExplorerState(param.Parameterized):
         self.set_model(m, ds)
         self.asset_name = name
         self.error = ""
-        kind = "dynamical" if self.is_dynamical else "static"
-        self.info = f"{spec.title}: pre-trained {kind} model (Q={m.latent_dim}, M={m.num_inducing})."
+        self.info = asset_message(spec.title, m)
 
     def _reread_upload(self, *events) -> None:
         """The upload settings apply to the open upload: it is read again with them (a box
@@ -585,17 +589,28 @@ class ExplorerState(param.Parameterized):
             self.error = f"Training failed: {job.error}"
             return False
         if job.model is None:  # stopped while it waited for a trainer: nothing to install
-            self.training = False
-            self.train_status = "Stopped before training started."
+            with param.parameterized.batch_call_watchers(self):
+                self.training = False
+                self.train_status = "Stopped before training started."
+                self.info = f"Training stopped before it started; {self._shown_model()}"
             return False
         n = hist[-1][0] if hist else 0
         self.set_model(job.model, job.dataset, trained_here=True)
         self.training = False
-        self.train_status = (f"{'Stopped' if job.stopped else 'Finished'} after {n} iterations in "
-                             f"{secs:.1f} s; bound {float(job.model.elbo()):,.2f}.")
+        from .inference import count
+
+        self.train_status = (f"{'Stopped' if job.stopped else 'Finished'} after {count(n, 'iteration')} in "
+                             f"{secs:.1f} s; bound {float(job.model.elbo()):,.2f}."
+                             # Stop keeps the fit so far, in place of the model shown before
+                             + (" The page shows this partly trained model; the one before can be opened "
+                                "again in 1. Data." if job.stopped else ""))
         kind = "dynamical" if self.is_dynamical else "static"
         self.info = f"Trained a {kind} model on {self.dataset_name}: {self.train_status}"
         return False
+
+    def _shown_model(self) -> str:
+        """What the page shows, for a message: "the model shown is unchanged." or that there is none."""
+        return "the model shown is unchanged." if self.model is not None else "there is no model yet."
 
     def shutdown(self) -> None:
         """Session closed: end any training worker now."""

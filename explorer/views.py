@@ -564,8 +564,10 @@ class OutputView(_Rebuilding):
         coordinates to the readout above ("Generated (-0.39" was all that showed)."""
         if self.kind == "image":
             return "Generated"
-        (x, y), (qx, qy) = self.state.cursor, self.state.dims
-        return f"Generated at x{qx}={x:.2f}, x{qy}={y:.2f}"
+        # the coordinates alone: "Generated at x1=0.17, x2=-0.43" was cut; the readout above
+        # names the dimensions
+        x, y = (round(float(v), 2) + 0.0 for v in self.state.cursor)  # + 0.0: no "-0.00"
+        return f"Generated at ({x:.2f}, {y:.2f})"
 
     def _columns(self) -> dict:
         """{layer name: Bokeh columns} of the output at the cursor."""
@@ -665,9 +667,10 @@ class OutputView(_Rebuilding):
     def _caption(self):
         if self.state.model is None:  # nothing is drawn: no caption for it
             return ""
+        forecast = ", purple = forecast" if self.state.is_dynamical else ""  # only a dynamical model forecasts
         return {"pose": "Left: the pose generated at the cursor; red discs: 2 sd of each joint's position. "
                         "Right: the played sequence; discs: 2 sd per joint from the uncertain-input moments "
-                        "(covFstar), purple = forecast. Drag the angle sliders to turn both figures.",
+                        f"(covFstar){forecast}. Drag the angle sliders to turn both figures.",
                 "image": "Generated at the cursor: mean image and per-pixel sd of f (noise excluded, log colour "
                          "scale: black = sure; at a fixed latent point the model's variance is the same for every "
                          "pixel)." + (
@@ -980,6 +983,8 @@ class ModelPanel(pn.viewable.Viewer):
     # ---- training
     @guarded
     def _start(self, event=None):
+        if self.state.training:  # a second click of a double click: the fit has started
+            return
         self.state.start_training()
         if self._cb is None:
             self._cb = pn.state.add_periodic_callback(self._poll, period=250)
@@ -997,8 +1002,11 @@ class ModelPanel(pn.viewable.Viewer):
         self._stop.disabled = not t
         self._progress.visible = t
         self._curve.visible = t or bool(self.state.bound_history)
+        # the upload's own settings too: changed while training they were shown but not
+        # applied (the data set cannot change under a fit)
         for w in (self._ds_load, self._upload, self._model_upload, self._Q, self._M, self._iters, self._kernel,
-                  self._prior, self._time_kernel, self._asset_open):
+                  self._prior, self._time_kernel, self._asset_open, self._kind, self._H, self._W, self._order,
+                  self._frames, self._fps, self._sub):
             w.disabled = t
 
     def _on_progress(self, *events):

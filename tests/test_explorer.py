@@ -392,8 +392,10 @@ def test_latent_view_streams_drive_generation(state):
     pointer.event(x=0.3, y=-0.2)
     assert state.cursor == (0.3, -0.2)
     # the output plot was updated in place: title and the pose's data sources
-    qx, qy = state.dims
-    assert ov._figures["bones"].title.text == f"Generated at x{qx}=0.30, x{qy}=-0.20"
+    assert ov._figures["bones"].title.text == "Generated at (0.30, -0.20)"
+    pointer.event(x=0.3, y=-0.001)
+    assert ov._figures["bones"].title.text == "Generated at (0.30, 0.00)"  # not "-0.00"
+    pointer.event(x=0.3, y=-0.2)
     bones = ov._sources["bones"].data
     before = np.column_stack([bones["u"], bones["v"]]).copy()
     mean, _ = state.generate(0.3, -0.2)
@@ -601,6 +603,33 @@ def test_export_without_model_is_a_user_error():
 
 
 # --------------------------------------------------------------------------- cli
+def test_what_cannot_change_under_a_fit_is_off_while_training(state):
+    """While a model trains, every control that would change its data or settings is off,
+    the upload's own settings included (ticking "rows are frames in time order" mid-fit was
+    shown but never applied)."""
+    from explorer.views import ModelPanel
+
+    mp = ModelPanel(state=state)
+    ws = [mp._ds_load, mp._Q, mp._M, mp._iters, mp._prior, mp._asset_open, mp._kind, mp._H, mp._W,
+          mp._order, mp._frames, mp._fps, mp._sub]
+    state.training = True
+    assert all(w.disabled for w in ws) and mp._train.disabled and not mp._stop.disabled
+    state.training = False
+    assert not any(w.disabled for w in ws) and not mp._train.disabled
+
+
+def test_the_page_says_when_its_server_connection_is_lost():
+    """Panel's disconnect notification is on (the page used to look alive after the server
+    stopped, dropping every action silently; checked in a browser: the message appears)."""
+    import panel as pn
+
+    from explorer.app import DISCONNECTED, extensions
+
+    extensions()
+    assert pn.config.notifications and pn.config.disconnect_notification == DISCONNECTED
+    assert "Reload" in DISCONNECTED
+
+
 def test_serve_command_line():
     from explorer.cli import WEBSOCKET_MAX_BYTES, build_command
 

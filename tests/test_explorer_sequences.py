@@ -224,6 +224,9 @@ def test_data_plays_as_recorded_before_any_model(walk, dyn_model):
     # a model takes over the player
     s.set_model(dyn_model, walk)
     assert not s.playback().preview and pv._horizon.visible
+    s.set_model(BayesianGPLVM(walk.Y, latent_dim=2, num_inducing=5, seed=0), walk)
+    assert not pv._horizon.visible  # a static model has no forecast to set
+    s.set_model(dyn_model, walk)
     assert pv._figs["time"].title.text.startswith(TIME_TITLE) and len(pv.path_src.data["xs"]) == 2
     # data without sequences still has nothing to play
     s.set_dataset(Dataset(name="flat", Y=walk.Y + 1.0, renderer=walk.renderer))

@@ -76,7 +76,7 @@ def test_default_page_shows_real_mocap_with_trajectories(page, server):
     assert lat["title"] == "Latent space: cmu35"
     play = plot_info(page, PLAYING)
     assert play["title"].startswith("Playing: 35_01")
-    assert page.get_by_text(re.compile(r"^CMU mocap subject 35 .*pre-trained dynamical model")).first.is_visible()
+    assert page.get_by_text(re.compile(r"^CMU mocap subject 35 .*dynamical model \(pre-trained: Q=")).first.is_visible()
     assert page.evaluate(JS_PATHS) == 2  # the sequence's path: training part and forecast
     traj = page.evaluate(JS_TRAJ)
     assert traj is not None and len(traj["t"]) == 89 + 60 and sum(traj["fc"]) == 60
