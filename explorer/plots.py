@@ -54,6 +54,9 @@ def ard_bars(alpha: np.ndarray, x_dim: int, y_dim: int, sort: bool = False) -> h
     return hv.Bars(rows, kdims=[kd],
                    vdims=[hv.Dimension("alpha", label="ARD weight alpha_q"), "role", "color", "q"]
                    ).opts(color="color", line_color="#555555", tools=["hover"], title=ARD_TITLE,
+                          # what the bar says, not the columns behind it ("color: #1f77b4", q twice)
+                          hover_tooltips=[("dimension", "@dim"), ("ARD weight", "@alpha{%0.3g}"), ("role", "@role")],
+                          hover_formatters={"@alpha": "printf"},
                           xlabel="latent dimension q (off: switched off)", ylabel="ARD weight alpha_q")
 
 

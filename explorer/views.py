@@ -819,7 +819,10 @@ class ModelPanel(pn.viewable.Viewer):
         self._save = pn.widgets.FileDownload(callback=self._save_bytes, filename="model.npz",
                                              label="Save model (download)", width=250, color="success")
         self._cb = None
+        self._prior_note = pn.pane.Markdown("", styles={"font-size": "12px"}, margin=(5, 10, 0, 10))
         s.param.watch(self._on_training, ["training"])
+        s.param.watch(self._prior_choice, ["dataset"])
+        self._prior_choice()
         s.param.watch(self._on_progress, ["bound_history", "train_status"])
         s.param.watch(self._on_model, ["model_version", "dataset_name"])
         self._on_model()
@@ -827,6 +830,7 @@ class ModelPanel(pn.viewable.Viewer):
 
     #: what the two selects show for a model or data that are not among their choices
     OWN_MODEL = "(your own model: trained or opened)"
+    NO_MODEL = "(none open: choose one)"
     OWN_DATA = "(your own data)"
 
     def _follow_choices(self, *events):
@@ -835,13 +839,12 @@ class ModelPanel(pn.viewable.Viewer):
         one after an upload or a fit)."""
         s = self.state
         own = s.model is not None and not s.asset_name
-        self._asset_select.options = {**self._assets, self.OWN_MODEL: ""} if own else dict(self._assets)
-        if own:
+        if s.model is None:  # it named the last pre-trained model over other data, as if open
+            self._asset_select.options = {self.NO_MODEL: "", **self._assets}
             self._asset_select.value = ""
-        elif s.asset_name:
-            self._asset_select.value = s.asset_name
-        elif self._asset_select.value not in self._assets.values():  # no model: offer the first
-            self._asset_select.value = next(iter(self._assets.values()))
+        else:
+            self._asset_select.options = {**self._assets, self.OWN_MODEL: ""} if own else dict(self._assets)
+            self._asset_select.value = "" if own else s.asset_name
         mine = bool(s.dataset_name) and s.dataset_name not in self._datasets.values()
         self._ds_select.options = {**self._datasets, self.OWN_DATA: ""} if mine else dict(self._datasets)
         if mine:
@@ -1005,9 +1008,19 @@ class ModelPanel(pn.viewable.Viewer):
         # the upload's own settings too: changed while training they were shown but not
         # applied (the data set cannot change under a fit)
         for w in (self._ds_load, self._upload, self._model_upload, self._Q, self._M, self._iters, self._kernel,
-                  self._prior, self._time_kernel, self._asset_open, self._kind, self._H, self._W, self._order,
+                  self._time_kernel, self._asset_open, self._kind, self._H, self._W, self._order,
                   self._frames, self._fps, self._sub):
             w.disabled = t
+        self._prior_choice()
+
+    def _prior_choice(self, *events):
+        """The prior is a choice only for data with time stamps: without them dynamical
+        could be picked and failed at Train ("a dynamical model needs time stamps")."""
+        ds = self.state.dataset
+        timed = ds is not None and ds.times is not None
+        self._prior.disabled = self.state.training or not timed
+        self._prior_note.object = ("**Latent prior** (dynamical: a GP over time, for sequences" +
+                                   ("):" if timed or ds is None else "; this data set has no time stamps):"))
 
     def _on_progress(self, *events):
         h = self.state.bound_history
@@ -1062,8 +1075,7 @@ class ModelPanel(pn.viewable.Viewer):
             title="1. Data", width=280)
         train = pn.Card(
             pn.Row(self._Q, self._M, self._iters), self._kernel,
-            pn.pane.Markdown("**Latent prior** (dynamical: a GP over time, for sequences):",
-                             styles={"font-size": "12px"}, margin=(5, 10, 0, 10)),
+            self._prior_note,
             self._prior, pn.Row(self._time_kernel, visible=pn.bind(lambda p: p == "dynamical", self.state.param.prior)),
             pn.Row(self._train, self._stop),
             self._progress, self._status, self._curve, title="2. Train", width=280)

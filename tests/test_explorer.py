@@ -616,6 +616,9 @@ def test_what_cannot_change_under_a_fit_is_off_while_training(state):
     assert all(w.disabled for w in ws) and mp._train.disabled and not mp._stop.disabled
     state.training = False
     assert not any(w.disabled for w in ws) and not mp._train.disabled
+    # the prior is a choice only for data with time stamps
+    state.set_dataset(Dataset(name="flat", Y=state.dataset.Y, renderer=state.dataset.renderer))
+    assert mp._prior.disabled and state.prior == "static" and "no time stamps" in mp._prior_note.object
 
 
 def test_the_page_says_when_its_server_connection_is_lost():
@@ -887,7 +890,9 @@ def test_the_data_set_choice_follows_an_opened_model(state, walk, walk_model):
     assert "choose a pre-trained model" in state.error
     state.set_dataset(Dataset(name="mine", Y=walk.Y + 1.0, renderer=walk.renderer))  # an upload
     assert mp._ds_select.value == "" and mp.OWN_DATA in mp._ds_select.options
-    assert mp._asset_select.value in mp._assets.values()  # no model open: a pre-trained one to open
+    # no model open: the select says so (it named the last pre-trained model, as if open)
+    assert mp._asset_select.value == "" and list(mp._asset_select.options)[0] == mp.NO_MODEL
+    mp._asset_select.value = next(iter(mp._assets.values()))  # the user picks one to open
 
 
 def test_the_training_curve_goes_with_its_history(state, walk_model, walk):
