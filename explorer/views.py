@@ -87,6 +87,35 @@ def checkbox(obj: param.Parameterized, name: str, label: str, **kw) -> pn.widget
     return w
 
 
+def number_input(obj: param.Parameterized, name: str, label: str, on_error, **kw) -> pn.widgets.Widget:
+    """A number box for bounded parameter ``name`` of ``obj`` (both ways). A typed number
+    outside the bounds is refused with a message (``on_error(text)``) and the box shows the
+    parameter's value again: a box made with ``from_param`` kept showing the refused number
+    (0 iterations, Q = 31) while the previous value was used, without a word."""
+    p = obj.param[name]
+    lo, hi = p.bounds
+    cls = pn.widgets.IntInput if isinstance(p, param.Integer) else pn.widgets.FloatInput
+    if p.doc:
+        kw.setdefault("description", p.doc)  # the "?" tooltip, as from_param gives it
+    w = cls(label=label, value=getattr(obj, name), **kw)
+
+    def to_param(event):
+        v, now = event.new, getattr(obj, name)
+        if v is None or (lo is not None and v < lo) or (hi is not None and v > hi):
+            on_error(f"{label}: {v} is not allowed; choose from {lo:g} to {hi:g} (it stays {now:g})")
+            w.value = now
+        elif v != now:
+            setattr(obj, name, v)
+
+    def to_widget(event):
+        if w.value != event.new:
+            w.value = event.new
+
+    w.param.watch(to_param, "value")
+    obj.param.watch(to_widget, name)
+    return w
+
+
 class TextBox(pn.viewable.Viewer):
     """A few lines of HTML text as a plain Bokeh Div, for text that changes while its tab
     may be hidden. Panel's Markdown pane, updated with its model outside the document (a
@@ -793,17 +822,20 @@ class ModelPanel(pn.viewable.Viewer):
         self._new_droppers(array=True, model=True)
         self._kind = pn.widgets.RadioButtonGroup.from_param(s.param.upload_kind, width=250,
                                                             css_classes=["upload-kind"])
-        self._H = pn.widgets.IntInput.from_param(s.param.image_height, label="height H", width=70)
-        self._W = pn.widgets.IntInput.from_param(s.param.image_width, label="width W", width=70)
+        def refuse(text):
+            s.error = text
+
+        self._H = number_input(s, "image_height", "height H", refuse, width=70)
+        self._W = number_input(s, "image_width", "width W", refuse, width=70)
         self._order = pn.widgets.Select.from_param(s.param.image_order, label="pixels", width=70,
                                                    options={"rows": "C", "columns": "F"})
         self._frames = checkbox(s, "rows_are_frames", "rows are frames in time order")
-        self._fps = pn.widgets.FloatInput.from_param(s.param.upload_fps, label="frames/s", width=70)
-        self._sub = pn.widgets.IntInput.from_param(s.param.mocap_subsample, label="AMC: every k-th", width=110)
-        self._Q = pn.widgets.IntInput.from_param(s.param.latent_dim, label="latent dims Q", width=70)
-        self._M = pn.widgets.IntInput.from_param(s.param.num_inducing, label="inducing M", width=70)
-        self._iters = pn.widgets.IntInput.from_param(s.param.max_iters, label="iterations", width=70, step=50,
-                                                  css_classes=["iters-input"])
+        self._fps = number_input(s, "upload_fps", "frames/s", refuse, width=70)
+        self._sub = number_input(s, "mocap_subsample", "AMC: every k-th", refuse, width=110)
+        self._Q = number_input(s, "latent_dim", "latent dims Q", refuse, width=70)
+        self._M = number_input(s, "num_inducing", "inducing M", refuse, width=70)
+        self._iters = number_input(s, "max_iters", "iterations", refuse, width=70, step=50,
+                                   css_classes=["iters-input"])
         self._kernel = pn.widgets.Select.from_param(s.param.kernel, label="kernel", width=250)
         self._prior = pn.widgets.RadioButtonGroup.from_param(s.param.prior, width=250, css_classes=["prior-choice"])
         self._time_kernel = pn.widgets.Select.from_param(s.param.time_kernel, label="time kernel (dynamical prior)",

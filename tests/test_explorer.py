@@ -621,6 +621,26 @@ def test_what_cannot_change_under_a_fit_is_off_while_training(state):
     assert mp._prior.disabled and state.prior == "static" and "no time stamps" in mp._prior_note.object
 
 
+def test_a_number_out_of_its_bounds_is_refused_in_words(state):
+    """Typing 0 iterations or Q = 31 is refused with a message and the box shows the value
+    in use again (it kept the refused number on screen while the old one was used)."""
+    from explorer.views import ModelPanel
+
+    mp = ModelPanel(state=state)
+    state.max_iters = 300
+    mp._iters.value = 0
+    assert state.max_iters == 300 and mp._iters.value == 300
+    assert "iterations: 0 is not allowed; choose from 1 to" in state.error
+    mp._Q.value = 31
+    assert mp._Q.value == state.latent_dim and "latent dims Q: 31" in state.error
+    state.error = ""
+    mp._iters.value = 120  # in bounds: taken, both ways
+    assert state.max_iters == 120 and state.error == ""
+    state.max_iters = 80
+    assert mp._iters.value == 80
+    assert mp._fps.description  # the parameter's doc as the box's tooltip
+
+
 def test_the_page_says_when_its_server_connection_is_lost():
     """Panel's disconnect notification is on (the page used to look alive after the server
     stopped, dropping every action silently; checked in a browser: the message appears)."""
