@@ -34,11 +34,14 @@ HELP = """
 pre-trained **dynamical** model; pick another data set, upload your own (an array, an image
 sequence, or ASF + AMC motion capture) or open a saved model. (2) In the **latent space**, move
 the mouse (follow mode) or click to generate the pose / frame at that point, with its
-uncertainty; clicking a training point shows its data. (3) **Play** a training sequence: the
+uncertainty; clicking a training point shows its data in the **Training point** tab (and, for
+vectors, in the Generated plot). (3) **Play** a training sequence: the
 marker moves along its latent trajectory while the pose animates; past the last training frame
 the dynamical model **forecasts** from its time prior, and the bands and discs show how the
 uncertainty grows; data loaded without a model play as recorded, to look at before training.
-(4) **Observe & infer**: hide part of a test frame and let the model infer it. (5) **Train** a
+(4) **Observe & infer**: hide part of a test frame and let the model infer it. The **Relevance
+(ARD)** tab shows how much each latent dimension is used (click a bar to show that dimension on
+an axis; the others are held at the sliders' values). (5) **Train** a
 new model (static or dynamical) -- it runs in a separate low-priority process. (6) **Export**
 figures, coordinates and the played sequence as an animated GIF.
 """
