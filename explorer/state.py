@@ -476,7 +476,7 @@ class ExplorerState(param.Parameterized):
             self.latent_dim = int(np.clip(Q, *self.param.latent_dim.bounds))
             self.num_inducing = int(np.clip(model.num_inducing, *self.param.num_inducing.bounds))
             self.prior = "dynamical" if seqs.is_dynamical(model) else "static"
-            tk = getattr(getattr(model.prior, "time_kernel", None), "spec", None)
+            tk = getattr(getattr(getattr(model, "prior", None), "time_kernel", None), "spec", None)
             if tk in TIME_KERNELS:
                 self.time_kernel = tk
             self._reset_sequence()
