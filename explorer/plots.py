@@ -304,10 +304,12 @@ def image_plot(img: np.ndarray, title: str, vmin=None, vmax=None, cmap: str = "g
     extra = {}
     if log and vmin is not None and vmax is not None and 0 < vmin < vmax:
         # ticks at the decades in range (Bokeh's own log ticks on a short bar were "10, 5")
-        from bokeh.models import FixedTicker
+        from bokeh.models import FixedTicker, PrintfTickFormatter
 
         dec = 10.0 ** np.arange(np.ceil(np.log10(vmin)), np.floor(np.log10(vmax)) + 1)
-        extra["colorbar_opts"] = {"ticker": FixedTicker(ticks=[float(v) for v in dec])}
+        # "0.01", "0.001" ("1.000e-2" by default)
+        extra["colorbar_opts"] = {"ticker": FixedTicker(ticks=[float(v) for v in dec]),
+                                  "formatter": PrintfTickFormatter(format="%g")}
     return im.opts(cmap=cmap, clim=clim, title=title, xaxis=None, yaxis=None, logz=log,
                    colorbar=True, tools=["hover"], **extra)
 
