@@ -127,11 +127,12 @@ def latent_points(mu: np.ndarray, dims: tuple[int, int], labels=None, label_name
     """Latent means of the two shown dims, coloured by label / sequence / time (``times``
     as shown, in ``time_unit``)."""
     cols = point_table(mu, dims, labels, label_names, sequence, times, color_mode, sequence_names)
-    if color_mode in ("label", "sequence"):
+    colors = group_colors(cols["group"]) if color_mode in ("label", "sequence") else None
+    if colors is not None:
         # rows grouped in the colour key's order: Bokeh's legend lists groups in the order the
         # rows first show them (USPS read "6, 5, 4, 7, 3, 1, 0, 8, 2, 9"); "index" keeps each
         # row's number for the hover
-        rank = {g: i for i, g in enumerate(group_colors(cols["group"]))}
+        rank = {g: i for i, g in enumerate(colors)}
         order = np.argsort([rank[g] for g in cols["group"]], kind="stable")
         cols = {k: np.asarray(v)[order] for k, v in cols.items()}
     pts = hv.Points(cols, kdims=[_kd(dims[0], "lx"), _kd(dims[1], "ly")],
@@ -150,7 +151,7 @@ def latent_points(mu: np.ndarray, dims: tuple[int, int], labels=None, label_name
         opts.update(color="group", cmap=TIME_CMAP, colorbar=True, colorbar_position="right",
                     clabel=f"time ({time_unit})", colorbar_opts={"width": 10})
     elif color_mode in ("label", "sequence"):
-        opts.update(color="group", cmap=group_colors(cols["group"]),
+        opts.update(color="group", cmap=colors,
                     show_legend=True, legend_position="right")
     else:
         opts.update(color="#1f77b4")

@@ -26,6 +26,7 @@ from bgplvm_datasets.record import VectorRenderer
 from model.io import ACTIVE_FRACTION
 
 from . import sequences as seqs
+from .inference import count
 from .train_worker import WorkerTrainingJob
 
 log = logging.getLogger(__name__)
@@ -597,8 +598,6 @@ class ExplorerState(param.Parameterized):
         n = hist[-1][0] if hist else 0
         self.set_model(job.model, job.dataset, trained_here=True)
         self.training = False
-        from .inference import count
-
         self.train_status = (f"{'Stopped' if job.stopped else 'Finished'} after {count(n, 'iteration')} in "
                              f"{secs:.1f} s; bound {float(job.model.elbo()):,.2f}."
                              # Stop keeps the fit so far, in place of the model shown before
@@ -1009,8 +1008,6 @@ class ExplorerState(param.Parameterized):
 
     def poll_inference(self) -> bool:
         """Copy an inference's progress / result into parameters; True while it runs."""
-        from .inference import count
-
         job = self._infer_job
         if job is None:
             return False
