@@ -40,6 +40,8 @@ def palette(name: str) -> np.ndarray:
 def colormap(values: np.ndarray, name: str, vmin=None, vmax=None) -> np.ndarray:
     """Values -> (..., 3) uint8 RGB; NaN -> white."""
     v = np.asarray(values, dtype=np.float64)
+    if not np.isfinite(v).any():  # e.g. the latent view's background switched off
+        return np.full(v.shape + (3,), 255, dtype=np.uint8)
     lo = np.nanmin(v) if vmin is None else vmin
     hi = np.nanmax(v) if vmax is None else vmax
     t = (v - lo) / (hi - lo) if hi > lo else np.zeros_like(v)

@@ -32,8 +32,8 @@ from .views import RIGHT_W, TextBox, guarded, show_bokeh
 INFER_TITLE = "Observed & inferred"
 #: (width, height) of each small image figure, and of its frame (the figure less its title
 #: and borders): the data ranges are padded to the frame's shape so that pixels are square
-IMAGE_FIG = (140, 190)
-IMAGE_FRAME = (132, 164)
+IMAGE_FIG = (121, 180)  # four in a row fill the right column (RIGHT_W - 20)
+IMAGE_FRAME = (113, 154)
 HIDDEN_COLOR = "#e6194b"
 GHOST_COLOR = "#b8b8b8"
 OBSERVED_COLOR = "#1f3b73"
@@ -76,12 +76,12 @@ class InferView(pn.viewable.Viewer):
         self._uv = None
         self._extent = None
 
-        self._source = pn.widgets.Select(label="test frames", width=250, css_classes=["infer-source"])
+        self._source = pn.widgets.Select(label="test frames", width=235, css_classes=["infer-source"])
         self._frame = pn.widgets.IntSlider(label="first frame", start=0, end=1, value=0, width=250,
                                            css_classes=["infer-frame"])
         self._length = pn.widgets.IntInput(label="frames (a stretch)", start=1, end=200, value=1, width=170,
                                            css_classes=["infer-length"])
-        self._mask = pn.widgets.Select(label="hide", width=250, css_classes=["infer-mask"])
+        self._mask = pn.widgets.Select(label="hide", width=235, css_classes=["infer-mask"])
         self._fraction = pn.widgets.FloatSlider(label="share of pixels", start=0.05, end=0.95, step=0.05,
                                                 value=s.mask_fraction, width=200)
         self._clear = pn.widgets.Button(label="Show all joints", width=120)
@@ -202,7 +202,7 @@ class InferView(pn.viewable.Viewer):
         p.scatter(x="x", y="y", source=self.joints, size=9, fill_color="color", line_color="white")
         p.on_event(Tap, self._on_tap)
         figs = {}
-        for name, title, pal in (("observed", "Observed (red: hidden)", "Greys256"),
+        for name, title, pal in (("observed", "Observed", "Greys256"),
                                  ("inferred", INFER_TITLE, "Greys256"), ("truth", "Truth", "Greys256"),
                                  ("sd", "Inferred sd", "Magma256")):
             f = figure(width=IMAGE_FIG[0], height=IMAGE_FIG[1], title=title, x_range=Range1d(0, 1),

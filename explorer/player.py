@@ -28,7 +28,7 @@ from panel.io.document import unlocked
 from . import sequences as seqs
 from .plots import INFERRED_COLOR, X_COLOR, Y_COLOR
 from .state import ExplorerState, UserError
-from .views import TextBox, guarded, show_bokeh
+from .views import OUT_H, OUT_W, RIGHT_W, TextBox, guarded, image_frame, show_bokeh
 
 log = logging.getLogger("explorer")
 
@@ -171,7 +171,7 @@ class PlayerView(pn.viewable.Viewer):
         self.span = _local(Span(location=0, dimension="height", line_color="#333333", line_width=2, level="overlay"))
         self.forecast_box = BoxAnnotation(left=None, fill_color=FORECAST_COLOR, fill_alpha=0.08, line_alpha=0)
         # frames count from 1 in the readout; the handle's tooltip says the same
-        self.slider = _local(Slider(start=0, end=1, value=0, step=1, title="frame", width=300,
+        self.slider = _local(Slider(start=0, end=1, value=0, step=1, title="frame", width=RIGHT_W - 250,
                                     show_value=False, css_classes=["play-slider"],
                                     format=CustomJSTickFormatter(code="return (tick + 1).toFixed(0)")))
         self.toggle = _local(Toggle(label="\u25B6 Play", button_type="primary", width=90, css_classes=["play-toggle"]))
@@ -197,7 +197,7 @@ class PlayerView(pn.viewable.Viewer):
         self._controls = pn.Row(self._seq, self._horizon)
         self._seq.param.watch(self._on_seq, "value")
         self._horizon.param.watch(self._on_horizon, "value_throttled")
-        self._note = TextBox(width=540, css_classes=["player-note"])
+        self._note = TextBox(width=RIGHT_W - 20, css_classes=["player-note"])
         s.param.watch(self._sync_widgets, ["model_version", "play_sequence"])
         s.param.watch(self._refresh, ["model_version", "play_sequence", "forecast_steps", "play_mode", "inference"])
         s.param.watch(self._on_dataset, "dataset")
@@ -263,7 +263,7 @@ class PlayerView(pn.viewable.Viewer):
         share, left references the page no longer knew ("reference p... isn't known"): the
         player stayed blank after a video model and then showed the video on a pose model."""
         common = dict(toolbar_location=None, tools="", min_border=4)
-        p = figure(width=270, height=270, title=PLAY_TITLE, match_aspect=True, **common)
+        p = figure(width=OUT_W, height=OUT_H, title=PLAY_TITLE, match_aspect=True, **common)
         p.axis.visible = False
         p.grid.visible = False
         p.segment(x0="x0", y0="y0", x1="x1", y1="y1", source=self.ghost_bones, line_width=6,
@@ -288,12 +288,12 @@ class PlayerView(pn.viewable.Viewer):
         # stretch's truth (grey, linear): its glyph switches between the two mappers
         self._sd_glyph = r.glyph
         self._img_mappers["sd_log"] = LogColorMapper(palette=Magma256, low=0.01, high=1.0)
-        v = figure(width=270, height=270, title=PLAY_TITLE, x_range=Range1d(0, 1), y_range=Range1d(0, 1), **common)
+        v = figure(width=OUT_W, height=OUT_H, title=PLAY_TITLE, x_range=Range1d(0, 1), y_range=Range1d(0, 1), **common)
         v.xaxis.ticker = BasicTicker(min_interval=1)  # whole output dimensions
         v.varea(x="d", y1="lo", y2="hi", source=self.vec_src, fill_color="#e6194b", fill_alpha=0.2)
         v.line(x="d", y="y", source=self.vec_src, line_color="#e6194b", line_width=2)
         by_kind["vector"] = {"out": v}
-        tp = figure(width=540, height=215, title=TIME_TITLE, x_axis_label=f"time ({self._unit()})",
+        tp = figure(width=RIGHT_W - 20, height=215, title=TIME_TITLE, x_axis_label=f"time ({self._unit()})",
                     y_axis_label="latent coordinate", **common)
         tp.varea(x="t", y1="xlo", y2="xhi", source=self.traj, fill_color=X_COLOR, fill_alpha=0.18)
         tp.varea(x="t", y1="ylo", y2="yhi", source=self.traj, fill_color=Y_COLOR, fill_alpha=0.18)
@@ -352,7 +352,7 @@ class PlayerView(pn.viewable.Viewer):
             self.gallery_src.data = dict(image=[np.ascontiguousarray(img[::-1], dtype=np.float32)], dw=[W], dh=[H])
             g = self._gallery_fig
             g.x_range.start, g.x_range.end, g.y_range.start, g.y_range.end = 0, W, 0, H
-            g.frame_width = int(min(round(W * scale), 520))
+            g.frame_width = int(min(round(W * scale), RIGHT_W - 40))
             g.frame_height = int(round(g.frame_width * H / W))
             self._gallery_mapper.update(low=vmin, high=vmax)
             each = " (the first of each class)" if ds.labels is not None else " (evenly spaced)"
@@ -622,7 +622,7 @@ class PlayerView(pn.viewable.Viewer):
             for name in ("out", "sd"):
                 f[name].x_range.start, f[name].x_range.end = 0, W
                 f[name].y_range.start, f[name].y_range.end = 0, H
-                f[name].frame_width = int(round(np.clip(IMG_FRAME_H * W / H, 20, 4 * IMG_FRAME_H)))
+                f[name].frame_width, f[name].frame_height = image_frame(W, H, IMG_FRAME_H)
             # fixed scales as in "Generated": a frame's pixels on the data's range, its sd
             # on a log scale up to the sd far from the data; an inferred stretch shows its truth there
             self._img_mappers["out"].update(low=vmin, high=vmax)

@@ -28,11 +28,25 @@ from .state import MAX_UPLOAD_MB, ExplorerState, UserError, ard_off_mask, varian
 
 log = logging.getLogger("explorer")
 
-# Sizes chosen so that the page fits a 1366 px wide window: sidebar 290 + latent view
-# 480 + right column 560 (+ margins).
-PLOT_W, PLOT_H = 480, 440
-OUT_W, OUT_H = 270, 270
-RIGHT_W = 560
+# Sizes chosen so that the page fits a 1280 px wide window (a scroll bar included): sidebar
+# 290 + latent view 420 (its toolbar above the plot, not beside it) + right column 505, with
+# margins 1265 (it was 1360, and the played figure was cut off on a 1280 px laptop screen).
+PLOT_W, PLOT_H = 420, 460
+OUT_W, OUT_H = 245, 270
+RIGHT_W = 505
+#: image outputs stand four in a row in the right column (generated mean and sd, played
+#: frame and sd): what that row needs beside the four frames (borders, the sd colour bar,
+#: gaps; measured on Frey faces)
+IMAGE_ROW_EXTRA = 150
+
+
+def image_frame(W: int, H: int, height: int = 135) -> tuple[int, int]:
+    """(frame_width, frame_height) in px of one W x H image output: ``height`` tall, or
+    less when four frames of this aspect would not fit the right column (square digits
+    at 135 px overflowed it)."""
+    aspect = W / H
+    fh = min(float(height), (RIGHT_W - IMAGE_ROW_EXTRA) / (4.0 * aspect))
+    return max(20, int(round(fh * aspect))), max(20, int(round(fh)))
 #: a drop of several motion-capture files is read this long after its last file arrived
 #: (FileDropper reports them one at a time: each report had re-read the whole set)
 UPLOAD_SETTLE_MS = 1200
@@ -334,7 +348,7 @@ class LatentView(_Rebuilding):
         name = s.dataset_name or "data"
         overlay = overlay.opts(
             title=f"{plots.LATENT_TITLE}: {name}", width=PLOT_W, height=PLOT_H,
-            xlim=(x0, x1), ylim=(y0, y1), toolbar="right", active_tools=["wheel_zoom"],
+            xlim=(x0, x1), ylim=(y0, y1), toolbar="below", active_tools=["wheel_zoom"],
             default_tools=["save", "pan", "wheel_zoom", "box_zoom", "reset"],
             # outside the data area: a legend inside it hid points and swallowed mouse moves
             legend_position="right", hooks=list(self.decorators))
@@ -540,13 +554,15 @@ class OutputView(_Rebuilding):
             return self._training(ds, kind, selected_index, azimuth, elevation)
 
         train = hv.DynamicMap(training, streams=[Params(s, ["selected_index", "azimuth", "elevation"])])
-        size = dict(width=OUT_W, height=OUT_H, toolbar=None, default_tools=[])
+        # the title at the player's size: at HoloViews' default "Generated at (0.17, -0.43)"
+        # was cut in a 245 px figure
+        size = dict(width=OUT_W, height=OUT_H, toolbar=None, default_tools=[], fontsize={"title": "10pt"})
         self._sd_pane.object = None
         gen = self._generated_element()
         if self.kind == "image":
             h, w = ds.renderer.image(Y[0]).shape
-            fh = 135
-            size = dict(frame_height=fh, frame_width=max(60, int(round(fh * w / h))), toolbar=None,
+            fw, fh = image_frame(w, h)
+            size = dict(frame_height=fh, frame_width=max(60, fw), toolbar=None,
                         default_tools=[], fontsize={"title": "10pt"})
             self._train_pane.object = train.opts(**size, colorbar=False)
             sd = self._sd_element()  # a narrower bar, keeping the element's own bar options (its ticks)

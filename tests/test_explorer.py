@@ -1039,3 +1039,26 @@ def test_checkboxes_follow_their_parameter_both_ways(state):
     state.show_variance = True
     assert w.value == ["variance background"]
 
+
+
+@pytest.mark.parametrize("W,H", [(20, 28), (16, 16), (28, 20), (64, 16)])
+def test_four_image_outputs_fit_the_right_column(W, H):
+    """Generated mean and sd, played frame and sd stand in one row: their frames keep the
+    image's aspect and, with what the row needs beside them, fit the right column."""
+    from explorer.views import IMAGE_ROW_EXTRA, RIGHT_W, image_frame
+
+    fw, fh = image_frame(W, H)
+    assert fh <= 135 and abs(fw / fh - W / H) < 0.05
+    assert 4 * fw + IMAGE_ROW_EXTRA <= RIGHT_W + 2
+
+
+def test_colormap_of_no_values_is_white_without_a_warning():
+    """The latent view exported with its variance background off: an all-NaN grid."""
+    import warnings
+
+    from explorer.figures import colormap
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rgb = colormap(np.full((3, 4), np.nan), "Greys")
+    assert rgb.shape == (3, 4, 3) and (rgb == 255).all()

@@ -339,7 +339,8 @@ def test_player_follows_sequence_horizon_dims_and_angle(dstate):
 def test_player_image_frames(walk):
     from bgplvm_datasets.record import ImageRenderer
 
-    from explorer.player import PlayerView
+    from explorer.player import IMG_FRAME_H, PlayerView
+    from explorer.views import image_frame
 
     # a smooth little video: two pixel patterns mixed by slow sines, plus noise
     rng = np.random.default_rng(1)
@@ -365,7 +366,9 @@ def test_player_image_frames(walk):
     assert (img.low, img.high) == (0, 1) and type(sd).__name__ == "LogColorMapper"
     assert sd.high == pytest.approx(np.sqrt(m.kernel_variance)) and sd.low == pytest.approx(sd.high / 100)
     f = pv._by_kind["image"]
-    assert f["out"].frame_width == f["sd"].frame_width == 105 and f["out"].frame_height == 140
+    fw, fh = image_frame(3, 4, IMG_FRAME_H)  # as tall as fits four 3:4 frames in the right column
+    assert f["out"].frame_width == f["sd"].frame_width == fw and f["out"].frame_height == fh
+    assert abs(fw / fh - 0.75) < 0.02
     assert f["sd"].title.text == "Played: sd"
     # an inferred stretch plays beside its truth: that panel says so, in grey on the data's range
     s.mask_part, s.infer_frame, s.infer_length = "top half", 0, 6
