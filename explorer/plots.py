@@ -70,11 +70,15 @@ def variance_image(var: np.ndarray, bounds, dims: tuple[int, int]) -> hv.Image:
     """The (res, res) predictive-variance grid as an image (row 0 at the bottom)."""
     x0, y0, x1, y1 = bounds
     var = np.maximum(var, np.finfo(float).tiny)  # log colour scale
+    lo, hi = float(np.nanmin(var)), float(np.nanmax(var))
+    # one value everywhere (a model that explains its data as noise): a decade either side,
+    # not a colour scale from v to v (BokehJS drew nothing and warned)
+    clim = (lo / 10, hi * 10) if hi <= lo * (1 + 1e-9) else (None, None)
     # hv.Image wants row 0 at the top
     return hv.Image(np.ascontiguousarray(var[::-1]), bounds=(x0, y0, x1, y1),
                     kdims=[_kd(dims[0], "lx"), _kd(dims[1], "ly")],
                     vdims=[hv.Dimension("variance", label="predictive variance")]).opts(
-        cmap=VARIANCE_CMAP, colorbar=True, colorbar_position="bottom", alpha=0.85, logz=True,
+        cmap=VARIANCE_CMAP, colorbar=True, colorbar_position="bottom", alpha=0.85, logz=True, clim=clim,
         colorbar_opts={"title": "variance of f (log scale)"}, tools=[])
 
 

@@ -126,6 +126,21 @@ def latent_bounds(mu: np.ndarray, S: np.ndarray | None, dims: tuple[int, int],
     return x0, y0, x1, y1
 
 
+#: a model whose signal sd is below this share of its noise sd has found no structure
+NOISE_ONLY_SNR = 0.1
+
+
+def noise_only_note(model) -> str:
+    """" Note: ..." when ``model`` explains its data as noise (the latent view is then flat:
+    every latent mean at the prior's, one predictive variance everywhere), else ""."""
+    sf2, noise = float(model.kernel_variance), float(model.noise_variance)
+    if not (noise > 0 and np.sqrt(sf2 / noise) < NOISE_ONLY_SNR):
+        return ""
+    return (f" Note: this model found almost no structure: it explains the data as noise (signal-to-noise "
+            f"sd ratio {np.sqrt(sf2 / noise):.2g}), so every latent point sits at the prior mean and the latent "
+            "view is flat. More rows, a longer fit or fewer latent dimensions may help.")
+
+
 def grid_points(fixed: np.ndarray, dims: tuple[int, int], bounds, res: int) -> np.ndarray:
     """(res*res, Q) latent points: a res x res grid over ``bounds`` in ``dims``, the
     other coordinates at ``fixed``. Row-major with y varying slowest (image order)."""
@@ -446,7 +461,7 @@ class ExplorerState(param.Parameterized):
             raise UserError(f"{filename}: not a bgplvm model file ({e})" if not isinstance(e, ModelFileError)
                             else str(e)) from None
         self.set_model(m, dataset_for_model(m))
-        self.info = f"Opened model {filename}."
+        self.info = f"Opened model {filename}." + noise_only_note(m)
 
     def set_model(self, model, dataset: Dataset | None = None, trained_here: bool = False) -> None:
         """Install a (trained) model; resets the axes to its two most relevant dims. The Train
@@ -604,7 +619,7 @@ class ExplorerState(param.Parameterized):
                              + (" The page shows this partly trained model; the one before can be opened "
                                 "again in 1. Data." if job.stopped else ""))
         kind = "dynamical" if self.is_dynamical else "static"
-        self.info = f"Trained a {kind} model on {self.dataset_name}: {self.train_status}"
+        self.info = f"Trained a {kind} model on {self.dataset_name}: {self.train_status}" + noise_only_note(job.model)
         return False
 
     def _shown_model(self) -> str:

@@ -1062,3 +1062,19 @@ def test_colormap_of_no_values_is_white_without_a_warning():
         warnings.simplefilter("error")
         rgb = colormap(np.full((3, 4), np.nan), "Greys")
     assert rgb.shape == (3, 4, 3) and (rgb == 255).all()
+
+
+def test_a_model_that_explains_its_data_as_noise_is_named():
+    """8 x 3 random data with Q = 10 collapses: signal sd ~1e-6 of the noise sd. The page
+    says so (the latent view is flat) and draws its constant variance background."""
+    from types import SimpleNamespace
+
+    from explorer.state import noise_only_note
+
+    assert noise_only_note(SimpleNamespace(kernel_variance=2e-12, noise_variance=0.72)).startswith(" Note:")
+    assert noise_only_note(SimpleNamespace(kernel_variance=0.36, noise_variance=0.001)) == ""
+    img = plots.variance_image(np.full((5, 5), 2e-12), (-1, -1, 1, 1), (0, 1))
+    lo, hi = img.opts.get().kwargs["clim"]
+    assert lo < 2e-12 < hi
+    assert plots.variance_image(np.linspace(1, 2, 25).reshape(5, 5), (-1, -1, 1, 1), (0, 1)).opts.get().kwargs[
+        "clim"] == (None, None)
