@@ -140,6 +140,54 @@ def extensions() -> None:
     hv.renderer("bokeh").webgl = False
 
 
+#: BokehJS's tab headers take the keyboard focus (tabIndex 0) but not a key: Enter or Space
+#: opens the focused tab, the arrow keys move to its neighbour and open it (the ARIA tabs
+#: pattern). The headers live in shadow roots, so the key's real target is the first
+#: element of its composed path; a click rebuilds them, so the focus is put back.
+TAB_KEYS_JS = """
+if (!window._bgplvm_tab_keys) {
+  window._bgplvm_tab_keys = true;
+  document.addEventListener("keydown", (e) => {
+    const el = e.composedPath()[0];
+    if (!(el && el.classList && el.classList.contains("bk-tab"))) return;
+    let target = null;
+    if (e.key === "Enter" || e.key === " ") target = el;
+    else if (e.key === "ArrowRight") target = el.nextElementSibling;
+    else if (e.key === "ArrowLeft") target = el.previousElementSibling;
+    if (!(target && target.classList.contains("bk-tab"))) return;
+    e.preventDefault();
+    const title = target.textContent;
+    target.click();
+    // the click rebuilds the headers (and the server may re-render the whole tabs view):
+    // the focus goes to the active header of that title wherever it now is
+    const find = (root) => {
+      for (const t of root.querySelectorAll(".bk-tab.bk-active"))
+        if (t.textContent === title) return t;
+      for (const x of root.querySelectorAll("*"))
+        if (x.shadowRoot) { const t = find(x.shadowRoot); if (t) return t; }
+      return null;
+    };
+    const lost = () => {  // nothing focused: the focused header was removed
+      let a = document.activeElement;
+      while (a && a.shadowRoot && a.shadowRoot.activeElement) a = a.shadowRoot.activeElement;
+      return a == null || a === document.body || !a.isConnected;
+    };
+    // the server may re-render the view after its round trip: try until it has
+    for (const ms of [50, 200, 500, 1000, 2000])
+      setTimeout(() => { if (lost()) { const now = find(document); if (now) now.focus(); } }, ms);
+  });
+}
+"""
+
+
+def keyboard_tabs(doc) -> None:
+    """Install TAB_KEYS_JS in the page of ``doc`` (a Bokeh document) once it is ready."""
+    from bokeh.events import DocumentReady
+    from bokeh.models import CustomJS
+
+    doc.js_on_event(DocumentReady, CustomJS(code=TAB_KEYS_JS))
+
+
 def create_app(state: ExplorerState | None = None) -> pn.viewable.Viewable:
     """The whole page for one session."""
     extensions()
@@ -174,6 +222,7 @@ def create_app(state: ExplorerState | None = None) -> pn.viewable.Viewable:
 
     if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
         pn.state.on_session_destroyed(lambda ctx: state.shutdown())
+        keyboard_tabs(pn.state.curdoc)
 
     header = pn.Row(
         pn.pane.Markdown("## bgplvm explorer", margin=(0, 20, 0, 10), styles={"color": "white"}),

@@ -301,3 +301,22 @@ def test_invalid_upload_shows_error_and_page_keeps_working(page, server, tmp_pat
     px, py = plot_info(page, LATENT, [0.5 * (x0 + x1)], [0.5 * (y0 + y1)])["pts"][0]
     page.mouse.click(px, py)
     wait_for(lambda: "pinned" in readout(page), what="readout after a bad upload")
+
+
+def test_tabs_work_from_the_keyboard(page, server):
+    """Tab to a tab header, Enter opens it; the arrow keys open its neighbours (BokehJS's
+    headers took the focus but no key)."""
+    open_app(page, server)
+
+    def active():
+        return page.locator(".bk-tab.bk-active").all_inner_texts()
+
+    page.locator(".bk-tab").filter(has_text="Observe & infer").first.focus()
+    page.keyboard.press("Enter")
+    wait_for(lambda: active() == ["Observe & infer"], what="Enter to open the focused tab")
+    page.wait_for_timeout(1500)  # the focus comes back to the rebuilt header
+    page.keyboard.press("ArrowRight")
+    wait_for(lambda: active() == ["Training point"], what="ArrowRight to open the next tab")
+    page.wait_for_timeout(1500)
+    page.keyboard.press("ArrowLeft")
+    wait_for(lambda: active() == ["Observe & infer"], what="ArrowLeft to open the previous tab")
