@@ -43,7 +43,8 @@ uncertainty grows; data loaded without a model play as recorded, to look at befo
 (ARD)** tab shows how much each latent dimension is used (click a bar to show that dimension on
 an axis; the others are held at the sliders' values). (5) **Train** a
 new model (static or dynamical) -- it runs in a separate low-priority process. (6) **Export**
-figures, coordinates and the played sequence as an animated GIF.
+figures, coordinates and the played sequence as an animated GIF. From the keyboard: Tab to a
+tab header, then Enter, or the arrow keys for its neighbours.
 """
 
 
