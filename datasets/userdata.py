@@ -128,7 +128,7 @@ def load_array(path: str | os.PathLike, key: str | None = None) -> np.ndarray:
                 else:
                     raise DatasetError(
                         f"{path} holds several arrays {names} and none is named 'Y': "
-                        f"pass key=... to choose one."
+                        f"choose one with key=... (bgplvm fit: --key NAME)."
                     )
         else:
             A = _read_text(path, "," if ext == ".csv" else None)

@@ -72,8 +72,10 @@ class AutoregressiveGP(UncertainInputGPR):
         _check_positive_int("window", window)
         T = y.shape[0]
         if window > T - 2:
+            hint = (f"; a (1, {y.shape[1]}) row is one step of {y.shape[1]} outputs: pass a series of T "
+                    "steps as (T,) or (T, D)" if T == 1 and y.shape[1] > 2 else "")
             raise ValueError(f"window {window} is too long for a history of {T} steps: the "
-                             f"window must be at most T - 2 = {T - 2} (at least 2 training pairs)")
+                             f"window must be at most T - 2 = {T - 2} (at least 2 training pairs){hint}")
         self.series = y
         self.window = int(window)
         self.propagate_uncertainty = bool(propagate_uncertainty)

@@ -88,6 +88,15 @@ class Posterior:
     Bmat: np.ndarray
     Cw: np.ndarray
 
+    def projected_variance(self, kdiag: np.ndarray, Kxu: np.ndarray) -> np.ndarray:
+        """(n,) k(x, x) - k_u^T (Kuu^{-1} - (Kuu + beta Psi2)^{-1}) k_u for kdiag (n,), Kxu
+        (n, M) (eq:testPosteriorF), as kdiag - |Luu^-1 k_u|^2 + |LB^-1 Luu^-1 k_u|^2 by
+        triangular solves: the quadratic form in Cw, whose entries grow as 1 / jitter when
+        Kuu is near singular, lost ~1e-6 to rounding (and varied with the batch's size)."""
+        V = solve_lower(self.Luu, Kxu.T)  # (M, n)
+        W = solve_lower(self.LB, V)
+        return kdiag - np.sum(V * V, 0) + np.sum(W * W, 0)
+
     def woodbury_solve(self, A: np.ndarray) -> np.ndarray:
         """(Kuu^{-1} - (Kuu + beta Psi2)^{-1}) A, for A (M, k)."""
         a = solve_lower(self.Luu, A)
@@ -182,17 +191,23 @@ def posterior_from_stats(Kuu: np.ndarray, Psi2: np.ndarray, beta: float,
     return Posterior(Luu=Luu, LB=LB, Bmat=Bmat, Cw=0.5 * (Cw + Cw.T))
 
 
-def fstar_moments(post: Posterior, psi0: np.ndarray, Psi1: np.ndarray, Psi2n: np.ndarray):
+def fstar_moments(post: Posterior, psi0: np.ndarray, Psi1: np.ndarray, Psi2c: np.ndarray):
     """meanFstar and the diagonal of covFstar (eqs. meanFstar, covFstar) of f (centred) at
-    Gaussian inputs q(x*_i), from their psi statistics psi0 (n,), Psi1 (n, M), Psi2n
-    (n, M, M). Returns (mean (n, D), var (n, D)), D = post.Bmat's
-    columns; var without the noise."""
+    Gaussian inputs q(x*_i), from their psi statistics psi0 (n,), Psi1 (n, M) and the
+    centred Psi2c (n, M, M) = Psi2^n - psi1_n psi1_n^T (``Kernel.psi2n_centred``).
+    Returns (mean (n, D), var (n, D)), D = post.Bmat's columns; var without the noise.
+
+    covFstar_dd = B_d^T Psi2c B_d + psi0 - tr((Kuu^-1 - (Kuu + beta Psi2)^-1) Psi2^n), with
+    Psi2^n split as Psi2c + psi1 psi1^T: the psi1 part is the projected-process variance at
+    the mean (``Posterior.projected_variance``), and every term left is of the size of
+    Psi2c. (Computed from Psi2^n directly, the B^T Psi2^n B and psi1 psi1^T parts, ~|B|^2,
+    cancelled to rounding error, which |B| ~ 1e5 in a nearly noise-free model turned into
+    a variance 50x too wide, or a negative one.)"""
     Bm = post.Bmat
     mean = Psi1 @ Bm
+    at_mean = post.projected_variance(psi0, Psi1)  # (n,)
     var = np.empty((Psi1.shape[0], Bm.shape[1]))
     for i in range(Psi1.shape[0]):  # covFstar, diagonal per output
-        C = Psi2n[i] - np.outer(Psi1[i], Psi1[i])
-        quad = np.sum(Bm * (C @ Bm), 0)
-        tr = float(np.sum(post.Cw * Psi2n[i]))  # tr((Kuu^-1 - (Kuu + beta Psi2)^-1) Psi2*)
-        var[i] = quad + psi0[i] - tr
+        quad = np.sum(Bm * (Psi2c[i] @ Bm), 0)
+        var[i] = quad + at_mean[i] - float(np.sum(post.Cw * Psi2c[i]))
     return mean, np.maximum(var, 0.0)

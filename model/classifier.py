@@ -99,7 +99,12 @@ class GPLVMClassifier:
 
     def score(self, Y_star, labels) -> float:
         """Accuracy on (Y_star, labels)."""
-        return float(np.mean(self.predict(Y_star) == np.asarray(labels)))
+        pred = self.predict(Y_star)
+        labels = np.asarray(labels)
+        if labels.shape != pred.shape:
+            raise ValueError(f"labels must have one entry per row of Y_star ({pred.shape[0]}), got shape "
+                             f"{labels.shape}")
+        return float(np.mean(pred == labels))
 
     def __repr__(self) -> str:
         return (f"GPLVMClassifier(latent_dim={self.latent_dim}, num_inducing={self.num_inducing}, "

@@ -1,7 +1,7 @@
 """The ``bgplvm`` command line.
 
-    bgplvm fit --dataset NAME | --data FILE [--latent-dim Q] [--inducing M] [--kernel K]
-               [--iters N] [--seed S] --out model.npz
+    bgplvm fit --dataset NAME | --data FILE [--key ARRAY] [--latent-dim Q] [--inducing M]
+               [--kernel K] [--iters N] [--seed S] --out model.npz
     bgplvm summary model.npz
     bgplvm datasets list | fetch NAME [--mirror DIR]
     bgplvm serve [--port P] [--no-show]      (the explorer)
@@ -20,20 +20,29 @@ def _fit(args) -> int:
     from .io import check_writable
 
     check_writable(args.out)
-
+    iters = FIT_ITERS if args.iters is None else args.iters
+    if iters < 0:
+        raise ValueError(f"--iters must be >= 0, got {iters}")
+    if args.key is not None and not args.data:
+        raise ValueError("--key chooses an array of a --data .npz file")
     if args.data:
         from bgplvm_datasets import load_array
 
-        Y, source = load_array(args.data), {"data_file": str(args.data)}
+        Y, source = load_array(args.data, key=args.key), {"data_file": str(args.data)}
     else:
         from bgplvm_datasets import load
 
         ds = load(args.dataset, mirror=args.mirror)
         Y, source = ds.Y, {"dataset": ds.name}
-    m = BayesianGPLVM(Y, latent_dim=args.latent_dim, num_inducing=args.inducing,
-                      kernel=args.kernel, seed=args.seed)
+    try:
+        m = BayesianGPLVM(Y, latent_dim=args.latent_dim, num_inducing=args.inducing,
+                          kernel=args.kernel, seed=args.seed)
+    except ValueError as e:  # named as on this command line
+        msg = str(e)
+        for name, flag in _FLAGS.items():
+            msg = msg.replace(f"{name} ", f"{name} ({flag}) ", 1) if msg.startswith(name) else msg
+        raise ValueError(msg) from None
     m.metadata.update(source)
-    iters = FIT_ITERS if args.iters is None else args.iters
     print(f"fitting {m!r} for {iters} iterations (Ctrl-C stops and keeps the best point)",
           file=sys.stderr)
     m.fit(max_iters=iters, progress=None if not args.quiet else False)
@@ -41,6 +50,11 @@ def _fit(args) -> int:
     print(m.summary())
     print(f"saved to {args.out}")
     return 0
+
+
+#: the model's argument names and the flags that set them (for the model's messages)
+_FLAGS = {"latent_dim": "--latent-dim/-q", "num_inducing": "--inducing/-m", "seed": "--seed",
+          "kernel": "--kernel"}
 
 
 def _summary(args) -> int:
@@ -57,6 +71,8 @@ def _parser() -> argparse.ArgumentParser:
     src = f.add_mutually_exclusive_group(required=True)
     src.add_argument("--dataset", help="a data set name (see `bgplvm datasets list`)")
     src.add_argument("--data", help="your own data: .npy, .npz or .csv, N rows x D columns")
+    f.add_argument("--key", default=None,
+                   help="the array of a --data .npz file to fit (default: the one named Y, or its only one)")
     f.add_argument("--latent-dim", "-q", type=int, default=10)
     f.add_argument("--inducing", "-m", type=int, default=50)
     f.add_argument("--kernel", default="rbf", help='e.g. "rbf", "linear", "rbf+bias+white"')

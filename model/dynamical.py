@@ -20,7 +20,7 @@ from .priors.dynamical import sequence_index
 from .time_kernels import Matern32Time, make_time_kernel
 
 
-def check_times(t, N: int, sequences=None, name: str = "t") -> tuple[np.ndarray, np.ndarray]:
+def check_times(t, N: int, sequences=None, name: str = "t", rows: str = "Y") -> tuple[np.ndarray, np.ndarray]:
     """Validate time stamps t (N,) and sequence ids (N,) (None: one sequence, id 0);
     ``name`` is t's name in the errors.
 
@@ -32,7 +32,7 @@ def check_times(t, N: int, sequences=None, name: str = "t") -> tuple[np.ndarray,
     if t.ndim == 2 and t.shape[1] == 1:
         t = t[:, 0]
     if t.ndim != 1 or t.shape[0] != N:
-        raise ValueError(f"{name} must hold one time stamp per row of Y: expected shape ({N},), got {t.shape}")
+        raise ValueError(f"{name} must hold one time stamp per row of {rows}: expected shape ({N},), got {t.shape}")
     if not np.all(np.isfinite(t)):
         bad = np.flatnonzero(~np.isfinite(t))
         raise ValueError(f"{name} contains NaN or inf at rows {bad[:5].tolist()}")
@@ -59,7 +59,8 @@ def check_times(t, N: int, sequences=None, name: str = "t") -> tuple[np.ndarray,
             first = int(np.flatnonzero(dt <= 0)[0])
             row = int(ix[1:][first])
             what = "duplicated" if dt[first] == 0 else "unsorted"
-            where = f"{name}" if single else f"{name} of sequence {s!r}"
+            sid = s.item() if isinstance(s, np.generic) else s  # 0, not np.int64(0)
+            where = f"{name}" if single else f"{name} of sequence {sid!r}"
             raise ValueError(f"time stamps {where} are {what} (first at row {row}): the "
                              "rows of each sequence must be in time order with distinct times")
     return t, sequences
@@ -256,7 +257,7 @@ class DynamicalGPLVM(BayesianGPLVM):
         from .testbound import check_test_outputs
 
         Ys, observed = check_test_outputs(Y_star, self.Y.shape[1])
-        t_star, _ = check_times(np.atleast_1d(t_star), Ys.shape[0], name="t_star")
+        t_star, _ = check_times(np.atleast_1d(t_star), Ys.shape[0], name="t_star", rows="Y_star")
         if sequence is not None:
             clash = np.intersect1d(t_star, self.prior.t[self.prior.rows_of(sequence)])
             if clash.size:

@@ -85,6 +85,11 @@ def _check_int(name: str, v, lo: int, hi: int | None = None, why: str = "") -> i
     return v
 
 
+def _infer_kw(n_init=1, max_iters=200, **rest) -> dict:
+    """Test-time inference's options, checked (``testbound.infer_latent`` has the rest)."""
+    return dict(n_init=_check_int("n_init", n_init, 1), max_iters=_check_int("max_iters", max_iters, 0), **rest)
+
+
 class BayesianGPLVM:
     """Bayesian GP-LVM with collapsed bound and psi statistics.
 
@@ -103,9 +108,9 @@ class BayesianGPLVM:
         N, D = Y.shape
         Q = _check_int("latent_dim", latent_dim, 1)
         M = _check_int("num_inducing", num_inducing, 1, N, f" (the number of data points N={N})")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, Integral)):
-            raise ValueError(f"seed must be an integer or None, got {type(seed).__name__} (it is "
-                             "saved with the model)")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, Integral) or seed < 0):
+            raise ValueError(f"seed must be a non-negative integer or None, got {seed!r} (it is saved "
+                             "with the model)")
         # a Kernel object passed in is copied: the model's fit must not change the caller's
         # object (nor another model built from it)
         self.kernel: Kernel = make_kernel(kernel if isinstance(kernel, str) else copy.deepcopy(kernel), Q)
@@ -197,7 +202,11 @@ class BayesianGPLVM:
 
     def set_param_vector(self, x_free: np.ndarray) -> None:
         x = self._x.copy()
-        x[self._layout.free_mask()] = np.asarray(x_free, dtype=np.float64)
+        free = self._layout.free_mask()
+        x_free = np.asarray(x_free, dtype=np.float64)
+        if x_free.shape != (int(free.sum()),):
+            raise ValueError(f"x_free must have shape ({int(free.sum())},) (get_param_vector's), got {x_free.shape}")
+        x[free] = x_free
         self._set_x(x)
 
     def _set_x(self, x: np.ndarray) -> None:
@@ -342,19 +351,27 @@ class BayesianGPLVM:
         subclasses name what they hold in ``_init_held``): after ``INIT_CHECK`` of them the
         hold goes on only while the model wants less noise than held (``_hold_helps``).
         Then all free parameters, for ``max_iters`` iterations in all. ``callback(FitProgress)``
-        is called after each iteration; returning True stops the fit. Ctrl-C stops it too.
-        The model keeps the best accepted point; a non-finite step is never written.
+        is called after each iteration, with the model at that iterate (it may predict or
+        save); returning True stops the fit. Ctrl-C stops it after the iteration. The model
+        keeps the best accepted point; a non-finite step is never written. A second Ctrl-C,
+        or an exception in the callback, also keeps the best point, then raises
+        (KeyboardInterrupt: a loop of fits stops too). ``fit_info["reason"]``: converged,
+        stalled (the line search found no better point; ``fit_info["message"]``), max_iters,
+        callback, interrupted or error.
         """
         max_iters = _check_int("max_iters", max_iters, 0)
+        if callback is not None and not callable(callback):
+            raise TypeError(f"callback must be a function of a FitProgress, got {callback!r}")
         if init_iters is None:
             init_iters = min(INIT_ITERS, max_iters // 4)
         init_iters = _check_int("init_iters", init_iters, 0, max_iters)
         self._check_start()
         opt = Optimisation(max_iters, callback, progress)
+        opt.on_iterate = self._set_x
         fun = self._bound
         layout = self._layout
         x = self._x
-        interrupted = False
+        error = None
         check = min(INIT_CHECK, init_iters)
         # (phase, iterations, hold): the held phase in two parts, the second only while
         # holding helps; the main phase gets whatever the held phase left of max_iters
@@ -373,26 +390,47 @@ class BayesianGPLVM:
                         x = opt.run(fun, x, layout.free_mask(), iters, phase)
                     finally:
                         layout.unfreeze(*held)
-            except (KeyboardInterrupt, SystemError) as e:  # a second Ctrl-C (Numba: SystemError)
-                if not caused_by_interrupt(e):
-                    raise
-                interrupted = True
+            except BaseException as e:  # a second Ctrl-C (Numba: SystemError), a callback's error
+                error = e
                 x = opt.best_x if opt.best_x is not None else x
-        interrupted = interrupted or opt.interrupted
-        self._set_x(x)
+        aborted = error is not None and caused_by_interrupt(error)
+        interrupted = aborted or opt.interrupted
+        self._set_x(x)  # the best point, whatever ended the fit
         self._sync_kernel()  # the kernel object followed the trial points of the last evaluations
-        reason = ("interrupted" if interrupted else "callback" if opt.stopped
-                  else "max_iters" if opt.iteration >= max_iters else "converged")
         self.fit_info = dict(iterations=opt.iteration, evaluations=opt.n_evals,
                              rejected_steps=opt.n_rejected, stopped=opt.stopped or interrupted,
-                             reason=reason,
+                             reason=self._end_reason(opt, error, interrupted, max_iters),
                              bound=float(opt.best_f) if np.isfinite(opt.best_f) else float(self.elbo()),
                              history=opt.history, held_iterations=opt.phase_iterations.get("init", 0))
+        if opt.last_status is not None and opt.last_status[0] == 2:
+            self.fit_info["message"] = opt.last_status[1]
+        if aborted:  # Ctrl-C twice: stop whatever runs the fit (a loop of fits) as well
+            raise KeyboardInterrupt("fit interrupted (Ctrl-C twice): the model keeps the best point "
+                                    "reached") from error
+        if error is not None:
+            raise error
         if interrupted:
-            warnings.warn("fit interrupted: the model keeps the best point reached", stacklevel=2)
+            warnings.warn("fit interrupted: the model keeps the best point reached (Ctrl-C again "
+                          "stops at once)", stacklevel=2)
             if aborts():
                 raise KeyboardInterrupt("fit interrupted (Ctrl-C)")
         return self
+
+    @staticmethod
+    def _end_reason(opt, error, interrupted: bool, max_iters: int) -> str:
+        """fit_info["reason"]: interrupted / error / callback / max_iters, else converged, or
+        stalled when the optimiser's line search found no better point (a stiff or noisy
+        direction: the gradient is not small there; fitting again may go on)."""
+        if interrupted:
+            return "interrupted"
+        if error is not None:
+            return "error"
+        if opt.stopped:
+            return "callback"
+        if opt.iteration >= max_iters:
+            return "max_iters"
+        status = opt.last_status[0] if opt.last_status is not None else 0
+        return {0: "converged", 2: "stalled"}.get(status, "max_iters")  # 1: its evaluation limit
 
     def _check_start(self) -> None:
         """A fit needs a finite bound and gradient where it starts: else a ValueError that
@@ -448,8 +486,7 @@ class BayesianGPLVM:
         Xnew = self._check_latent(Xnew, "Xnew")
         self._sync_kernel()
         post = self._posterior()
-        Kxu = self.kernel.K(Xnew, self.inducing_inputs)
-        var = self.kernel.Kdiag(Xnew) - np.einsum("nm,nm->n", Kxu @ post.Cw, Kxu)
+        var = post.projected_variance(self.kernel.Kdiag(Xnew), self.kernel.K(Xnew, self.inducing_inputs))
         return np.maximum(var, 0.0)
 
     @blas_single_threaded
@@ -473,7 +510,8 @@ class BayesianGPLVM:
         S = self._check_latent(Xnew_var, "Xnew_var")
         if S.shape != Xnew.shape or np.any(S < 0):
             raise ValueError("Xnew_var must be non-negative with the same shape as Xnew")
-        mean, var = fstar_moments(post, *self.kernel.psi_stats_n(Xnew, S, Z))
+        k = self.kernel
+        mean, var = fstar_moments(post, k.psi0(Xnew, S), k.psi1(Xnew, S, Z), k.psi2n_centred(Xnew, S, Z))
         return mean + self.Y_mean, var + noise
 
     # --- new outputs: q(x*), reconstruction, density (model/testbound.py) ----------------------
@@ -491,7 +529,7 @@ class BayesianGPLVM:
         dims (eq:predictive1, app:partialtestBound). Returns (mu_s, S_s), each (n*, Q), or
         with ``return_fit`` the whole ``testbound.LatentFit`` (log densities, iterations)."""
         Ys, observed = check_test_outputs(Y_star, self.Y.shape[1])
-        fit = infer_latent(self._test_stats(), Ys, observed, n_init=n_init, max_iters=max_iters)
+        fit = infer_latent(self._test_stats(), Ys, observed, **_infer_kw(n_init=n_init, max_iters=max_iters))
         return fit if return_fit else (fit.mu, fit.S)
 
     def reconstruct(self, Y_star, **infer_kw):
@@ -499,7 +537,7 @@ class BayesianGPLVM:
         at the inferred q(x*) plus the noise variance; observed entries are passed through
         with variance 0. ``infer_kw`` go to ``infer_latent``."""
         Ys, observed = check_test_outputs(Y_star, self.Y.shape[1])
-        fit = infer_latent(self._test_stats(), Ys, observed, **infer_kw)
+        fit = infer_latent(self._test_stats(), Ys, observed, **_infer_kw(**infer_kw))
         mean, var = self.predict(fit.mu, fit.S)
         return np.where(observed, Ys, mean), np.where(observed, 0.0, var)
 
@@ -507,7 +545,7 @@ class BayesianGPLVM:
         """(n*,) log p(y*_O | Y) ~ F(q(X), q(x*)) - F(q(X)) over the observed dims O of each row
         (eq:predictive1), at the q(x*) of ``infer_latent``."""
         Ys, observed = check_test_outputs(Y_star, self.Y.shape[1])
-        return infer_latent(self._test_stats(), Ys, observed, **infer_kw).log_density
+        return infer_latent(self._test_stats(), Ys, observed, **_infer_kw(**infer_kw)).log_density
 
     # --- persistence ---------------------------------------------------------------------------
     def save(self, path) -> None:

@@ -8,6 +8,7 @@ other tools to read.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -112,6 +113,8 @@ def save_model(m, target) -> None:
     """Write model ``m`` to a path (atomically) or to a binary file object."""
     from . import __version__
 
+    if not hasattr(target, "write"):
+        check_writable(target)  # a folder, or no writable folder: say so before the work
     values = m._values()
     meta = {
         "format": FORMAT_NAME,
@@ -162,27 +165,37 @@ def _head(source, n: int = 6) -> bytes:
         return f.read(n)
 
 
+def _a(word: str) -> str:
+    """'a BayesianGPLVM', 'an UncertainInputGPR' (by the written letter)."""
+    return ("an " if word[:1].upper() in "AEIOU" else "a ") + word
+
+
 def _read(source) -> tuple[dict, dict]:
     name = getattr(source, "name", None) or str(source)
     if not hasattr(source, "read") and not Path(source).is_file():
-        raise ModelFileError(f"model file {name!r} does not exist")
+        raise ModelFileError(f"model file {name!r} " + ("is a folder, not a file" if Path(source).is_dir()
+                                                         else "does not exist"))
     head = _head(source)
     if not head.startswith((b"PK", b"\x93NUMPY")):  # neither an .npz (zip) nor an .npy:
         # np.load would take it for a pickle and suggest unpickling it
         raise ModelFileError(f"{name!r} is not a bgplvm model file (not a NumPy .npz archive; model "
                              "files are written by save)")
     try:
-        z = np.load(source, allow_pickle=False)
-        if not isinstance(z, np.lib.npyio.NpzFile):
-            raise ModelFileError(f"{name!r} is a single numpy array, not a bgplvm model file "
-                                 "(model files are .npz archives written by save)")
-        with z:
-            files = set(z.files)
-            if "meta.json" not in files:
-                raise ModelFileError(f"{name!r} is not a bgplvm model file (no meta.json member); "
-                                     "it may be a plain numpy archive: load data with "
-                                     "bgplvm_datasets.load_array instead")
-            arrays = {k: z[k] for k in files}
+        # the file opened here, so that it is closed when np.load fails on it (a truncated
+        # archive left it open: ResourceWarning)
+        with contextlib.ExitStack() as stack:
+            f = source if hasattr(source, "read") else stack.enter_context(open(source, "rb"))
+            z = np.load(f, allow_pickle=False)
+            if not isinstance(z, np.lib.npyio.NpzFile):
+                raise ModelFileError(f"{name!r} is a single numpy array, not a bgplvm model file "
+                                     "(model files are .npz archives written by save)")
+            with z:
+                files = set(z.files)
+                if "meta.json" not in files:
+                    raise ModelFileError(f"{name!r} is not a bgplvm model file (no meta.json member); "
+                                         "it may be a plain numpy archive: load data with "
+                                         "bgplvm_datasets.load_array instead")
+                arrays = {k: z[k] for k in files}
     except ModelFileError:
         raise
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, KeyError, TypeError) as e:
@@ -248,9 +261,9 @@ def load_model(source, expected=None):
     except (KeyError, ValueError, TypeError) as e:
         raise ModelFileError(f"model file {source!r} has inconsistent contents: {e}") from None
     if expected is not None and not isinstance(m, expected):
-        raise ModelFileError(f"model file {source!r} holds a {type(m).__name__}, not a "
-                             f"{expected.__name__}; open it with {type(m).__name__}.load or "
-                             "bgplvm's load_model")
+        raise ModelFileError(f"model file {source!r} holds {_a(type(m).__name__)}, not "
+                             f"{_a(expected.__name__)}; open it with {type(m).__name__}.load or "
+                             "BayesianGPLVM.load (any model class)")
     try:
         _restore_state(m, meta, arrays, source)
     except ModelFileError:

@@ -84,6 +84,12 @@ class Optimisation:
         #: an ``_interrupt.InterruptRequest`` polled after every iteration (Ctrl-C)
         self.interrupt = None
         self.interrupted = False
+        #: called with each accepted iterate (full x) before the callback, so that a callback
+        #: reading or saving the model sees the fit as it is (the fit sets the model's x)
+        self.on_iterate: Callable | None = None
+        #: how the last L-BFGS run ended: (status, message); status 0 converged, 1 its
+        #: iteration limit, 2 its line search failed (None: stopped by the fit itself)
+        self.last_status: tuple[int, str] | None = None
 
     # BLAS on one thread for the optimiser too, not only inside the bound: L-BFGS-B's own
     # small products on OpenBLAS's threads cost 3-5 ms per iteration on 2 cores (N=300,
@@ -125,6 +131,8 @@ class Optimisation:
             self.history.append(f)
             self.bar.update(self.iteration, f"bound {f: .6g} [{phase}]")
             if self.callback is not None:
+                if self.on_iterate is not None and np.all(np.isfinite(x)):
+                    self.on_iterate(x)
                 p = FitProgress(self.iteration, self.max_iters, self.n_evals, f, phase,
                                 time.perf_counter() - self.t0)
                 if self.callback(p):
@@ -151,7 +159,9 @@ class Optimisation:
                                 maxfun=10 * iters_left() + 20, memory=MEMORY, ftol=1e-12, gtol=1e-8,
                                 callback=on_iteration)
             except _Stop:
+                self.last_status = None
                 break
+            self.last_status = (int(res.status), str(res.message))
             # L-BFGS also stops when a step gains almost nothing (ftol) or its line search
             # fails, which a stiff direction (a periodic kernel's period) causes long before
             # an optimum: its curvature memory is spoiled. Start it again from the best point,

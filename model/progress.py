@@ -1,9 +1,18 @@
-"""A small console progress bar (stderr), silent when stderr is not a terminal."""
+"""A small console progress bar (stderr), shown in a terminal or a Jupyter notebook and
+silent otherwise (a log file or a pipe would collect every redraw)."""
 
 from __future__ import annotations
 
 import sys
 import time
+
+
+def _live(stream) -> bool:
+    """A terminal, or a Jupyter kernel's own stream (it draws the carriage returns in place)."""
+    if stream.isatty():
+        return True
+    kernel = sys.modules.get("ipykernel.iostream")
+    return kernel is not None and isinstance(stream, getattr(kernel, "OutStream", ()))
 
 
 class ProgressBar:
@@ -14,7 +23,7 @@ class ProgressBar:
         self.total = max(int(total), 1)
         self.label = label
         self.stream = stream if stream is not None else sys.stderr
-        self.enabled = self.stream.isatty() if enabled is None else bool(enabled)
+        self.enabled = _live(self.stream) if enabled is None else bool(enabled)
         self.width = width
         self.min_interval = min_interval
         self._last = 0.0

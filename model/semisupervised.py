@@ -43,7 +43,8 @@ import numpy as np
 
 from .gplvm import BayesianGPLVM, _check_Y, _check_int
 from .io import kernel_spec, register_model_class
-from .uncertain import FIXED_INPUT_VARIANCE, UncertainInputGPR, check_inputs, check_pairs, regression_init
+from .uncertain import (FIXED_INPUT_VARIANCE, UncertainInputGPR, check_inputs, check_pairs, not_for_regression,
+                        regression_init)
 
 #: initial variance (standardised units) of the missing entries before inference
 MISSING_INIT_VARIANCE = 0.5
@@ -196,6 +197,8 @@ class SemiSupervisedGPR(BayesianGPLVM):
     def _from_file(cls, Y, common, args, arrays):
         return cls(arrays["model.inputs"], Y, num_inducing=common["num_inducing"], kernel=common["kernel"],
                    seed=common["seed"])
+
+    infer_latent = reconstruct = log_density = not_for_regression
 
     def __repr__(self) -> str:
         N, D = self.Y.shape

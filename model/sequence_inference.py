@@ -150,6 +150,7 @@ def conditioned_predict(model, mu, S, Ys, observed, include_noise: bool = True):
     Kuu, Psi2, beta, PsiY = model._posterior_stats()
     Z = model.inducing_inputs
     psi0, Psi1, Psi2n = model.kernel.psi_stats_n(mu, S, Z)
+    Psi2c = model.kernel.psi2n_centred(mu, S, Z)
     Yc = np.where(observed, Ys - model.Y_mean, 0.0)
     n, D = Ys.shape
     mean, var = np.empty((n, D)), np.empty((n, D))
@@ -162,6 +163,6 @@ def conditioned_predict(model, mu, S, Ys, observed, include_noise: bool = True):
         else:
             base = model._posterior()
             post = replace(base, Bmat=base.Bmat[:, cols])
-        mean[:, cols], var[:, cols] = fstar_moments(post, psi0, Psi1, Psi2n)
+        mean[:, cols], var[:, cols] = fstar_moments(post, psi0, Psi1, Psi2c)
     noise = model.noise_variance if include_noise else 0.0
     return mean + model.Y_mean, var + noise

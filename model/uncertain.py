@@ -57,6 +57,28 @@ def regression_init(X: np.ndarray, S: np.ndarray, Yc: np.ndarray, M: int, rng: n
                 alpha=5.0 / span**2, data_var=data_var, noise_variance=data_var / 100.0)
 
 
+def _check_input_variance(v, Q: int) -> np.ndarray:
+    """A positive, finite scalar or one per input dimension (Q,)."""
+    try:
+        a = np.asarray(v, dtype=np.float64)
+    except (TypeError, ValueError):
+        a = np.array([np.nan])
+    if a.ndim > 1 or (a.ndim == 1 and a.size != Q) or not np.all(np.isfinite(a)) or np.any(a <= 0):
+        raise ValueError(f"input_variance must be a positive number or {Q} positive numbers (one per "
+                         f"input dimension), got {v!r}")
+    return a
+
+
+def not_for_regression(self, *args, **kwargs):
+    """The GP-LVM's test-time inference (``infer_latent``, ``reconstruct``, ``log_density``)
+    is not a regression model's: it puts the N(0, I) prior on x*, not this model's prior on
+    its inputs, and it works in the model's internal units. Regression models refuse it."""
+    raise TypeError(f"{type(self).__name__} is a regression model: predict outputs from inputs with "
+                    f"predict(...). Inferring inputs from outputs (infer_latent, reconstruct, log_density) "
+                    f"is the GP-LVM's (BayesianGPLVM): here it would use the GP-LVM's N(0, I) prior on "
+                    f"the inputs, not this model's")
+
+
 @register_model_class
 class UncertainInputGPR(BayesianGPLVM):
     """GP regression y = f(x) + noise whose inputs are observed with noise: z = x + e,
@@ -94,7 +116,7 @@ class UncertainInputGPR(BayesianGPLVM):
         if fixed_inputs:
             S0 = np.full(Z.shape, FIXED_INPUT_VARIANCE)
         else:
-            v = 1e-6 * Z.var(0) if input_variance is None else input_variance
+            v = 1e-6 * Z.var(0) if input_variance is None else _check_input_variance(input_variance, Z.shape[1])
             S0 = np.broadcast_to(np.maximum(np.asarray(v, dtype=np.float64), 1e-9), Z.shape)
         self._S0 = S0
         super().__init__(Y, latent_dim=Z.shape[1], num_inducing=num_inducing, kernel=kernel, seed=seed)
@@ -152,6 +174,8 @@ class UncertainInputGPR(BayesianGPLVM):
     def _from_file(cls, Y, common, args, arrays):
         return cls(arrays["prior.inputs"], Y, num_inducing=common["num_inducing"], kernel=common["kernel"],
                    seed=common["seed"], **args)
+
+    infer_latent = reconstruct = log_density = not_for_regression
 
     def __repr__(self) -> str:
         N, D = self.Y.shape

@@ -84,3 +84,20 @@ def test_summary_of_a_data_free_asset_says_how_to_open_it(capsys):
     err = capsys.readouterr().err
     assert "pre-trained models, shipped without its data" in err and "load_asset('cmu35')" in err
     assert "corrupt" not in err
+
+
+def test_fit_chooses_an_npz_array_and_names_its_flags(tmp_path, capsys):
+    """An .npz of several arrays: --key picks one (the message said "pass key=...", an
+    option the command did not have); the model's errors name the command's flags."""
+    data = tmp_path / "d.npz"
+    np.savez(data, A=np.random.default_rng(0).standard_normal((60, 4)), B=np.ones((60, 4)))
+    out = str(tmp_path / "o.npz")
+    assert main(["fit", "--data", str(data), "--out", out]) == 2
+    assert "--key" in capsys.readouterr().err
+    assert main(["fit", "--data", str(data), "--key", "A", "-q", "2", "-m", "5", "--iters", "5", "--quiet",
+                 "--out", out]) == 0
+    capsys.readouterr()
+    for args, flag in ((["-m", "80"], "--inducing"), (["--seed", "-1"], "--seed"), (["--iters", "-5"], "--iters")):
+        assert main(["fit", "--data", str(data), "--key", "A", *args, "--out", out]) == 2
+        err = capsys.readouterr().err
+        assert flag in err and "fitting" not in err, err

@@ -471,7 +471,7 @@ def test_conditioned_predict_is_the_posterior_of_the_augmented_data(fitted):
     k, Z = m.kernel, m.inducing_inputs
     beta = 1.0 / m.noise_variance
     Kuu = k.K(Z)
-    stats = k.psi_stats_n(mu, S, Z)
+    stats = (k.psi0(mu, S), k.psi1(mu, S, Z), k.psi2n_centred(mu, S, Z))
     for cols, rows in ([0, 1, 4], np.arange(6)), ([2, 3], np.arange(3)):
         mu_all = np.vstack([m.latent_mean, mu[rows]])
         S_all = np.vstack([m.latent_variance, S[rows]])

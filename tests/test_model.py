@@ -343,22 +343,25 @@ def test_fit_refuses_a_non_finite_start_and_reports_why_it_stopped():
 
 
 def test_interrupted_fit_counts_its_held_iterations_and_syncs_the_kernel():
-    """Ctrl-C in the held phase: fit_info counts the held iterations done; the kernel
-    object is the kept point's, not the last trial point's; predict inside a callback uses
-    the model's parameters."""
+    """A KeyboardInterrupt in the held phase (here raised by the callback): the fit keeps
+    its best point, fit_info counts the held iterations done, and the interrupt goes on up
+    (it stops a loop of fits too); the kernel object is the kept point's, not the last trial
+    point's; inside the callback the model is at the iterate just accepted."""
     m = BayesianGPLVM(_data(), latent_dim=2, num_inducing=5, seed=0)
     X = m.latent_mean[:4]
     before = m.predict(X)[0]
     inside = []
 
     def cb(p):
-        inside.append(m.predict(X)[0])
+        inside.append((m.predict(X)[0], m.elbo(), p.bound))
         if p.iteration == 7:
             raise KeyboardInterrupt
 
-    with pytest.warns(UserWarning, match="interrupted"):
+    with pytest.raises(KeyboardInterrupt, match="keeps the best point"):
         m.fit(max_iters=400, progress=False, callback=cb)
-    np.testing.assert_array_equal(inside[0], before)  # the model had not moved yet
+    assert not np.array_equal(inside[0][0], before)  # the model moved with the fit
+    assert all(elbo == pytest.approx(bound, rel=1e-12) for _, elbo, bound in inside)
+    np.testing.assert_array_equal(m.predict(X)[0], inside[-1][0])  # the kept point: iteration 7
     assert m.fit_info["reason"] == "interrupted" and m.fit_info["held_iterations"] == 7
     kernel_now = {k: np.array(v) for k, v in m.kernel.params.items()}
     m._sync_kernel()
@@ -366,10 +369,41 @@ def test_interrupted_fit_counts_its_held_iterations_and_syncs_the_kernel():
         np.testing.assert_array_equal(kernel_now[k], v)
 
 
+def test_a_callback_can_checkpoint_the_fit(tmp_path):
+    """m.save in a callback writes the fit as it is (it wrote the starting point)."""
+    m = BayesianGPLVM(_data(), latent_dim=2, num_inducing=5, seed=0)
+    start = m.elbo()
+    saved = {}
+
+    def cb(p):
+        if p.iteration == 20:
+            m.save(tmp_path / "ckpt.npz")
+            saved["bound"] = p.bound
+
+    m.fit(max_iters=40, progress=False, callback=cb)
+    ckpt = BayesianGPLVM.load(tmp_path / "ckpt.npz")
+    assert ckpt.elbo() == pytest.approx(saved["bound"], rel=1e-10) and ckpt.elbo() > start
+
+
+def test_an_error_in_the_callback_keeps_the_best_point_and_is_raised():
+    m = BayesianGPLVM(_data(), latent_dim=2, num_inducing=5, seed=0)
+    start = m.elbo()
+
+    def cb(p):
+        if p.iteration == 10:
+            raise RuntimeError("plotting failed")
+
+    with pytest.raises(RuntimeError, match="plotting failed"):
+        m.fit(max_iters=400, progress=False, callback=cb)
+    assert m.fit_info["reason"] == "error" and m.fit_info["iterations"] == 10
+    assert m.elbo() == pytest.approx(max(m.fit_info["history"]), rel=1e-12) and m.elbo() > start
+
+
 def test_ctrl_c_stops_after_the_iteration_and_keeps_the_best_point():
     """A real SIGINT during a fit (here from the callback, between iterations) only asks the
     fit to stop: it ends after that iteration, reason "interrupted", the handler is Python's
-    again afterwards. A second SIGINT raises KeyboardInterrupt, caught the same way."""
+    again afterwards. A second SIGINT keeps the best point too, then raises
+    KeyboardInterrupt: a loop of fits stops as well."""
     import os
     import signal
 
@@ -389,9 +423,15 @@ def test_ctrl_c_stops_after_the_iteration_and_keeps_the_best_point():
             os.kill(os.getpid(), signal.SIGINT)
             os.kill(os.getpid(), signal.SIGINT)
 
-    with pytest.warns(UserWarning, match="interrupted"):
-        m.fit(max_iters=400, progress=False, callback=twice)
+    fitted = []
+    with pytest.raises(KeyboardInterrupt):
+        for seed in range(3):  # a sweep: the second Ctrl-C ends it
+            m = BayesianGPLVM(_data(), latent_dim=2, num_inducing=5, seed=seed)
+            fitted.append(m)
+            m.fit(max_iters=400, progress=False, callback=twice)
+    assert len(fitted) == 1
     assert m.fit_info["reason"] == "interrupted" and m.fit_info["iterations"] == 3
+    assert m.elbo() == pytest.approx(max(m.fit_info["history"]), rel=1e-12)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
@@ -437,7 +477,7 @@ def test_kernel_objects_are_copied_seeds_checked_and_small_units_warned():
     v0 = float(k.params["variance"])
     m = BayesianGPLVM(Y * 100, latent_dim=2, num_inducing=5, kernel=k, seed=0).fit(max_iters=5, progress=False)
     assert m.kernel is not k and float(k.params["variance"]) == v0  # the caller's object untouched
-    with pytest.raises(ValueError, match="seed must be an integer"):
+    with pytest.raises(ValueError, match="seed must be a non-negative integer"):
         BayesianGPLVM(Y, latent_dim=2, num_inducing=5, seed=np.random.default_rng(1))
     BayesianGPLVM(Y, latent_dim=2, num_inducing=5, seed=np.int64(3))  # numpy integers are integers
     with pytest.warns(UserWarning, match="Rescale Y"):
@@ -483,3 +523,15 @@ def test_kernel_object_values_are_the_start():
     np.testing.assert_array_equal(m.kernel.parts[1].params["variances"], [0.5, 0.25])
     with pytest.raises(KeyError, match="unknown parameter 'kernel.rbf'"):
         m.unfreeze("kernel.rbf")  # a misspelt name is an error, as in freeze
+
+
+def test_boundary_errors_say_what_to_do(tmp_path):
+    m = BayesianGPLVM(_data(), latent_dim=2, num_inducing=5, seed=0)
+    with pytest.raises(ValueError, match="x_free must have shape"):
+        m.set_param_vector(np.zeros(3))
+    with pytest.raises(ValueError, match="folder"):
+        m.save(tmp_path)
+    with pytest.raises(TypeError, match="callback must be a function"):
+        m.fit(5, callback=3, progress=False)
+    with pytest.raises(ValueError, match="seed must be a non-negative integer"):
+        BayesianGPLVM(_data(), latent_dim=2, num_inducing=5, seed=-1)

@@ -202,6 +202,46 @@ def test_zero_variance_limit(case):
     assert_rel(k.psi2n(mu, S, Z), Kmz[:, :, None] * Kmz[:, None, :], 1e-9)
 
 
+@pytest.mark.parametrize("case", CASES)
+def test_centred_psi2n_matches_reference(case):
+    """Psi2^n - psi1_n psi1_n^T (the covariance of k(x_n, Z) under q(x_n), used by covFstar)."""
+    N, M, Q = 9, 6, 3
+    k = build(case, Q)
+    mu, S, Z = gaussians(N, M, Q)
+    _, p1, p2n = ref.sum_psi(ref_parts(k), mu, S, Z)
+    assert_rel(k.psi2n_centred(mu, S, Z), p2n - p1[:, :, None] * p1[:, None, :])
+
+
+def _jacobian_KxZ(kernel, mu, Z):
+    """(N, M, Q) d k(x, z_m) / d x at x = mu_n, analytically for every part."""
+    out = np.zeros((mu.shape[0], Z.shape[0], mu.shape[1]))
+    for part in getattr(kernel, "parts", [kernel]):
+        if isinstance(part, RBF):
+            diff = mu[:, None, :] - Z[None, :, :]
+            out -= part.alpha * diff * part.K(mu, Z)[:, :, None]
+        elif isinstance(part, Linear):
+            out += (Z * part.variances)[None, :, :]
+    return out
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_centred_psi2n_keeps_its_digits_as_S_goes_to_0(case):
+    """At S = 1e-12 the covariance of k(x, Z) is J diag(S) J^T (J the Jacobian at the mean)
+    up to O(S^2): computed as Psi2^n minus psi1 psi1^T it had only rounding error left
+    (relative error ~1e-4 here), the centred form keeps it to 1e-6."""
+    N, M, Q = 5, 6, 3
+    k = build(case, Q)
+    mu, _, Z = gaussians(N, M, Q)
+    S = np.full((N, Q), 1e-12) * np.array([1.0, 3.0, 0.5])
+    J = _jacobian_KxZ(k, mu, Z)
+    expected = np.einsum("nmq,nq,nkq->nmk", J, S, J)
+    got = k.psi2n_centred(mu, S, Z)
+    if not expected.any():  # bias, white: nothing varies
+        assert not got.any()
+        return
+    assert_rel(got, expected, 1e-6)
+
+
 # ------------------------------------------------------------------------------------------
 # gradients
 # ------------------------------------------------------------------------------------------

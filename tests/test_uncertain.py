@@ -573,3 +573,70 @@ def test_semi_supervised_stop_ends_every_step():
     assert len(seen) == 4
     mean, _ = m.predict(X[:3])  # still a usable model: q(X) started from the observed rows' fit
     assert np.all(np.isfinite(mean))
+
+
+def test_covfstar_of_a_nearly_noise_free_model_keeps_its_digits():
+    """A noise-free sine (noise variance ~4e-7, |B| ~1e5): the variance at N(z, v) is
+    continuous in v down to 0, agrees with Monte Carlo over x, and a deterministic point's
+    variance does not depend on the batch it is computed in. covFstar from Psi2^n - psi1
+    psi1^T (cancelling ~|B|^2 terms) gave 4e-7 at v = 1e-12, 8e-6 at 1e-8 and 4e-7 at 1e-6
+    (clipped negatives) where Monte Carlo gives 9e-7, 9e-7 and 3e-6; the quadratic form in
+    the explicit Kuu^-1 - (Kuu + beta Psi2)^-1 moved a point's variance by a third with the
+    batch."""
+    x = np.linspace(0, 1, 200)[:, None]
+    m = UncertainInputGPR(x, np.sin(6 * x), num_inducing=20, fixed_inputs=True).fit(300, progress=False)
+    assert m.noise_variance < 1e-5
+    z = np.array([[0.3]])
+    v0 = m.predict(z, None, input_noise=False)[1][0, 0]
+    assert m.predict(np.array([[0.3], [0.7], [0.31]]), None, input_noise=False)[1][0, 0] == pytest.approx(
+        v0, rel=1e-6)
+    for v in (1e-14, 1e-12):
+        assert m.predict(z, v, input_noise=False)[1][0, 0] == pytest.approx(v0, rel=1e-4)
+    rng = np.random.default_rng(0)
+    for v in (1e-8, 1e-6, 1e-4):
+        xs = 0.3 + np.sqrt(v) * rng.standard_normal((20000, 1))
+        mm, vv = m.predict(xs, None, input_noise=False)
+        mc = vv.mean() + mm.var()  # law of total variance, over x ~ N(0.3, v)
+        assert m.predict(z, v, input_noise=False)[1][0, 0] == pytest.approx(mc, rel=0.03)
+
+
+def test_a_fit_whose_line_search_fails_says_so():
+    """Noise-free regression: L-BFGS's line search fails far from a stationary point (|grad|
+    ~1e5): fit_info says "stalled" with the optimiser's message, not "converged"."""
+    x = np.linspace(0, 1, 200)[:, None]
+    m = UncertainInputGPR(x, np.sin(6 * x), num_inducing=20, fixed_inputs=True).fit(300, progress=False)
+    _, g = m.elbo_and_gradient()
+    assert m.fit_info["reason"] == "stalled" and "LINE SEARCH" in m.fit_info["message"]
+    assert np.abs(g).max() > 1.0
+
+
+def test_regression_models_refuse_the_gplvm_test_time_inference():
+    """infer_latent / reconstruct / log_density would use the GP-LVM's N(0, I) prior on x*
+    (inputs of 93 came back as 84) and, for SemiSupervisedGPR, standardised units."""
+    rng = np.random.default_rng(0)
+    x = np.linspace(0, 1, 40)[:, None]
+    Y = np.c_[np.sin(6 * x[:, 0]), np.cos(6 * x[:, 0])] + 0.02 * rng.standard_normal((40, 2))
+    X = np.c_[x, rng.standard_normal(40)]
+    X[rng.random(X.shape) < 0.2] = np.nan
+    X[:5] = np.c_[x[:5], np.zeros(5)]
+    models = [UncertainInputGPR(100 * x, Y, 10), SemiSupervisedGPR(X, Y, 10),
+              AutoregressiveGP(np.sin(np.arange(60) * 0.3), window=4, num_inducing=10)]
+    for m in models:
+        for name in ("infer_latent", "reconstruct", "log_density"):
+            with pytest.raises(TypeError, match="regression model"):
+                getattr(m, name)(Y[:2])
+
+
+def test_bad_input_variances_and_inference_options_are_refused():
+    Z = np.linspace(0, 1, 20)[:, None]
+    Y = np.sin(6 * Z)
+    for v in (-1.0, 0.0, np.nan, np.inf, [1.0, 2.0, 3.0], "a"):
+        with pytest.raises(ValueError, match="input_variance"):
+            UncertainInputGPR(Z, Y, 5, input_variance=v)
+    m = BayesianGPLVM(np.random.default_rng(0).standard_normal((30, 4)), 2, 5)
+    for kw, name in ((dict(n_init=0), "n_init"), (dict(max_iters=-1), "max_iters")):
+        for f in (m.infer_latent, m.reconstruct, m.log_density):
+            with pytest.raises(ValueError, match=name):
+                f(m.Y[:2], **kw)
+    with pytest.raises(TypeError, match="n_init"):
+        m.infer_latent(m.Y[:2], n_init=2.5)

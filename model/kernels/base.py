@@ -76,6 +76,13 @@ class Kernel:
         """(N, M, M) per-point Psi2^n. Only for few points (predictions)."""
         raise NotImplementedError
 
+    def psi2n_centred(self, mu: np.ndarray, S: np.ndarray, Z: np.ndarray) -> np.ndarray:
+        """(N, M, M) Psi2^n - psi1_n psi1_n^T, the covariance over q(x_n) of k(x_n, Z): the
+        part of covFstar that vanishes as S -> 0. Kernels whose Psi2^n and psi1 psi1^T
+        nearly cancel there override this with a form that does not subtract them."""
+        P1 = self.psi1(mu, S, Z)
+        return self.psi2n(mu, S, Z) - P1[:, :, None] * P1[:, None, :]
+
     def psi_stats_n(self, mu: np.ndarray, S: np.ndarray, Z: np.ndarray):
         """(psi0 (N,), Psi1 (N, M), Psi2^n (N, M, M)) of a few points in one call: the inner
         loop of test-time inference, where kernels may share the work and the checks."""
@@ -113,5 +120,9 @@ class Kernel:
         return Sum([self, other])
 
     def __repr__(self) -> str:
-        ps = ", ".join(f"{k}={np.round(v, 4).tolist()}" for k, v in self.params.items())
+        def fmt(v):  # 4 significant digits: 4 decimals showed variance=0.0 for data of a small scale
+            v = np.asarray(v)
+            return f"{float(v):.4g}" if v.ndim == 0 else "[" + ", ".join(f"{x:.4g}" for x in v.ravel()) + "]"
+
+        ps = ", ".join(f"{k}={fmt(v)}" for k, v in self.params.items())
         return f"{type(self).__name__}({ps})"

@@ -65,6 +65,12 @@ class Bias(_ScalarVariance):
         M = as_points(Z, self.input_dim, "Z").shape[0]
         return np.full((mu.shape[0], M, M), self.variance**2)
 
+    def psi2n_centred(self, mu, S, Z):
+        """A constant does not vary with x: zero."""
+        mu, S = as_gaussians(mu, S, self.input_dim)
+        M = as_points(Z, self.input_dim, "Z").shape[0]
+        return np.zeros((mu.shape[0], M, M))
+
     def psi_gradients(self, dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z):
         mu, S = as_gaussians(mu, S, self.input_dim)
         Z = as_points(Z, self.input_dim, "Z")

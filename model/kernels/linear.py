@@ -79,6 +79,12 @@ class Linear(Kernel):
         A = np.ascontiguousarray(Z * self.variances)
         return run_blocks(_nb.psi2n, mu.shape[0], mu, S, A)
 
+    def psi2n_centred(self, mu, S, Z):
+        """Exactly A diag(S_n) A^T, A = Z diag(b): the covariance of x_n mapped by A."""
+        mu, S = as_gaussians(mu, S, self.input_dim)
+        A = as_points(Z, self.input_dim, "Z") * self.variances
+        return np.einsum("mq,nq,kq->nmk", A, S, A)
+
     def psi_gradients(self, dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z):
         """See :meth:`Kernel.psi_gradients`. Exact for any (M, M) dL_dPsi2, symmetric or not."""
         dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z = psi_gradient_inputs(

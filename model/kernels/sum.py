@@ -174,6 +174,28 @@ class Sum(Kernel):
                 out = out + C + np.transpose(C, (0, 2, 1))
         return out
 
+    def psi2n_centred(self, mu, S, Z):
+        """See :meth:`Kernel.psi2n_centred`: the parts' own, plus each cross pair's
+        Psi2 term less psi1_i psi1_j^T (+ transpose): zero with a bias (a constant does not
+        covary), A_i diag(S_n) A_j^T for two linear parts, Cov(k_rbf(x, Z), x) A^T for rbf x
+        linear (the tilted Gaussian's mean shift: nothing large is subtracted)."""
+        mu, S = as_gaussians(mu, S, self.input_dim)
+        Z = as_points(Z, self.input_dim, "Z")
+        out = sum(p.psi2n_centred(mu, S, Z) for p in self.parts)
+        for kind, i, j in self._pairs():
+            a, b = self.parts[i], self.parts[j]
+            if kind == "bias":
+                continue
+            if kind == "rbf_linear":
+                # Cov(k_rbf(x, z_m), x_q) = psi1_m s_q (z_mq - mu_q) / (1 + s_q), s = alpha S
+                s = a.alpha * S  # (N, Q)
+                H = a.psi1(mu, S, Z)[:, :, None] * ((s / (1.0 + s))[:, None, :] * (Z[None] - mu[:, None, :]))
+                C = H @ (Z * b.variances).T
+            else:
+                C = np.einsum("mq,nq,kq->nmk", Z * a.variances, S, Z * b.variances)
+            out = out + C + np.transpose(C, (0, 2, 1))
+        return out
+
     def psi_gradients(self, dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z):
         """See :meth:`Kernel.psi_gradients`; exact for any (M, M) dL_dPsi2.
 
