@@ -12,6 +12,8 @@ step's predictive mean and variance of y (meanFstar / covFstar) enter the window
 Gaussian input with that variance (a diagonal Gaussian: covariances between window
 entries are dropped), so the variance propagates; the zero-variance variant (a standard GP
 on the windows, ``propagate_uncertainty=False``) feeds back the means only.
+``AutoregressiveGP.from_fixed_inputs(zero_variance_fit)`` starts the uncertain-input model
+at the zero-variance model's fit (the same GP), from which it learns its input variances.
 """
 
 from __future__ import annotations
@@ -136,6 +138,11 @@ class AutoregressiveGP(UncertainInputGPR):
             out[:, k] = m + np.sqrt(v) * rng.standard_normal(m.shape)
             win = np.concatenate([win[:, D:], out[:, k]], axis=1)
         return out[:, :, 0] if self._series_ndim == 1 else out
+
+    def _uncertain_twin(self) -> "AutoregressiveGP":
+        series = self.series if self._series_ndim != 1 else self.series[:, 0]
+        return type(self)(series, window=self.window, num_inducing=self.num_inducing, kernel=self.kernel,
+                          propagate_uncertainty=True, seed=self.seed)
 
     # --- model files -------------------------------------------------------------------------
     def _file_args(self):

@@ -346,10 +346,11 @@ class BayesianGPLVM:
             progress: bool | None = None) -> "BayesianGPLVM":
         """Maximise the bound with L-BFGS (model/_lbfgs.py: L-BFGS-B's steps, no bounds).
 
-        First up to ``init_iters`` iterations (default min(300, max_iters // 4)) with the
-        noise variance held fixed so that q(X) fits first (as the paper's code does;
-        subclasses name what they hold in ``_init_held``): after ``INIT_CHECK`` of them the
-        hold goes on only while the model wants less noise than held (``_hold_helps``).
+        First up to ``init_iters`` iterations (default min(300, max_iters // 4); 0 where
+        ``_init_held`` is empty) with the noise variance held fixed so that q(X) fits first
+        (as the paper's code does; subclasses name what they hold in ``_init_held``): after
+        ``INIT_CHECK`` of them the hold goes on only while the model wants less noise than
+        held (``_hold_helps``).
         Then all free parameters, for ``max_iters`` iterations in all. ``callback(FitProgress)``
         is called after each iteration, with the model at that iterate (it may predict or
         save); returning True stops the fit. Ctrl-C stops it after the iteration. The model
@@ -363,7 +364,7 @@ class BayesianGPLVM:
         if callback is not None and not callable(callback):
             raise TypeError(f"callback must be a function of a FitProgress, got {callback!r}")
         if init_iters is None:
-            init_iters = min(INIT_ITERS, max_iters // 4)
+            init_iters = min(INIT_ITERS, max_iters // 4) if self._init_held else 0
         init_iters = _check_int("init_iters", init_iters, 0, max_iters)
         self._check_start()
         opt = Optimisation(max_iters, callback, progress)

@@ -102,8 +102,9 @@ def test_ctrl_c_ends_a_reproduction_without_writing_its_result(tmp_path, monkeyp
 
 def test_mackey_glass_verdict_follows_the_numbers():
     """The report's verdict is computed from the run: it names the method with the lowest
-    error and the best density (ties named as ties), and says whether the paper's claim holds."""
-    a, b, c, d, e = mg.METHODS
+    error and the best density (ties named as ties), says whether the paper's claim holds,
+    and compares (c) with (b), its start, and with (c'), the own-start fit."""
+    a, b, c, d, e, own = mg.METHODS
 
     def run_of(rmse, lpd, noise=1e-6):
         seeds = list(range(len(rmse[a])))
@@ -113,17 +114,19 @@ def test_mackey_glass_verdict_follows_the_numbers():
                                                               "q_variance_median": 1e-6}} for s in seeds}
         return " ".join(mg.verdict(per_seed, facts, seeds))
 
-    other = {d: [2.0, 2.0], e: [2.0, 2.0]}
+    other = {d: [2.0, 2.0], e: [2.0, 2.0], own: [0.85, 1.5]}
     lpd = {a: [-2.0, -2.0], b: [-9.0, -9.0], c: [-1.0, -1.5], **other}
     text = run_of({a: [0.9, 0.9], b: [1.2, 1.3], c: [0.8, 0.95], **other}, lpd)
     assert "lowest mean 180-step RMSE, 0.875, is (c)'s; medians over the seeds:" in text
     assert "(c) has the lowest RMSE in 1 of 2 seeds" in text
+    assert "gives the lower RMSE in 2 of 2 seeds and the higher mean log density in 2 of 2" in text
+    assert "mean RMSE 1.18 (per seed 0.85, 1.5)" in text and "below both (a) and (b) in 1 of 2 seeds" in text
     assert "holds in this run, and its mean log density is the best too" in text
     assert "nearly deterministic (noise variance 2.0e-06 for (c) and 1.0e-06 for (b)" in text
     text = run_of({a: [0.9, 0.9], b: [1.2, 1.3], c: [0.9, 1.4], **other}, lpd, noise=1e-2)
     assert "RMSE, 0.9, is (a)'s" in text and "is not reproduced in this run (its mean log" in text
     assert "nearly deterministic" not in text and "Fitted variances: noise variance 2.0e-02" in text
-    tie = {a: [0.9], b: [1.2], c: [0.9], d: [2.0], e: [2.0]}
+    tie = {a: [0.9], b: [1.2], c: [0.9], d: [2.0], e: [2.0], own: [1.0]}
     text = run_of(tie, {m: v[:1] for m, v in lpd.items()})
     assert "RMSE, 0.9, is shared by (a) and (c);" in text and "lowest RMSE in 1 of 1 seed." in text
     assert "medians" not in text and "is not reproduced" in text

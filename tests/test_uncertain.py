@@ -282,6 +282,40 @@ def test_zero_variance_model_is_a_standard_gp_on_the_windows():
     np.testing.assert_array_equal(m.input_noise_variance, 0.0)
 
 
+def test_uncertain_model_started_from_the_fixed_input_fit():
+    """from_fixed_inputs: the fixed-input fit's kernel, inducing inputs and noise, q(X) at the
+    inputs with its variances, so the two are the same GP at the start: the same bound, the
+    same forecast when means are fed back (the default start's variances, 6e-7 here, moved
+    one-step means by 0.2 % and the Mackey-Glass bounds by 40-80). Its fit holds nothing at
+    the start and only raises the bound; the fixed model is not changed."""
+    s = _series()
+    fixed = AutoregressiveGP(s, window=5, num_inducing=15, propagate_uncertainty=False, seed=0)
+    fixed.fit(max_iters=100, progress=False)
+    x_fixed = fixed._x.copy()
+    m = AutoregressiveGP.from_fixed_inputs(fixed)
+    assert m.propagate_uncertainty and not m.fixed_inputs and m.window == 5 and m.seed == 0
+    v, vf = m._values(), fixed._values()
+    for k in vf:
+        if k.startswith("kernel.") or k in ("Z", "noise_variance"):
+            np.testing.assert_array_equal(v[k], vf[k])
+    np.testing.assert_allclose(m.latent_mean, fixed.inputs)
+    np.testing.assert_allclose(m.latent_variance, fixed.latent_variance, rtol=1e-9)
+    assert m.input_noise_variance.max() < 1e-8
+    assert m.elbo() == pytest.approx(fixed.elbo(), rel=1e-9)
+    np.testing.assert_allclose(m.forecast(steps=10, propagate_uncertainty=False)[0], fixed.forecast(steps=10)[0],
+                               rtol=1e-6)
+    start = m.elbo()
+    m.fit(max_iters=40, progress=False)
+    assert m.fit_info["held_iterations"] == 0 and m.elbo() >= start
+    np.testing.assert_array_equal(fixed._x, x_fixed)
+    z = UncertainInputGPR(fixed.inputs, fixed.Y, num_inducing=15, fixed_inputs=True, seed=1)
+    twin = UncertainInputGPR.from_fixed_inputs(z)
+    assert twin.tie_mean and not twin.fixed_inputs and twin.seed == 1
+    for bad in (m, BayesianGPLVM(fixed.Y, latent_dim=1, num_inducing=5)):
+        with pytest.raises(TypeError, match="fixed_inputs=True"):
+            AutoregressiveGP.from_fixed_inputs(bad)
+
+
 def test_multivariate_series_forecast_shapes():
     s = np.c_[_series(40), np.cos(np.arange(40) / 5.0)]
     m = AutoregressiveGP(s, window=3, num_inducing=8, seed=0)
