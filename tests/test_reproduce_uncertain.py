@@ -106,12 +106,14 @@ def test_mackey_glass_verdict_follows_the_numbers():
     and compares (c) with (b), its start, and with (c'), the own-start fit."""
     a, b, c, d, e, own = mg.METHODS
 
-    def run_of(rmse, lpd, noise=1e-6):
+    def run_of(rmse, lpd, noise=1e-6, nearby=None):
         seeds = list(range(len(rmse[a])))
         per_seed = {s: {m: {"rmse": rmse[m][s], "mean_log_density": lpd[m][s]} for m in mg.METHODS}
                     for s in seeds}
         facts = {s: {a: {}, b: {"noise_variance": noise}, c: {"noise_variance": 2 * noise, "Sigma_z_mean": 1e-6,
                                                               "q_variance_median": 1e-6}} for s in seeds}
+        for s, (bound, near) in (nearby or {}).items():
+            facts[s][b].update(bound=bound, bounds_nearby=near)
         return " ".join(mg.verdict(per_seed, facts, seeds))
 
     other = {d: [2.0, 2.0], e: [2.0, 2.0], own: [0.85, 1.5]}
@@ -121,6 +123,10 @@ def test_mackey_glass_verdict_follows_the_numbers():
     assert "(c) has the lowest RMSE in 1 of 2 seeds" in text
     assert "gives the lower RMSE in 2 of 2 seeds and the higher mean log density in 2 of 2" in text
     assert "mean RMSE 1.18 (per seed 0.85, 1.5)" in text and "below both (a) and (b) in 1 of 2 seeds" in text
+    assert "The bound is noisy" not in text
+    text = run_of({a: [0.9, 0.9], b: [1.2, 1.3], c: [0.8, 0.95], **other}, lpd,
+                  nearby={0: (331.8, [294.0, 267.0, 296.7]), 1: (296.6, [296.5, 296.7])})
+    assert "spreads by up to 29.7 (seed 0: 267 to 296.7, against 331.8 at the fit's end)" in text
     assert "holds in this run, and its mean log density is the best too" in text
     assert "nearly deterministic (noise variance 2.0e-06 for (c) and 1.0e-06 for (b)" in text
     text = run_of({a: [0.9, 0.9], b: [1.2, 1.3], c: [0.9, 1.4], **other}, lpd, noise=1e-2)
