@@ -126,7 +126,8 @@ def test_mackey_glass_verdict_follows_the_numbers():
     assert "The bound is noisy" not in text
     text = run_of({a: [0.9, 0.9], b: [1.2, 1.3], c: [0.8, 0.95], **other}, lpd,
                   nearby={0: (331.8, [294.0, 267.0, 296.7]), 1: (296.6, [296.5, 296.7])})
-    assert "spreads by up to 29.7 (seed 0: 267 to 296.7, against 331.8 at the fit's end)" in text
+    assert ("spreads by up to 29.7, and the bound a fit reports exceeds its neighbours' median by up to 37.8 "
+            "(seed 0: 331.8 against 294; neighbours 267 to 296.7)") in text
     assert "holds in this run, and its mean log density is the best too" in text
     assert "nearly deterministic (noise variance 2.0e-06 for (c) and 1.0e-06 for (b)" in text
     text = run_of({a: [0.9, 0.9], b: [1.2, 1.3], c: [0.9, 1.4], **other}, lpd, noise=1e-2)
