@@ -297,13 +297,19 @@ def test_uncertain_model_started_from_the_fixed_input_fit():
     v, vf = m._values(), fixed._values()
     for k in vf:
         if k.startswith("kernel.") or k in ("Z", "noise_variance"):
-            np.testing.assert_array_equal(v[k], vf[k])
+            np.testing.assert_allclose(v[k], vf[k], rtol=1e-12)  # a transform's round trip: 1 ulp
     np.testing.assert_allclose(m.latent_mean, fixed.inputs)
     np.testing.assert_allclose(m.latent_variance, fixed.latent_variance, rtol=1e-9)
     assert m.input_noise_variance.max() < 1e-8
-    assert m.elbo() == pytest.approx(fixed.elbo(), rel=1e-9)
-    np.testing.assert_allclose(m.forecast(steps=10, propagate_uncertainty=False)[0], fixed.forecast(steps=10)[0],
-                               rtol=1e-6)
+    # this nearly noise-free fit's bound moves by ~0.008 for parameters 1e-15 apart, its
+    # 10-step forecast by ~1e-4 (relative); the default start's variances moved them by
+    # 14 and 1e-2
+    assert m.elbo() == pytest.approx(fixed.elbo(), abs=0.1)
+    one_f, one_m = (g.predict(fixed.inputs, None, input_noise=False)[0] for g in (fixed, m))
+    np.testing.assert_allclose(one_m, one_f, rtol=0, atol=2e-4 * np.abs(one_f).max())
+    mean_f = fixed.forecast(steps=10)[0]
+    np.testing.assert_allclose(m.forecast(steps=10, propagate_uncertainty=False)[0], mean_f, rtol=0,
+                               atol=1e-3 * np.abs(mean_f).max())
     start = m.elbo()
     m.fit(max_iters=40, progress=False)
     assert m.fit_info["held_iterations"] == 0 and m.elbo() >= start
@@ -653,7 +659,7 @@ def test_a_fit_whose_line_search_fails_says_so(monkeypatch):
     assert m.fit_info["reason"] == "stalled" and "LINE SEARCH" in m.fit_info["message"]
     assert m.fit_info["iterations"] < 50
     monkeypatch.undo()
-    assert m.elbo() >= F0 and m.elbo() == pytest.approx(F0, rel=1e-9)
+    assert m.elbo() == pytest.approx(F0, rel=1e-9)  # the start, or steps of rounding size from it
     assert np.abs(m.elbo_and_gradient()[1]).max() > 1.0
 
 
