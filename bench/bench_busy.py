@@ -50,7 +50,7 @@ def make_data(size: str) -> np.ndarray:
     if size == "oil":
         mirror = Path(os.environ.get("BGPLVM_DATA_MIRROR", DEFAULT_MIRROR))
         return np.loadtxt(mirror / "oil" / "DataTrn.txt")
-    # issue 12's small set: a smooth GP draw of 3-D Gaussian inputs (bgplvm_datasets.synthetic)
+    # issue 12's small set: a smooth GP draw of 3-D Gaussian inputs (bgplvm.datasets.synthetic)
     rng = np.random.default_rng(0)
     X = rng.standard_normal((300, 3))
     K = np.exp(-0.5 * np.sum((X[:, None] - X[None]) ** 2, -1) / 1.5**2)
@@ -75,10 +75,10 @@ def _time_model(m, seconds: float, out: list, stop: threading.Event | None = Non
 
 def worker(spec: dict) -> dict:
     sys.path.insert(0, spec["repo"])
-    import model
-    from model import BayesianGPLVM
+    import bgplvm
+    from bgplvm import BayesianGPLVM
 
-    model.warmup()
+    bgplvm.warmup()
     Y = np.load(spec["data"])
     Q, M = SIZES[spec["size"]]["Q"], SIZES[spec["size"]]["M"]
     m = BayesianGPLVM(Y, latent_dim=Q, num_inducing=M, seed=0)
@@ -96,7 +96,7 @@ def worker(spec: dict) -> dict:
     else:
         _time_model(m, spec["seconds"], times)
     return {"median_s": float(np.median(times)), "n": len(times),
-            "model_file": model.__file__, "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
+            "model_file": bgplvm.__file__, "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
 
 
 def spinner() -> subprocess.Popen:

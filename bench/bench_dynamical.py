@@ -31,7 +31,7 @@ os.environ.setdefault("BGPLVM_DATA_MIRROR", str(ROOT.parent / "shared" / "datase
 
 
 def _cases():
-    from bgplvm_datasets import load
+    from bgplvm.datasets import load
 
     cmu = load("cmu35")
     frey = load("frey_faces")
@@ -50,8 +50,8 @@ def _time(fn, repeats: int, clock) -> float:
 
 
 def measure(repeats: int, clock) -> list[tuple[str, float, float, float]]:
-    from model import BayesianGPLVM, DynamicalGPLVM
-    from model._threads import single_threaded_blas
+    from bgplvm import BayesianGPLVM, DynamicalGPLVM
+    from bgplvm._threads import single_threaded_blas
 
     rows = []
     for name, (Y, t, seq, Q) in _cases().items():
@@ -81,8 +81,8 @@ def _print(rows, title):
 
 
 def fit_time(iters: int) -> None:
-    from bgplvm_datasets import load
-    from model import DynamicalGPLVM
+    from bgplvm.datasets import load
+    from bgplvm import DynamicalGPLVM
 
     ds = load("cmu35")
     for tk in ("matern32", "rbf"):

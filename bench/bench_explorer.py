@@ -93,7 +93,7 @@ def _env():
 
 class Server:
     def __init__(self, model_path: str | None = None):
-        from explorer.cli import build_command, wait_until_live
+        from bgplvm.explorer.cli import build_command, wait_until_live
 
         self.port = _free_port()
         env = _env()
@@ -163,8 +163,8 @@ def server_side(state, n, rng):
     readout), with the views rendered into a Bokeh document; the 200x200 grid."""
     from bokeh.document import Document
 
-    from explorer.state import variance_grid
-    from explorer.views import LatentView, OutputView
+    from bgplvm.explorer.state import variance_grid
+    from bgplvm.explorer.views import LatentView, OutputView
 
     x0, y0, x1, y1 = state.bounds()
     pts = np.column_stack([rng.uniform(x0, x1, n), rng.uniform(y0, y1, n)])
@@ -207,10 +207,10 @@ def main(argv=None) -> int:
     os.environ.update({k: v for k, v in _env().items() if k.startswith("BGPLVM_")})
 
     import holoviews as hv
-    from bgplvm_datasets import load
-    from model import BayesianGPLVM, warmup
+    from bgplvm.datasets import load
+    from bgplvm import BayesianGPLVM, warmup
 
-    from explorer.state import ExplorerState
+    from bgplvm.explorer.state import ExplorerState
 
     hv.extension("bokeh", logo=False)
     t = time.perf_counter()

@@ -24,7 +24,7 @@ For every data set and seed, in this order and in separate processes:
 The bound "at budget b" is, for both, the best bound among the first b evaluations (the
 point a fit stopped there would keep); "dims on" counts ARD weights above 5% of the
 largest (the model summary's rule) at that point. Wall times exclude imports and Numba
-compilation (``model.warmup()`` runs before the clock starts).
+compilation (``bgplvm.warmup()`` runs before the clock starts).
 
 GPy runs with one BLAS thread (``OPENBLAS_NUM_THREADS=1`` etc.): on this 2-core machine
 that is its faster setting (one oil evaluation 49 ms against 108 ms with its default
@@ -32,9 +32,9 @@ threads, bench/README.md), so the wall-time ratios below are the conservative on
 ``--gpy-default-threads`` runs it with the defaults instead.
 
 Data: Y is centred once and both get the same array. Sets (``--sets``):
-  oil    1000 x 12,   Q=10, M=50   (bgplvm_datasets "oil")
+  oil    1000 x 12,   Q=10, M=50   (bgplvm.datasets "oil")
   frey   1965 x 560,  Q=10, M=50   ("frey_faces")
-  synth3  300 x 30,   Q=8,  M=30   (bgplvm_datasets.synthetic.gp_latent: 3 true dims)
+  synth3  300 x 30,   Q=8,  M=30   (bgplvm.datasets.synthetic.gp_latent: 3 true dims)
   digits  550 x 256,  Q=10, M=50   ("digits")
 """
 
@@ -72,11 +72,11 @@ def load_set(name: str) -> np.ndarray:
         os.environ["BGPLVM_DATA_MIRROR"] = str(DEFAULT_MIRROR)
     os.environ.setdefault("BGPLVM_CACHE_DIR", str(ROOT / ".cache" / "datasets"))
     if name == "synth3":
-        from bgplvm_datasets.synthetic import gp_latent
+        from bgplvm.datasets.synthetic import gp_latent
 
         Y, _ = gp_latent(N=300, D=30, latent_dim=3, lengthscale=1.5, noise_sd=0.05, seed=0)
     else:
-        from bgplvm_datasets import load
+        from bgplvm.datasets import load
 
         Y = load({"frey": "frey_faces"}.get(name, name)).Y
     Y = np.asarray(Y, dtype=np.float64)
@@ -116,7 +116,7 @@ def worker_gpy(spec: dict) -> dict:
     import GPy
     from GPy.inference.latent_function_inference.var_dtc import VarDTC
 
-    from model.linalg import JITTER
+    from bgplvm.linalg import JITTER
 
     Y = load_set(spec["set"])
     Q, M, seed = int(spec["Q"]), int(spec["M"]), int(spec["seed"])
@@ -143,10 +143,10 @@ def worker_gpy(spec: dict) -> dict:
 
 
 def worker_ours(spec: dict) -> dict:
-    import model
-    from model import BayesianGPLVM
+    import bgplvm
+    from bgplvm import BayesianGPLVM
 
-    model.warmup()
+    bgplvm.warmup()
     Y = load_set(spec["set"])
     Q, M, seed = int(spec["Q"]), int(spec["M"]), int(spec["seed"])
     m = BayesianGPLVM(Y, latent_dim=Q, num_inducing=M, seed=seed)

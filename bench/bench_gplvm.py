@@ -70,10 +70,10 @@ def load_real(name: str) -> tuple[np.ndarray, str]:
     works, else the files of the mirror read directly."""
     _setup_data_env()
     try:
-        from bgplvm_datasets import load
+        from bgplvm.datasets import load
 
         Y = np.asarray(load(name).Y, dtype=np.float64)
-        return Y, "bgplvm_datasets.load"
+        return Y, "bgplvm.datasets.load"
     except Exception as e:  # loader not there yet / failing: read the files directly
         mirror = Path(os.environ.get("BGPLVM_DATA_MIRROR", DEFAULT_MIRROR))
         if name == "oil":
@@ -141,7 +141,7 @@ class PeakMemory:
 # worker: one implementation, one case, its own process
 # =========================================================================================
 def _ours_model(case: dict):
-    from model import BayesianGPLVM
+    from bgplvm import BayesianGPLVM
 
     m = BayesianGPLVM(case["Y"], latent_dim=int(case["Q"]), num_inducing=int(case["M"]),
                       kernel="rbf", seed=0)
@@ -191,15 +191,15 @@ def _perturbations(x: np.ndarray, n: int, free: np.ndarray | None = None):
 def _profile_ours(m, repeats: int) -> dict:
     """Time the stages of one bound + gradient (mirrors BayesianGPLVM._bound, including its
     single-threaded BLAS)."""
-    from model._threads import single_threaded_blas
+    from bgplvm._threads import single_threaded_blas
 
     with single_threaded_blas():
         return _profile_stages(m, repeats)
 
 
 def _profile_stages(m, repeats: int) -> dict:
-    from model.bound import collapsed_bound
-    from model.kl import kl_static
+    from bgplvm.bound import collapsed_bound
+    from bgplvm.kl import kl_static
 
     stages: dict[str, list[float]] = {}
 
@@ -243,10 +243,10 @@ def worker(spec: dict) -> dict:
                  "loadavg_start": loadavg()}
     t0 = time.perf_counter()
     if impl == "ours":
-        import model
+        import bgplvm
 
         t_imp = time.perf_counter()
-        model.warmup()
+        bgplvm.warmup()
         out["import_s"] = t_imp - t0
         out["warmup_s"] = time.perf_counter() - t_imp
         if kind == "compile":
@@ -385,15 +385,15 @@ def run_worker(spec: dict, env_extra: dict | None = None, timeout: float = 3600)
 def our_jitter() -> float:
     """The constant jitter our bound adds to Kuu."""
     try:
-        from model.linalg import JITTER
+        from bgplvm.linalg import JITTER
     except ImportError:
-        from model._numba_config import JITTER
+        from bgplvm._numba_config import JITTER
     return float(JITTER)
 
 
 def make_case(path: Path, Y: np.ndarray, Q: int, M: int) -> dict:
     """Centre Y, take our model's initialisation (seed 0) as THE parameters of this case."""
-    from model import BayesianGPLVM
+    from bgplvm import BayesianGPLVM
 
     Yc = np.ascontiguousarray(Y - Y.mean(0))
     m = BayesianGPLVM(Yc, latent_dim=Q, num_inducing=M, kernel="rbf", seed=0)
@@ -548,9 +548,9 @@ def main(argv=None) -> int:
         import shutil
 
         shutil.rmtree(cold_dir, ignore_errors=True)
-        log(f"   model.warmup(): {cold.get('warmup_s', float('nan')):.2f} s with an empty cache, "
+        log(f"   bgplvm.warmup(): {cold.get('warmup_s', float('nan')):.2f} s with an empty cache, "
             f"{warm.get('warmup_s', float('nan')):.2f} s from the cache "
-            f"(import model: {warm.get('import_s', float('nan')):.2f} s)")
+            f"(import bgplvm: {warm.get('import_s', float('nan')):.2f} s)")
 
     # --- oil ------------------------------------------------------------------------------
     rows_main = []

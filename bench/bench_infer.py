@@ -60,9 +60,9 @@ def _data_env():
 def prepare(refit: bool, iters: int) -> dict:
     """Fit (or reuse) the oil model; write the case file both workers read."""
     _data_env()
-    from bgplvm_datasets import load
+    from bgplvm.datasets import load
 
-    from model import BayesianGPLVM
+    from bgplvm import BayesianGPLVM
 
     CACHE.mkdir(parents=True, exist_ok=True)
     model_path = CACHE / f"oil_Q10_M50_seed0_{iters}.npz"
@@ -100,11 +100,11 @@ def _test_rows(c: dict, n: int, missing: bool, offset: int = 0) -> np.ndarray:
 
 
 def worker_ours(spec: dict) -> dict:
-    import model
-    from model import BayesianGPLVM
+    import bgplvm
+    from bgplvm import BayesianGPLVM
 
     t0 = time.perf_counter()
-    model.warmup()
+    bgplvm.warmup()
     c = dict(np.load(spec["case"]))
     m = BayesianGPLVM.load(str(c["model"]))
     n, miss = int(spec["n"]), bool(spec["missing"])
@@ -132,7 +132,7 @@ def _gpy_model(c: dict):
     import GPy
     from GPy.inference.latent_function_inference.var_dtc import VarDTC
 
-    from model.linalg import JITTER
+    from bgplvm.linalg import JITTER
 
     Q = c["mu"].shape[1]
     kern = GPy.kern.RBF(Q, variance=float(c["variance"]), lengthscale=np.array(c["lengthscale"]), ARD=True)

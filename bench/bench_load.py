@@ -122,7 +122,7 @@ def cpu_s(pid: int) -> float:
 class Server:
     def __init__(self, probe: Path):
         sys.path.insert(0, str(ROOT))
-        from explorer.cli import build_command, wait_until_live
+        from bgplvm.explorer.cli import build_command, wait_until_live
 
         self.port = free_port()
         e = env()
@@ -159,7 +159,7 @@ def run_sh_to_first_page(browser) -> dict:
     proc = subprocess.Popen(["bash", str(ROOT / "scripts" / "run.sh"), "--no-show", "--port", str(port)], env=env(),
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT)
     try:
-        from explorer.cli import wait_until_live
+        from bgplvm.explorer.cli import wait_until_live
 
         if not wait_until_live(proc, port, timeout=300, poll=0.05):
             log.seek(0)

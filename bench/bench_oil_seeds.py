@@ -33,11 +33,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", default="0,1,2")
     args = ap.parse_args(argv)
-    import model
-    from bgplvm_datasets import load
-    from model import BayesianGPLVM
+    import bgplvm
+    from bgplvm.datasets import load
+    from bgplvm import BayesianGPLVM
 
-    model.warmup()
+    bgplvm.warmup()
     ds = load("oil")
     print("| seed | bound | ARD dims on | 1-NN errors (top-2 dims) | iterations | fit time |\n|---|---|---|---|---|---|")
     for seed in (int(s) for s in args.seeds.split(",")):

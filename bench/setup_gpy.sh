@@ -24,7 +24,7 @@ echo "[bench-setup] installing bgplvm (editable) + gpy==1.15.0"
 
 "$VENV/bin/python" - <<'EOF'
 import GPy, numpy, scipy, numba, paramz
-import model  # noqa: F401  (the project itself)
+import bgplvm  # noqa: F401  (the project itself)
 print(f"[bench-setup] ok: GPy {GPy.__version__}, paramz {paramz.__version__}, numpy {numpy.__version__}, "
       f"scipy {scipy.__version__}, numba {numba.__version__}")
 EOF

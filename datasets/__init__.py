@@ -1,6 +1,6 @@
-"""bgplvm's data layer (imported as ``bgplvm_datasets``; the folder is ``datasets/``).
+"""bgplvm's data layer (imported as ``bgplvm.datasets``; the folder is ``datasets/``).
 
-    from bgplvm_datasets import load, list_datasets, load_array, fetch, Dataset, DatasetError
+    from bgplvm.datasets import load, list_datasets, load_array, fetch, Dataset, DatasetError
     ds = load("oil")                          # split="train" | "test" | "validation"
     ds = load("usps", split="test", mirror="../shared/datasets", cache_dir="/tmp/c")
     ds = load(DEFAULT_DATASET)                # embedded: no network, no cache

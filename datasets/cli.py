@@ -6,7 +6,7 @@
 
 ``main(argv)`` returns the exit status (0 ok, 1 data error, 2 usage error); the
 top-level ``bgplvm`` console script dispatches ``bgplvm datasets ...`` here. Also
-runnable as ``python -m bgplvm_datasets.cli``.
+runnable as ``python -m bgplvm.datasets.cli``.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 One function per ``DatasetSpec.loader``; each takes ``(spec, paths, split)`` where
 ``paths`` maps a registry file name to its local path. Any failure while reading a
 file becomes a ``ParseError`` naming that file. The motion-capture parsers live in
-``bgplvm_datasets.mocap`` and are imported lazily.
+``bgplvm.datasets.mocap`` and are imported lazily.
 """
 
 from __future__ import annotations
@@ -169,15 +169,15 @@ def _call_mocap(spec: DatasetSpec, paths: dict, module: str, call):
     import importlib
 
     try:
-        mod = importlib.import_module(f"bgplvm_datasets.mocap.{module}")
+        mod = importlib.import_module(f"bgplvm.datasets.mocap.{module}")
     except ImportError as e:
         raise DatasetError(
-            f"data set {spec.name!r} needs the motion-capture parser bgplvm_datasets.mocap.{module}, "
+            f"data set {spec.name!r} needs the motion-capture parser bgplvm.datasets.mocap.{module}, "
             f"which could not be imported ({e})."
         ) from e
     if not hasattr(mod, "build"):
         raise DatasetError(
-            f"data set {spec.name!r}: bgplvm_datasets.mocap.{module} has no build() function yet."
+            f"data set {spec.name!r}: bgplvm.datasets.mocap.{module} has no build() function yet."
         )
     files = ", ".join(str(p) for p in paths.values())
     try:

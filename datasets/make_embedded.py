@@ -1,6 +1,6 @@
 """Generate the embedded default data sets (``datasets/embedded/*.npz``).
 
-    python -m bgplvm_datasets.make_embedded        # rewrites both files
+    python -m bgplvm.datasets.make_embedded        # rewrites both files
 
 Both are made by this project, deterministically (fixed seeds), so the main job works
 on a fresh machine with no network. A test regenerates them in memory and compares

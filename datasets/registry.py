@@ -54,7 +54,7 @@ class FileSpec:
 class DatasetSpec:
     """A named data set.
 
-    ``loader`` names the parse function in ``bgplvm_datasets.loaders`` that turns the
+    ``loader`` names the parse function in ``bgplvm.datasets.loaders`` that turns the
     fetched files into a ``Dataset``; ``n_rows`` maps each split to its row count as
     loaded (checked by the tests); ``kind`` is the renderer kind ("pose", "image",
     "vector"). Embedded data sets ship inside the package (``embedded/<file>``) and
@@ -122,7 +122,7 @@ _OSU_CONNECTIONS = FileSpec(
 )
 
 # motion -> (sha256, bytes, rows as loaded, title). Rows as loaded = every 4th frame of
-# the 120 Hz capture (bgplvm_datasets.mocap.osu.build's default, as GPmat/GPy do).
+# the 120 Hz capture (bgplvm.datasets.mocap.osu.build's default, as GPmat/GPy do).
 # camper_04 is left out on purpose: the file in the mirror is an HTML "Page Not Found"
 # page saved under the .ZIP name.
 _OSU_MOTIONS = {
@@ -220,7 +220,7 @@ _SPECS: list[DatasetSpec] = [
                      _gpmat("datasets/data/mocap/cmu/35/35.asf") + ("http://mocap.cs.cmu.edu/subjects/35/35.asf",),
                      "2a8e2eda3c0d7d828566b2a9a8ab36b2b8b3864110574e8b73c8f069fded416c", 7261),
             # Taylor et al.'s per-feature scale/bias: the SC error of the paper's CMU table
-            # (read by bgplvm_datasets.cmu35_taylor_scale_bias, not by the loader).
+            # (read by bgplvm.datasets.cmu35_taylor_scale_bias, not by the loader).
             FileSpec("cmu35TaylorScaleBias.mat", "cmu_mocap_35",
                      _gpmat("datasets/data/cmu35TaylorScaleBias.mat"),
                      "e6533fa9ba17de0d095e4c63aba0ef17c85289cf6a820f8e01b5548891e08408", 1224),

@@ -2,7 +2,7 @@
 each browser session executes this module and gets its own ``ExplorerState``.
 
 The page opens on real motion capture: CMU subject 35 (walks and jogs) with the shipped
-pre-trained dynamical model (``bgplvm_assets``). The model file ships without the data;
+pre-trained dynamical model (``bgplvm.assets``). The model file ships without the data;
 the data come from the user cache, the offline mirror or a one-time download. When none
 of those works (a fresh machine offline), the page opens on the embedded synthetic walk
 and says why and how to get the real data.
@@ -21,11 +21,11 @@ from pathlib import Path
 import holoviews as hv
 import panel as pn
 
-from explorer.export import ExportPanel
-from explorer.infer_view import InferView
-from explorer.player import PlayerView
-from explorer.state import ExplorerState, asset_message, load_asset_cached
-from explorer.views import RIGHT_W, ArdView, LatentView, ModelPanel, OutputView
+from bgplvm.explorer.export import ExportPanel
+from bgplvm.explorer.infer_view import InferView
+from bgplvm.explorer.player import PlayerView
+from bgplvm.explorer.state import ExplorerState, asset_message, load_asset_cached
+from bgplvm.explorer.views import RIGHT_W, ArdView, LatentView, ModelPanel, OutputView
 
 log = logging.getLogger("explorer")
 
@@ -50,7 +50,7 @@ tab header, then Enter, or the arrow keys for its neighbours.
 
 def dataset_options() -> dict[str, str]:
     """{label: name} of the data sets offered in the page."""
-    from bgplvm_datasets import list_datasets
+    from bgplvm.datasets import list_datasets
 
     opts = {}
     try:
@@ -68,7 +68,7 @@ def dataset_options() -> dict[str, str]:
 @functools.lru_cache(maxsize=4)
 def _load_model(path: str, mtime: float):
     """A model file given by path (``BGPLVM_EXPLORER_MODEL``), read once per process."""
-    from model import BayesianGPLVM
+    from bgplvm import BayesianGPLVM
 
     return BayesianGPLVM.load(path)
 
@@ -81,7 +81,7 @@ def initial_state(model_path: str | os.PathLike | None = None) -> ExplorerState:
     """A session's starting state: the model named by ``model_path`` /
     ``BGPLVM_EXPLORER_MODEL`` if given, else the default asset (CMU 35, dynamical), else
     -- its data unavailable -- the embedded synthetic walk, with the reason shown."""
-    from bgplvm_assets import DEFAULT_ASSET, FALLBACK_ASSET, AssetUnavailable, get_spec
+    from bgplvm.assets import DEFAULT_ASSET, FALLBACK_ASSET, AssetUnavailable, get_spec
 
     state = ExplorerState()
     path = model_path or os.environ.get("BGPLVM_EXPLORER_MODEL")
@@ -116,7 +116,7 @@ def initial_state(model_path: str | os.PathLike | None = None) -> ExplorerState:
         if note:
             state.error = ""
         return state
-    from bgplvm_datasets import DEFAULT_DATASET
+    from bgplvm.datasets import DEFAULT_DATASET
 
     state.load_dataset(DEFAULT_DATASET)
     state.info = note + "No pre-trained model could be loaded: press Train."
@@ -254,7 +254,7 @@ def _console(msg: str) -> None:
 
 
 if pn.state.served:
-    from explorer.warm import ensure_warm, is_warm
+    from bgplvm.explorer.warm import ensure_warm, is_warm
 
     # before anything is sent: the page's resources (FileDropper's JS, served locally) are
     # chosen when the first document goes out, even when the app fills in later

@@ -64,7 +64,7 @@ def joint_columns(ds) -> list[np.ndarray]:
     kind = getattr(r, "kind", "vector")
     if kind != "pose":
         raise ValueError("joints exist only for skeleton data")
-    from bgplvm_datasets.record import StickFigureRenderer
+    from bgplvm.datasets.record import StickFigureRenderer
 
     if isinstance(r, StickFigureRenderer):
         J = ds.D // 3
@@ -75,7 +75,7 @@ def joint_columns(ds) -> list[np.ndarray]:
     names = list(sk.channel_names)
     if ds.D == 59 and hasattr(r, "channels") and not hasattr(r, "kept"):
         # CMU 'cmu35gplvm' features: columns 0..49 are FEATURE_CHANNELS, 50..58 the root
-        from bgplvm_datasets.mocap.cmu35 import FEATURE_CHANNELS
+        from bgplvm.datasets.mocap.cmu35 import FEATURE_CHANNELS
 
         col_of = {int(ch): k for k, ch in enumerate(FEATURE_CHANNELS)}
         root = np.arange(50, 59)

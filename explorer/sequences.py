@@ -237,7 +237,7 @@ def joint_spread(renderer, mean: np.ndarray, var: np.ndarray, n_samples: int = S
     ``n_samples`` output draws pushed through the renderer, with the same standard-normal
     draws for every frame.
     """
-    from bgplvm_datasets.record import StickFigureRenderer
+    from bgplvm.datasets.record import StickFigureRenderer
 
     mean = np.atleast_2d(np.asarray(mean, dtype=np.float64))
     var = np.maximum(np.atleast_2d(np.asarray(var, dtype=np.float64)), 0.0)

@@ -21,9 +21,9 @@ import time
 import numpy as np
 import param
 
-from bgplvm_datasets import Dataset, DatasetError, load
-from bgplvm_datasets.record import VectorRenderer
-from model.io import ACTIVE_FRACTION
+from bgplvm.datasets import Dataset, DatasetError, load
+from bgplvm.datasets.record import VectorRenderer
+from bgplvm.io import ACTIVE_FRACTION
 
 from . import sequences as seqs
 from .inference import count
@@ -68,7 +68,7 @@ def read_only(ds: Dataset) -> Dataset:
 
 @functools.lru_cache(maxsize=8)
 def load_cached(name: str) -> Dataset:
-    """``bgplvm_datasets.load`` once per process: every session opening the same data
+    """``bgplvm.datasets.load`` once per process: every session opening the same data
     set shares the (read-only) record, so a new page does not re-read it."""
     return read_only(load(name))
 
@@ -80,11 +80,11 @@ def load_cached_split(name: str, split: str) -> Dataset:
 
 @functools.lru_cache(maxsize=4)
 def load_asset_cached(name: str):
-    """(model, dataset) of a shipped pre-trained model (``bgplvm_assets``), read once per
+    """(model, dataset) of a shipped pre-trained model (``bgplvm.assets``), read once per
     process: sessions only read it (training and uploads make new model objects).
     ``AssetUnavailable`` (its data cannot be loaded here) propagates."""
-    from bgplvm_assets import load_asset
-    from model._threads import single_threaded_blas
+    from bgplvm.assets import load_asset
+    from bgplvm._threads import single_threaded_blas
 
     with single_threaded_blas():
         m, ds = load_asset(name)
@@ -186,7 +186,7 @@ def _named_dataset(name: str, meta: dict) -> Dataset:
 
     how = meta.get("data")
     if how is None and meta.get("asset"):
-        from bgplvm_assets import dataset_for, get_spec
+        from bgplvm.assets import dataset_for, get_spec
 
         return dataset_for(get_spec(meta["asset"]))
     how = how or {}
@@ -255,7 +255,7 @@ class ExplorerState(param.Parameterized):
     """Everything one browser session sees and can change."""
 
     # data and model
-    dataset = param.Parameter(default=None, doc="The loaded bgplvm_datasets.Dataset")
+    dataset = param.Parameter(default=None, doc="The loaded bgplvm.datasets.Dataset")
     model = param.Parameter(default=None, doc="The BayesianGPLVM being explored (or None)")
     model_version = param.Integer(default=0, doc="Bumped whenever the model changes")
     dataset_name = param.String(default="", doc="Name of the data set (for titles, files)")
@@ -372,7 +372,7 @@ class ExplorerState(param.Parameterized):
 
     def open_asset(self, name: str) -> None:
         """Open one of the shipped pre-trained models with its data set."""
-        from bgplvm_assets import AssetUnavailable, get_spec
+        from bgplvm.assets import AssetUnavailable, get_spec
 
         try:
             spec = get_spec(name)
@@ -450,7 +450,7 @@ class ExplorerState(param.Parameterized):
 
     def load_model_bytes(self, filename: str, data: bytes) -> None:
         """Open an uploaded saved model (and the data set it names, when available)."""
-        from model import BayesianGPLVM, ModelFileError
+        from bgplvm import BayesianGPLVM, ModelFileError
 
         check_upload(data, filename)
         buf = io.BytesIO(data)
@@ -854,7 +854,7 @@ class ExplorerState(param.Parameterized):
         ds = self.dataset
         test = None
         try:
-            from bgplvm_datasets import info as ds_info
+            from bgplvm.datasets import info as ds_info
 
             meta = ds.meta or {}
             # a shipped data set's test split, not for a subset or an upload that shares its name

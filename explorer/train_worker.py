@@ -17,7 +17,7 @@ process:
   line per optimiser iteration on the worker's stdout; "stop" on its stdin ends the fit at
   the current iteration and the best point so far is saved.
 
-``python -m explorer.train_worker DIR`` is the worker's entry point.
+``python -m bgplvm.explorer.train_worker DIR`` is the worker's entry point.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def choose_priority() -> str:
     forced = os.environ.get("BGPLVM_TRAIN_PRIORITY", "").strip().lower()
     if forced in ("idle", "nice"):
         return forced
-    from model._numba_config import idle_cores
+    from bgplvm._numba_config import idle_cores
 
     free = idle_cores.measure(LOAD_WINDOW)
     return "nice" if free is not None and free < 0.5 else "idle"
@@ -240,12 +240,12 @@ class WorkerTrainingJob:
         (tmp / "job.json").write_text(json.dumps(job))
 
     def _run_worker(self, tmp: Path) -> None:
-        from model import BayesianGPLVM
+        from bgplvm import BayesianGPLVM
 
         err = open(tmp / "stderr.txt", "wb")
         try:
             self._proc = proc = subprocess.Popen(
-                [sys.executable, "-m", "explorer.train_worker", str(tmp)], stdin=subprocess.PIPE,
+                [sys.executable, "-m", "bgplvm.explorer.train_worker", str(tmp)], stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=err, env=worker_env(priority=self.priority))
             self.pid = proc.pid
             if self._stop.is_set():
@@ -314,7 +314,7 @@ def worker_main(argv: list[str]) -> int:
         stop.set()  # parent went away: stop too
 
     threading.Thread(target=read_stdin, daemon=True).start()
-    from model import BayesianGPLVM, DynamicalGPLVM
+    from bgplvm import BayesianGPLVM, DynamicalGPLVM
 
     with np.load(tmp / "data.npz", allow_pickle=False) as z:
         data = {k: z[k] for k in z.files}

@@ -3,7 +3,7 @@ capture (an Acclaim ASF skeleton with its AMC motions, as CMU distributes them),
 stamps and sequence ids when they have them, so that the player, forecasting and
 observe-and-infer work on them as on the shipped data.
 
-Pure functions (no Panel): uploaded bytes in, a ``bgplvm_datasets.Dataset`` out, or a
+Pure functions (no Panel): uploaded bytes in, a ``bgplvm.datasets.Dataset`` out, or a
 ``UserError`` whose message says what is wrong and what to do.
 
 Arrays
@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bgplvm_datasets import Dataset, DatasetError, load_array, numpy_header_problem
-from bgplvm_datasets.record import ImageRenderer, VectorRenderer
+from bgplvm.datasets import Dataset, DatasetError, load_array, numpy_header_problem
+from bgplvm.datasets.record import ImageRenderer, VectorRenderer
 
 from .state import UserError, check_upload
 
@@ -71,7 +71,7 @@ def _read_array_upload(filename: str, data: bytes) -> tuple[np.ndarray, np.ndarr
             raise UserError(f"{filename} holds the arrays {sorted(arrays)}: name the data 'Y' "
                             f"(and time stamps 't', sequence ids 'sequence')")
         try:
-            from bgplvm_datasets import validate_array
+            from bgplvm.datasets import validate_array
 
             Y = validate_array(Y, filename)
         except DatasetError as e:
@@ -102,7 +102,7 @@ def _read_array_upload(filename: str, data: bytes) -> tuple[np.ndarray, np.ndarr
 
 def _times(filename: str, N: int, t, seq, rows_are_frames: bool, fps: float):
     """Validated (times, sequence) or (None, None)."""
-    from model.dynamical import check_times
+    from bgplvm.dynamical import check_times
 
     if t is None and seq is not None and rows_are_frames:
         seq = np.asarray(seq)
@@ -217,7 +217,7 @@ class AmcPoseRenderer:
 
 def mocap_dataset(files: dict[str, bytes], subsample: int = 4, rate_hz: float = AMC_RATE_HZ) -> Dataset:
     """One ASF skeleton plus AMC motions (each a sequence) as a Dataset drawn as a skeleton."""
-    from bgplvm_datasets.mocap.asf import parse_amc, parse_asf
+    from bgplvm.datasets.mocap.asf import parse_amc, parse_asf
 
     asf = {n: d for n, d in files.items() if n.lower().endswith(".asf")}
     amc = {n: d for n, d in files.items() if n.lower().endswith(".amc")}
@@ -295,7 +295,7 @@ def drawing_of(ds: Dataset) -> dict | None:
 
 def dataset_from_drawing(name: str, Y: np.ndarray, drawing: dict) -> Dataset:
     """The Dataset ``drawing_of`` described, around the model's rows ``Y``."""
-    from bgplvm_datasets.mocap.asf import parse_asf
+    from bgplvm.datasets.mocap.asf import parse_asf
 
     how = drawing.get("renderer", {})
     if how.get("kind") == "image":

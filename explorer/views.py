@@ -820,7 +820,7 @@ class ModelPanel(pn.viewable.Viewer):
                                             width=250)
         self._ds_load = pn.widgets.Button(label="Load data set", width=120)
         self._ds_load.on_click(self._load_dataset)
-        from bgplvm_assets import ASSETS
+        from bgplvm.assets import ASSETS
 
         self._assets = {a.title: a.name for a in ASSETS.values()}
         self._datasets = dict(opts)

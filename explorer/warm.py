@@ -33,12 +33,12 @@ def numba_cache_is_warm() -> bool:
     """True when the model's Numba kernels have cache files (index .nbi) on disk: beside the
     sources, or in ``NUMBA_CACHE_DIR`` when that is set (Numba then keeps every cache there,
     one folder ``<source folder>_<hash>`` per source folder)."""
-    import model
+    import bgplvm
 
     cache_dir = os.environ.get("NUMBA_CACHE_DIR")
     if cache_dir:
         return any(Path(cache_dir).glob("kernels_*/*.nbi"))
-    root = Path(model.__file__).resolve().parent
+    root = Path(bgplvm.__file__).resolve().parent
     return any(root.rglob("__pycache__/*.nbi"))
 
 
@@ -56,12 +56,12 @@ def limit_server_blas() -> None:
 
 
 def compile_kernels() -> None:
-    """Every Numba kernel the explorer runs: the model's (``model.warmup``: bound, gradient,
+    """Every Numba kernel the explorer runs: the model's (``bgplvm.warmup``: bound, gradient,
     predictions) and those of test-time inference (observe and infer: the test bound and
     its gradients, for a static and a dynamical model), on tiny problems."""
     import numpy as np
 
-    from model import BayesianGPLVM, DynamicalGPLVM, warmup
+    from bgplvm import BayesianGPLVM, DynamicalGPLVM, warmup
 
     warmup()
     rng = np.random.default_rng(0)
@@ -123,7 +123,7 @@ def _warm(say) -> None:
         from bokeh.document import Document
         from panel.io.state import set_curdoc, state
 
-        from explorer.app import create_app
+        from bgplvm.explorer.app import create_app
 
         # as the current document while it renders: Panel caches the stylesheet models per
         # current document, and a first session that is waiting for this warm-up must not

@@ -26,11 +26,11 @@ def _fit(args) -> int:
     if args.key is not None and not args.data:
         raise ValueError("--key chooses an array of a --data .npz file")
     if args.data:
-        from bgplvm_datasets import load_array
+        from bgplvm.datasets import load_array
 
         Y, source = load_array(args.data, key=args.key), {"data_file": str(args.data)}
     else:
-        from bgplvm_datasets import load
+        from bgplvm.datasets import load
 
         ds = load(args.dataset, mirror=args.mirror)
         Y, source = ds.Y, {"dataset": ds.name}

@@ -2,7 +2,7 @@
 
 Paper sections "The Dynamical Variational GP-LVM for Sequence Data" and "Predictions in
 the Dynamical Model". Only the latent prior differs from ``BayesianGPLVM``
-(``model.priors.DynamicalPrior``): the bound, psi statistics, fitting, saving and the
+(``bgplvm.priors.DynamicalPrior``): the bound, psi statistics, fitting, saving and the
 uncertain-input predictions (meanFstar / covFstar) are the same code.
 """
 
@@ -154,7 +154,7 @@ class DynamicalGPLVM(BayesianGPLVM):
         for one sequence. Kt is block-diagonal over them; the mapping is shared.
     time_kernel : "matern32" (default), "rbf", "matern52", "periodic", "white", "bias" or
         sums such as "rbf+white+bias" (the paper's code default), or a
-        ``model.time_kernels.TimeKernel``.
+        ``bgplvm.time_kernels.TimeKernel``.
     learn_time_variance : learn the variance of the smooth time-kernel parts (rbf, matern,
         periodic). Off by default, as in the paper's code: it trades off against the scale
         of X and the ARD weights, and the lengthscale compensates (white/bias variances are
@@ -250,7 +250,7 @@ class DynamicalGPLVM(BayesianGPLVM):
     def infer_sequence(self, Y_star, t_star, sequence=None, max_iters: int = 500, callback=None,
                        progress: bool | None = False):
         """q(X*) for frames Y_star (n*, D; NaN = missing) at times t_star (n*,), optimised
-        jointly with the model fixed (``model.sequence_inference``). ``sequence``: None for a
+        jointly with the model fixed (``bgplvm.sequence_inference``). ``sequence``: None for a
         new sequence, or the id of the training sequence the frames belong to (coupled to its
         latent path through the time prior). Returns a ``SequenceFit`` (mu, S, bound, ...)."""
         from .sequence_inference import infer_sequence

@@ -1,7 +1,7 @@
 """The variational (Bayesian) GP-LVM: q(X), inducing inputs, kernel, noise; fit and predict.
 
 Bound: F(q(X)) = sum_j F_j(q(X)) - KL(q(X) || p(X))   (jensensSplit2, FdFinal).
-q(X) and p(X) belong to a replaceable latent prior (``model.priors``: static N(0, I) here,
+q(X) and p(X) belong to a replaceable latent prior (``bgplvm.priors``: static N(0, I) here,
 the dynamical one in ``DynamicalGPLVM``), which gives (mu, S) to the psi statistics, the KL
 term and the chain rule back to its own parameters; everything else is shared.
 Parameters live in one unconstrained vector (``ParamLayout``): the prior's blocks (mu, S for

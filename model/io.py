@@ -194,7 +194,7 @@ def _read(source) -> tuple[dict, dict]:
                 if "meta.json" not in files:
                     raise ModelFileError(f"{name!r} is not a bgplvm model file (no meta.json member); "
                                          "it may be a plain numpy archive: load data with "
-                                         "bgplvm_datasets.load_array instead")
+                                         "bgplvm.datasets.load_array instead")
                 arrays = {k: z[k] for k in files}
     except ModelFileError:
         raise
@@ -222,7 +222,7 @@ def _read(source) -> tuple[dict, dict]:
         raise ModelFileError(
             f"{name!r} is one of the explorer's pre-trained models, shipped without its data "
             f"({asset.get('dataset', 'a data set')!r} is fetched when it is opened): open it with "
-            f"`bgplvm serve`, or in Python with bgplvm_assets.load_asset("
+            f"`bgplvm serve`, or in Python with bgplvm.assets.load_asset("
             f"{asset.get('asset', 'NAME')!r}), which loads the data and checks it")
     for key in ("x", "Y"):
         if key not in arrays:

@@ -4,7 +4,7 @@ Paper sections "Predictions in the Dynamical Model" and the appendix on the test
 (app:partialtestBound). The model's parameters and the training q(X) are held fixed; the
 new frames Y* (NaN = missing) at times t* get q(X*) with the temporal prior's
 parametrisation (SFixedPointQ) and are optimised jointly, as one batch of the test bound
-(``model.testbound``: every frame's observed dims enter the collapsed bound together with
+(``bgplvm.testbound``: every frame's observed dims enter the collapsed bound together with
 the training data):
 
     maximise  F_hat(q(X), q(X*)) - KL(q(X*) || p(X*))   over (mu_bar*, lambda*)  (n*, Q)

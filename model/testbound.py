@@ -9,7 +9,7 @@ bound (FdFinal) of each output dimension j that they observe:
 
 and log p(Y*_O | Y) ~ F_hat(q(X), q(X*)) - F_hat(q(X)) - KL(q(X*) || p(X*)). This module
 gives that bound and its gradients w.r.t. the means mu* and variances S* of q(X*), however
-q(X*) is parametrised: the KL term is the caller's (``model.kl.kl_static`` for the static
+q(X*) is parametrised: the KL term is the caller's (``bgplvm.kl.kl_static`` for the static
 model; the dynamical model adds its own), and so is the optimisation of its parameters
 (``infer_latent`` below does it for independent points).
 

@@ -7,8 +7,8 @@ import sys
 import time
 from pathlib import Path
 
-from model._interrupt import interrupt_aborts
-from model.io import check_writable
+from bgplvm._interrupt import interrupt_aborts
+from bgplvm.io import check_writable
 
 from . import EXPERIMENTS, run
 from .report import Context, stale_results

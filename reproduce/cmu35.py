@@ -40,7 +40,7 @@ QUICK_FIT_ITERS = 40
 RECON_ITERS = 2000
 QUICK_RECON_ITERS = 30
 #: What the model rows' reconstruction needs beyond the class (the test bound, issue 9).
-RECONSTRUCT_MODULES = ("model.testbound",)
+RECONSTRUCT_MODULES = ("bgplvm.testbound",)
 #: The paper's ARD result: latent dimensions kept of the 9 (section sec:experimentsMocap).
 PAPER_KEPT = {"Dyn. VGP-LVM (Matern 3/2)": 4, "Dyn. VGP-LVM (Exp. Quadr.)": 3, "VGP-LVM (static)": 5}
 #: Time kernels of the two dynamical rows: the smooth part with white and bias terms, as
@@ -227,12 +227,12 @@ def table(rows: list[Row], quick: bool, seed: int = 0) -> Table:
 
 def figure(data: P.CMU35Data, rows: list[Row], path) -> None:
     """Two missing channels over the 124 test frames: truth, NN and every model row."""
-    from explorer.figures import Axes, PngCanvas
+    from bgplvm.explorer.figures import Axes, PngCanvas
 
     colours = {"NN (angle space)": "#999999", "NN sc. (scaled space)": "#c7a04a",
                "VGP-LVM (static)": "#2a9d8f", "Dyn. VGP-LVM (Matern 3/2)": "#d62828",
                "Dyn. VGP-LVM (Exp. Quadr.)": "#1d4ed8"}
-    from bgplvm_datasets.mocap.cmu35 import FEATURE_NAMES
+    from bgplvm.datasets.mocap.cmu35 import FEATURE_NAMES
 
     panels = [("legs", 7), ("legs", 10), ("body", 33), ("body", 43)]
     c = PngCanvas(1100, 760)

@@ -2,7 +2,7 @@
 (``motionCaptureTable``, section ``sec:experimentsMocap``), shared by ``cmu35`` and
 ``cmu35-static``.
 
-Data (GPmat ``lvmLoadData('cmu35gplvm')``, see ``bgplvm_datasets.mocap.cmu35``): 31
+Data (GPmat ``lvmLoadData('cmu35gplvm')``, see ``bgplvm.datasets.mocap.cmu35``): 31
 training sequences, Y (2613, 59); test trial 35_29, Y* (124, 59). Time stamps are the
 frame index within each sequence (0, 1, 2, ...; the data are at 30 frames/s, so the
 paper's "equidistant time points" are these up to one scale factor).
@@ -113,8 +113,8 @@ class CMU35Data:
 
 def load_data(mirror=None, cache_dir=None) -> CMU35Data:
     """The 31 training sequences and test trial 29 through the data layer (fetched,
-    verified, cached; ``mirror``/``cache_dir`` as in ``bgplvm_datasets.load``)."""
-    import bgplvm_datasets as bd
+    verified, cached; ``mirror``/``cache_dir`` as in ``bgplvm.datasets.load``)."""
+    import bgplvm.datasets as bd
 
     tr = bd.load("cmu35", "train", mirror=mirror, cache_dir=cache_dir, progress=False)
     te = bd.load("cmu35", "test", mirror=mirror, cache_dir=cache_dir, progress=False)

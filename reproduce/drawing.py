@@ -1,11 +1,11 @@
-"""Figures of the reproductions, drawn with ``explorer.figures`` (Pillow, no browser):
+"""Figures of the reproductions, drawn with ``bgplvm.explorer.figures`` (Pillow, no browser):
 grids of image frames (video) and strips of skeletons over time (motion capture)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from explorer.figures import Axes, PngCanvas, colormap
+from bgplvm.explorer.figures import Axes, PngCanvas, colormap
 
 LABEL_W = 200   # px for the row labels on the left
 TITLE_H = 34    # px above the first row

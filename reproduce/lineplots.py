@@ -1,11 +1,11 @@
 """Line plots for the uncertain-input reproductions (curves, 2-sd bands, error bars), drawn
-with ``explorer.figures`` (Pillow; no matplotlib)."""
+with ``bgplvm.explorer.figures`` (Pillow; no matplotlib)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from explorer.figures import Axes, PngCanvas
+from bgplvm.explorer.figures import Axes, PngCanvas
 
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"]
 TRUTH = "#222222"

@@ -74,7 +74,7 @@ def log_density(y, mean, var) -> np.ndarray:
 
 def forecasts(train: np.ndarray, seed: int, iters: int) -> tuple[dict, dict]:
     """(method -> (mean (H,), var (H,)), method -> fit facts) for one initialisation seed."""
-    from model import AutoregressiveGP, UncertainInputGPR
+    from bgplvm import AutoregressiveGP, UncertainInputGPR
 
     out, facts = {}, {}
     t = np.arange(1, N_TRAIN + 1, dtype=np.float64) / N_TRAIN  # unit scale for the optimiser

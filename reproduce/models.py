@@ -15,27 +15,27 @@ class ApiMissing(RuntimeError):
 
 
 def require(cls_name: str, *methods: str, issue: int, modules: tuple[str, ...] = ()):
-    """The class ``model.<cls_name>`` if it has ``methods`` and the ``modules`` they use
+    """The class ``bgplvm.<cls_name>`` if it has ``methods`` and the ``modules`` they use
     import; else raise ApiMissing (checked before any fitting, so no fit is wasted)."""
-    import model
+    import bgplvm
 
-    cls = getattr(model, cls_name, None)
+    cls = getattr(bgplvm, cls_name, None)
     missing = [m for m in methods if cls is None or not hasattr(cls, m)]
     if cls is None or missing:
-        what = f"model.{cls_name}" + (f".{', .'.join(missing)}" if cls is not None else "")
+        what = f"bgplvm.{cls_name}" + (f".{', .'.join(missing)}" if cls is not None else "")
         raise ApiMissing(f"{what} is not on this branch yet (issue {issue}): row not run")
     for mod in modules:
         try:
             importlib.import_module(mod)
         except ImportError:
-            raise ApiMissing(f"{mod}, which model.{cls_name}.{methods[-1]} uses, is not on this "
+            raise ApiMissing(f"{mod}, which bgplvm.{cls_name}.{methods[-1]} uses, is not on this "
                              f"branch yet (issue {issue}): row not run") from None
     return cls
 
 
 def ard_kept(m) -> int | None:
     """Latent dimensions whose ARD weight is above the model summary's threshold."""
-    from model.io import ACTIVE_FRACTION
+    from bgplvm.io import ACTIVE_FRACTION
 
     w = getattr(m, "ard_weights", None)
     if w is None:
@@ -46,7 +46,7 @@ def ard_kept(m) -> int | None:
 
 def one_blas_thread(fn):
     """Run an experiment with BLAS limited to one thread (threadpoolctl), the model's own
-    policy (``model._threads``). Not every test-time path of the model enters that limit
+    policy (``bgplvm._threads``). Not every test-time path of the model enters that limit
     yet: ``DynamicalGPLVM.reconstruct`` ran LAPACK potri on 124 x 124 blocks with two
     OpenBLAS threads, ~30x slower (2.2 s against 0.07 s per bound) on a busy 2-core machine."""
 

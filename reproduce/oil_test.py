@@ -29,7 +29,7 @@ CLASS_COLOURS = ("#1f77b4", "#d62728", "#2ca02c")
 
 
 def _load(ctx: Context):
-    from bgplvm_datasets import load
+    from bgplvm.datasets import load
 
     kw = dict(mirror=ctx.mirror, progress=ctx.verbose) if ctx.mirror else dict(progress=ctx.verbose)
     tr, te = load("oil", split="train", **kw), load("oil", split="test", **kw)
@@ -46,7 +46,7 @@ def nn_labels(X_train, l_train, X_test, weights=None) -> np.ndarray:
 def latent_figure(path, m, mu_test, labels_train, labels_test, names) -> None:
     """The two most relevant latent dimensions: training means (small, faint) and the
     inferred means of the half-observed test rows (rings), coloured by class."""
-    from explorer.figures import Axes, new_canvas
+    from bgplvm.explorer.figures import Axes, new_canvas
 
     order = np.argsort(-m.ard_weights)[:2]
     A, B = m.latent_mean[:, order], mu_test[:, order]
@@ -71,8 +71,8 @@ def latent_figure(path, m, mu_test, labels_train, labels_test, names) -> None:
 
 
 def run(ctx: Context) -> Result:
-    from model import BayesianGPLVM
-    from model.testbound import nearest_rows
+    from bgplvm import BayesianGPLVM
+    from bgplvm.testbound import nearest_rows
 
     t_all = time.perf_counter()
     Y, lab, Yt, lab_t, names = _load(ctx)
@@ -83,9 +83,9 @@ def run(ctx: Context) -> Result:
         missing[i, rng.permutation(Yt.shape[1])[:N_MISSING]] = True
     Ystar = np.where(missing, np.nan, Yt)
 
-    import model
+    import bgplvm
 
-    model.warmup()  # compile (or load) every Numba kernel before anything is timed
+    bgplvm.warmup()  # compile (or load) every Numba kernel before anything is timed
     ctx.log(f"oil-test: fitting Q={Q}, M={M} on {Y.shape[0]} rows ({iters} iterations)")
     t = time.perf_counter()
     m = BayesianGPLVM(Y, latent_dim=Q, num_inducing=M, kernel="rbf", seed=ctx.seed).fit(max_iters=iters, progress=False)

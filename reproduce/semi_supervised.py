@@ -88,7 +88,7 @@ def protocol(ctx: Context, data, n_obs: int, n_part: int, n_test: int, seeds, nu
              iters: int, fractions=FRACTIONS) -> dict:
     """MSE per method, missing fraction and seed. ``data(seed) -> (X, Y)`` gives the rows
     to split (a fresh simulation, or the same real data set each time)."""
-    from model import SemiSupervisedGPR, UncertainInputGPR
+    from bgplvm import SemiSupervisedGPR, UncertainInputGPR
 
     out = {"mse": {m: {} for m in METHODS}, "mse_mean_predictor": {}, "imputation_mse": {},
            "imputation_mse_column_mean": {}, "missing_share": {}, "fit_s": {}}

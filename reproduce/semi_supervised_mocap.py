@@ -1,7 +1,7 @@
 """``bgplvm reproduce semi-supervised-mocap``: the semi-supervised GP on motion capture
 (paper section ``sec:semiSupervisedExperiments``, figure ``fig:semiSupervised`` right).
 
-CMU subject 35 walks ('cmu35gplvm' features, ``bgplvm_datasets.load("cmu35")``, the walk
+CMU subject 35 walks ('cmu35gplvm' features, ``bgplvm.datasets.load("cmu35")``, the walk
 frames of the training trials): the first 20 of the 59 features are the targets, the other
 39 the inputs. Per seed, 50 fully observed, 80 partially observed and 200 test frames are
 drawn at random; the protocol, methods and table are those of ``semi_supervised``.
@@ -21,7 +21,7 @@ N_SEEDS = 4
 
 def load_walks(mirror=None) -> tuple[np.ndarray, np.ndarray]:
     """(X (n, 39) inputs, Y (n, 20) targets) of the walk frames."""
-    import bgplvm_datasets as bd
+    import bgplvm.datasets as bd
 
     ds = bd.load("cmu35", mirror=mirror, progress=False)
     walk = ds.label_names.index("walk")

@@ -81,7 +81,7 @@ def gap_note(confusion: np.ndarray, noise: list[float], classes) -> str:
 
 
 def _load(ctx: Context):
-    from bgplvm_datasets import load
+    from bgplvm.datasets import load
 
     kw = dict(mirror=ctx.mirror, progress=ctx.verbose) if ctx.mirror else dict(progress=ctx.verbose)
     tr, te = load("usps", split="train", **kw), load("usps", split="test", **kw)
@@ -180,7 +180,7 @@ PIXELS = {"gpmat": "the paper's pixels (GPmat: blurred, 1/16 levels)", "raw": "[
 
 def _classify(Ytr, ltr, Yte, lte, fit_iters: int, ctx: Context, what: str) -> dict:
     """Fit the ten class models and label the test digits; errors, predictions, times."""
-    from model import GPLVMClassifier
+    from bgplvm import GPLVMClassifier
 
     ctx.log(f"usps ({what}): {Ytr.shape[0]} training rows, {Yte.shape[0]} test rows; fitting "
             f"10 models (Q={Q}, M={M}, {fit_iters} iterations each)")
@@ -211,10 +211,10 @@ def _baselines(Ytr, ltr, Yte, lte, ctx: Context, what: str) -> dict:
 
 
 def run(ctx: Context) -> Result:
-    import model
+    import bgplvm
 
     t_all = time.perf_counter()
-    model.warmup()  # compile (or load) every Numba kernel before anything is timed
+    bgplvm.warmup()  # compile (or load) every Numba kernel before anything is timed
     Ytr, ltr, Yte, lte = _load(ctx)
     agreement = gpmat_agreement(Yte, ctx.mirror)
     settings = dict(latent_dim=Q, num_inducing=M, kernel="rbf", fit_iters=FIT_ITERS, seed=ctx.seed,

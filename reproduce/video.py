@@ -101,7 +101,7 @@ def knn_reconstruct(Y_train: np.ndarray, Y_star: np.ndarray, k: int) -> np.ndarr
 def load_window(mirror=None, first: int = FIRST_FRAME, n: int = WINDOW, extra: int = N_FORECAST):
     """Frames ``first .. first + n + extra - 1`` of frey_faces, (n + extra, 560) grey levels,
     and the renderer (``image(y) -> (28, 20)``)."""
-    import bgplvm_datasets as bd
+    import bgplvm.datasets as bd
 
     ds = bd.load("frey_faces", mirror=mirror, progress=False)
     return ds.Y[first:first + n + extra], ds.renderer

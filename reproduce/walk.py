@@ -45,7 +45,7 @@ N_ANGLES = 50
 
 def load_walk(mirror=None):
     """(Y (T, 59) of ``TRIAL``, renderer)."""
-    import bgplvm_datasets as bd
+    import bgplvm.datasets as bd
 
     ds = bd.load("cmu35", mirror=mirror, progress=False)
     s = ds.meta["trials"].index(TRIAL)
@@ -76,9 +76,9 @@ def estimate_period(Y: np.ndarray, min_lag: int = 5) -> int:
 
 
 def time_kernel(spec: str, period: float, n_train: int):
-    """The time kernel of a row: names as ``model.time_kernels``; a periodic part starts at
+    """The time kernel of a row: names as ``bgplvm.time_kernels``; a periodic part starts at
     ``period`` (variance 1, lengthscale 1), an rbf part beside it at half the training span."""
-    from model.time_kernels import PeriodicTime, RBFTime, TimeSum
+    from bgplvm.time_kernels import PeriodicTime, RBFTime, TimeSum
 
     if "periodic" not in spec:
         return spec
@@ -155,7 +155,7 @@ def run(ctx: Context) -> Result:
 
 
 def _strip(ctx, name, renderer, Y_train, Y_future, forecasts) -> str:
-    from explorer.state import pose_spread
+    from bgplvm.explorer.state import pose_spread
 
     fig = "walk_forecast.png"
     idx = np.arange(0, len(Y_future), SHOW_EVERY)

@@ -5,7 +5,7 @@
 # Extra arguments go to `bgplvm serve` (e.g. --port 5007 --no-show).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source scripts/_setup.sh
+SETUP_EXTRA="" source scripts/_setup.sh
 # Real data sets picked in the page come from the offline mirror next to the project when
 # it exists (otherwise they are downloaded on first use); the default data is embedded.
 if [ -z "${BGPLVM_DATA_MIRROR:-}" ] && [ -d ../shared/datasets ]; then

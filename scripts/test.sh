@@ -4,7 +4,7 @@
 # Extra arguments go to pytest (e.g. -m "not slow" -x).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source scripts/_setup.sh test
+SETUP_EXTRA=test source scripts/_setup.sh
 # Without apt-get or the rights to use it the browser tests skip, saying why (in CI,
 # where they must run, the setup fails instead).
 if [ ! -x /usr/bin/chromium ]; then

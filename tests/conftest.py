@@ -8,7 +8,7 @@ import pytest
 def walk():
     """The embedded synthetic walk, every 4th frame: 80 rows, 4 sequences, in time order
     within each (small enough for fits of a few seconds)."""
-    from bgplvm_datasets import Dataset, load
+    from bgplvm.datasets import Dataset, load
 
     ds = load("synth_walk")
     sel = np.arange(0, ds.N, 4)

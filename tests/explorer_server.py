@@ -1,7 +1,7 @@
 """Start the explorer with ``panel serve`` (as ``bgplvm serve`` does) and wait until it answers.
 
 With an empty Numba cache (a fresh clone, CI) the server compiles the kernels before it
-opens its port (``panel serve --setup``, ``explorer.warm``), which takes from ~20 s on an
+opens its port (``panel serve --setup``, ``bgplvm.explorer.warm``), which takes from ~20 s on an
 idle 2-core machine to many minutes on a loaded one. The warm-up says on the console what
 it is doing ("[bgplvm explorer] compiling the Numba kernels ...", "kernels ready (X s)",
 ..., "warm-up done in X s; serving"). While it has started and not finished, the wait goes
@@ -56,7 +56,7 @@ class Server:
 
 def start_server(log_path: Path, env_extra: dict | None = None) -> Server:
     """A fresh explorer server (its own process group), answering on /liveness."""
-    from explorer.cli import build_command, wait_until_live
+    from bgplvm.explorer.cli import build_command, wait_until_live
 
     port = free_port()
     env = dict(os.environ, NUMBA_NUM_THREADS="1", **(env_extra or {}))

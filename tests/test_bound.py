@@ -4,8 +4,8 @@ psi statistics, Kuu and beta by central differences."""
 import numpy as np
 import pytest
 
-from model.bound import OutputStats, collapsed_bound
-from model.linalg import JITTER
+from bgplvm.bound import OutputStats, collapsed_bound
+from bgplvm.linalg import JITTER
 
 
 def _problem(N=7, M=4, D=3, seed=0):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from mirror import find_mirror
-from model import GPLVMClassifier
+from bgplvm import GPLVMClassifier
 
 SHARED = find_mirror("digits/digits.npy")
 
@@ -97,7 +97,7 @@ def test_three_digit_classes(tmp_path):
     """digits 3, 5, 8 (de Campos et al.: 55 per class, 16x16): 35 per class to train, the
     other 20 to test. Q = 3, M = 15, 100 iterations per class model. Measured: 60/60
     correct (a 1-NN classifier on the pixels gets 57/60)."""
-    from bgplvm_datasets import load
+    from bgplvm.datasets import load
 
     ds = load("digits", mirror=SHARED, cache_dir=tmp_path, progress=False)
     rng = np.random.default_rng(0)
@@ -117,7 +117,7 @@ def test_ctrl_c_stops_the_whole_classifier_fit(monkeypatch):
     import os
     import signal
 
-    from model import BayesianGPLVM
+    from bgplvm import BayesianGPLVM
 
     Ytr, ltr, _, _ = _blobs()
     fits = []

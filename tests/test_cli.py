@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from model import BayesianGPLVM
-from model.cli import main
+from bgplvm import BayesianGPLVM
+from bgplvm.cli import main
 
 
 def test_fit_and_summary_on_user_data(tmp_path, capsys):
@@ -45,7 +45,7 @@ def test_errors_are_reported_not_raised(tmp_path, capsys):
 
 def test_unwritable_outputs_fail_before_the_work(tmp_path, capsys, monkeypatch):
     """--out naming a folder (fit) or a file (reproduce) fails at once, not after the fit."""
-    from model import BayesianGPLVM as B
+    from bgplvm import BayesianGPLVM as B
 
     monkeypatch.setattr(B, "fit", lambda *a, **k: pytest.fail("fitted before checking --out"))
     assert main(["fit", "--dataset", "synth_walk", "--out", str(tmp_path)]) == 2
@@ -68,8 +68,9 @@ def test_model_package_does_not_import_the_app():
     import subprocess
     import sys
 
-    code = ("import sys, model, model.cli; from model import DynamicalGPLVM; "
-            "bad = [m for m in sys.modules if m.split('.')[0] in ('explorer', 'bgplvm_reproduce', 'panel')]; "
+    code = ("import sys, bgplvm, bgplvm.cli; from bgplvm import DynamicalGPLVM; "
+            "bad = [m for m in sys.modules if m.split('.')[0] == 'panel' "
+            "or m.startswith(('bgplvm.explorer', 'bgplvm.reproduce'))]; "
             "print(bad); assert not bad")
     subprocess.run([sys.executable, "-c", code], check=True)
 

@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-import bgplvm_datasets as bd
-from bgplvm_datasets import make_embedded
-from bgplvm_datasets.download import EMBEDDED_DIR
+import bgplvm.datasets as bd
+from bgplvm.datasets import make_embedded
+from bgplvm.datasets.download import EMBEDDED_DIR
 
 
 @pytest.fixture(autouse=True)

@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import bgplvm_datasets as bd
+import bgplvm.datasets as bd
 from mirror import find_mirror
-from bgplvm_datasets import download, registry
-from bgplvm_datasets.errors import ChecksumError, DownloadError, ParseError, UnknownDatasetError
+from bgplvm.datasets import download, registry
+from bgplvm.datasets.errors import ChecksumError, DownloadError, ParseError, UnknownDatasetError
 
 
 SHARED = find_mirror("oil/DataTrn.txt")

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import bgplvm_datasets as bd
+import bgplvm.datasets as bd
 from mirror import find_mirror
-from bgplvm_datasets import registry
+from bgplvm.datasets import registry
 
 
 SHARED = find_mirror("oil/DataTrn.txt")

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import bgplvm_datasets as bd
-from bgplvm_datasets import cli
-from bgplvm_datasets.errors import DatasetError
+import bgplvm.datasets as bd
+from bgplvm.datasets import cli
+from bgplvm.datasets.errors import DatasetError
 
 
 # --------------------------------------------------------------------------- load_array

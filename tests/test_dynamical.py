@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from gradcheck import assert_close_gradient, assert_gradient, assert_model_block_gradients, numerical_gradient
-from model import BayesianGPLVM, DynamicalGPLVM
-from model.priors import DynamicalPrior, GaussianBlocks
-from model.time_kernels import TIME_KERNEL_NAMES, make_time_kernel
+from bgplvm import BayesianGPLVM, DynamicalGPLVM
+from bgplvm.priors import DynamicalPrior, GaussianBlocks
+from bgplvm.time_kernels import TIME_KERNEL_NAMES, make_time_kernel
 
 TIME_KERNELS = ["matern32", "rbf", "matern52", "periodic", "rbf+white", "matern32+bias+white",
                 "rbf+periodic"]
@@ -149,7 +149,7 @@ def test_gaussian_blocks_gradients_with_mean_offset():
 def test_gaussian_blocks_thread_pool_and_q_split_match_serial(monkeypatch, n_blocks):
     """The thread pool (and, with fewer blocks than 2 x workers, the split of each block into
     ranges of q) gives the serial path's moments, KL and gradients."""
-    import model.priors.dynamical as dyn
+    import bgplvm.priors.dynamical as dyn
 
     rng = np.random.default_rng(5)
     sizes = rng.integers(20, 40, n_blocks)
@@ -215,7 +215,7 @@ def test_full_gradient_one_sequence_at_a_moved_point():
 def test_initial_lengthscale_follows_the_data_time_scale(true_ell):
     """The time lengthscale starts where the initial latent paths say (marginal likelihood
     of mu0 under the time kernel), not at a fixed fraction of the span."""
-    from model.dynamical import initial_time_scale
+    from bgplvm.dynamical import initial_time_scale
 
     rng = np.random.default_rng(3)
     t = np.arange(120.0) * 0.5
@@ -328,7 +328,7 @@ def test_string_ids_in_an_object_array_are_accepted():
 
 
 def test_a_time_kernel_object_is_not_changed_by_fitting():
-    from model.time_kernels import RBFTime
+    from bgplvm.time_kernels import RBFTime
 
     t = np.arange(20.0)
     k = RBFTime(lengthscale=3.0)
@@ -351,7 +351,7 @@ def test_starting_variances_have_the_calibrated_median(lengths):
     """The start's constant lambda gives q(X) the median variance INIT_S_MEDIAN, for one
     sequence and for several (the calibration runs on the longest blocks, each its own rows),
     and the same lambda on every construction."""
-    from model.priors.dynamical import INIT_S_MEDIAN
+    from bgplvm.priors.dynamical import INIT_S_MEDIAN
 
     t = np.concatenate([np.arange(float(n)) for n in lengths])
     seq = np.repeat(np.arange(len(lengths)), lengths)
@@ -394,8 +394,8 @@ def test_save_load_round_trip_is_exact(tmp_path):
 def test_load_skips_the_initial_searches(tmp_path, monkeypatch):
     """Opening a model does not redo the start-point search and calibration (its saved
     parameters replace them): on a busy machine they made opening a CMU model take minutes."""
-    import model.dynamical as md
-    from model.priors.dynamical import DynamicalPrior
+    import bgplvm.dynamical as md
+    from bgplvm.priors.dynamical import DynamicalPrior
 
     t, seq = _sequences()
     m = DynamicalGPLVM(_data(t), t, latent_dim=2, num_inducing=5, sequences=seq)
@@ -423,7 +423,7 @@ def fitted():
 
 @pytest.mark.parametrize("sequence", [None, 0])
 def test_sequence_objective_gradient(fitted, sequence):
-    from model.sequence_inference import SequenceObjective
+    from bgplvm.sequence_inference import SequenceObjective
 
     m, Y, t = fitted
     Ys = Y[30:36].copy()
@@ -455,8 +455,8 @@ def test_conditioned_predict_is_the_posterior_of_the_augmented_data(fitted):
     """q(u_d) conditioned on the new frames' observed entries of column d equals q(u) of the
     training data with those frames appended (their psi statistics summed in); a column
     observed in no new frame keeps the training q(u)."""
-    from model.bound import fstar_moments, posterior_from_stats
-    from model.sequence_inference import conditioned_predict
+    from bgplvm.bound import fstar_moments, posterior_from_stats
+    from bgplvm.sequence_inference import conditioned_predict
 
     m, Y, t = fitted
     Ys = Y[30:36].copy()

@@ -21,13 +21,13 @@ def cmu():
     mirror = find_mirror("cmu_mocap_35/cmu35WalkJog.mat")
     if mirror is None:
         pytest.skip("cmu35 is neither cached nor in the offline mirror (set BGPLVM_DATA_MIRROR)")
-    from bgplvm_datasets import load
+    from bgplvm.datasets import load
 
     return load("cmu35", mirror=mirror), load("cmu35", split="test", mirror=mirror)
 
 
 def test_legs_reconstruction_beats_nearest_neighbour(cmu):
-    from model import DynamicalGPLVM
+    from bgplvm import DynamicalGPLVM
 
     train, test = cmu
     walks = [s for s in np.unique(train.sequence) if train.labels[train.sequence == s][0] == 0][:6]
@@ -58,8 +58,8 @@ def test_periodic_walk_fit_does_not_stall():
     mirror = find_mirror("cmu_mocap_35/cmu35WalkJog.mat")
     if mirror is None:
         pytest.skip("CMU 35 is neither cached nor in the offline mirror (set BGPLVM_DATA_MIRROR)")
-    from bgplvm_reproduce.walk import N_TRAIN, estimate_period, load_walk, time_kernel
-    from model import DynamicalGPLVM
+    from bgplvm.reproduce.walk import N_TRAIN, estimate_period, load_walk, time_kernel
+    from bgplvm import DynamicalGPLVM
 
     Y, _ = load_walk(mirror)
     Y = Y[:N_TRAIN]

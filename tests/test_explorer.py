@@ -14,13 +14,13 @@ import pytest
 hv = pytest.importorskip("holoviews")
 from PIL import Image  # noqa: E402
 
-from bgplvm_datasets import Dataset, load  # noqa: E402
-from bgplvm_datasets.record import ImageRenderer, VectorRenderer  # noqa: E402
-from model import BayesianGPLVM, DynamicalGPLVM  # noqa: E402
+from bgplvm.datasets import Dataset, load  # noqa: E402
+from bgplvm.datasets.record import ImageRenderer, VectorRenderer  # noqa: E402
+from bgplvm import BayesianGPLVM, DynamicalGPLVM  # noqa: E402
 
-from explorer import plots  # noqa: E402
-from explorer.export import export_bytes, latent_csv, latent_npz  # noqa: E402
-from explorer.state import (  # noqa: E402
+from bgplvm.explorer import plots  # noqa: E402
+from bgplvm.explorer.export import export_bytes, latent_csv, latent_npz  # noqa: E402
+from bgplvm.explorer.state import (  # noqa: E402
     MAX_UPLOAD_BYTES, ExplorerState, UserError, ard_off_mask, grid_points, latent_bounds,
     pose_spread, top_two_dims, variance_grid)
 
@@ -157,7 +157,7 @@ def test_color_mode_resolution(state, walk):
 def test_colour_select_offers_what_the_data_has(state, walk, walk_model):
     """Data without time stamps or sequences (oil, digits) is not offered colouring by
     time or sequence (it coloured nothing); a choice the new data lacks falls back to auto."""
-    from explorer.views import LatentView
+    from bgplvm.explorer.views import LatentView
 
     lv = LatentView(state=state)
     assert lv._color.options == ["auto", "label", "sequence", "time", "none"]
@@ -178,7 +178,7 @@ def test_the_latent_view_draws_every_colouring_it_offers(state, walk):
     """Each choice of the colour select draws the latent view, with every point (colouring
     by sequence once failed on the default page: HoloViews refused its table and the view
     vanished behind an error)."""
-    from explorer.views import LatentView
+    from bgplvm.explorer.views import LatentView
 
     lv = LatentView(state=state)
     for mode in lv._color.options:
@@ -381,7 +381,7 @@ def _render(*panes):
 
 
 def test_latent_view_streams_drive_generation(state):
-    from explorer.views import LatentView, OutputView
+    from bgplvm.explorer.views import LatentView, OutputView
 
     lv = LatentView(state=state)
     ov = OutputView(state=state)
@@ -438,7 +438,7 @@ def _rendered_callbacks(pane):
 
 def test_streams_are_linked_in_the_rendered_plots(state):
     """Regression: a stream whose source is not part of what is rendered never fires."""
-    from explorer.views import ArdView, LatentView
+    from bgplvm.explorer.views import ArdView, LatentView
 
     assert {"PointerXYCallback", "TapCallback"} <= _rendered_callbacks(LatentView(state=state)._pane)
     assert "TapCallback" in _rendered_callbacks(ArdView(state=state)._pane)
@@ -449,7 +449,7 @@ def test_training_curve_is_extended_in_place_not_redrawn():
     starts it over) and keep the y range on the fit's later bounds."""
     from bokeh.document import Document
 
-    from explorer.views import LiveBoundCurve
+    from bgplvm.explorer.views import LiveBoundCurve
 
     curve = LiveBoundCurve()
     curve._pane.get_root(Document())
@@ -466,7 +466,7 @@ def test_training_curve_is_extended_in_place_not_redrawn():
 
 
 def test_ard_view_tap_assigns_axis(state):
-    from explorer.views import ArdView
+    from bgplvm.explorer.views import ArdView
 
     av = ArdView(state=state)
     dmap = av._pane.object
@@ -486,7 +486,7 @@ def test_ard_view_tap_assigns_axis(state):
 
 
 def test_latent_view_background_follows_sliders(state):
-    from explorer.views import LatentView
+    from bgplvm.explorer.views import LatentView
 
     lv = LatentView(state=state)
     overlay = lv._pane.object
@@ -505,7 +505,7 @@ def test_image_and_vector_outputs(walk_model):
     m = BayesianGPLVM(Yimg, latent_dim=2, num_inducing=5, seed=0)
     s = ExplorerState()
     s.set_model(m, ds)
-    from explorer.views import OutputView
+    from bgplvm.explorer.views import OutputView
 
     ov = OutputView(state=s)
     _render(ov._pane, ov._sd_pane)
@@ -539,7 +539,7 @@ def test_training_point_figure_survives_a_change_of_data_kind(walk_model):
     """From vectors to images under one view: the old training-point DynamicMap (Curves)
     was asked for an Image of the new data set and HoloViews raised, leaving the Training
     point tab empty; the tab explains where a vector's training point is drawn."""
-    from explorer.views import OutputView
+    from bgplvm.explorer.views import OutputView
 
     rng = np.random.default_rng(1)
     Yv, Yi = rng.random((30, 5)), rng.random((30, 12))
@@ -558,7 +558,7 @@ def test_training_point_figure_survives_a_change_of_data_kind(walk_model):
 
 
 def test_page_builds_headless(state):
-    from explorer.app import create_app
+    from bgplvm.explorer.app import create_app
 
     page = create_app(state)
     assert page.state is state
@@ -607,7 +607,7 @@ def test_what_cannot_change_under_a_fit_is_off_while_training(state):
     """While a model trains, every control that would change its data or settings is off,
     the upload's own settings included (ticking "rows are frames in time order" mid-fit was
     shown but never applied)."""
-    from explorer.views import ModelPanel
+    from bgplvm.explorer.views import ModelPanel
 
     mp = ModelPanel(state=state)
     ws = [mp._ds_load, mp._Q, mp._M, mp._iters, mp._prior, mp._asset_open, mp._kind, mp._H, mp._W,
@@ -624,7 +624,7 @@ def test_what_cannot_change_under_a_fit_is_off_while_training(state):
 def test_a_number_out_of_its_bounds_is_refused_in_words(state):
     """Typing 0 iterations or Q = 31 is refused with a message and the box shows the value
     in use again (it kept the refused number on screen while the old one was used)."""
-    from explorer.views import ModelPanel
+    from bgplvm.explorer.views import ModelPanel
 
     mp = ModelPanel(state=state)
     state.max_iters = 300
@@ -646,7 +646,7 @@ def test_the_page_says_when_its_server_connection_is_lost():
     stopped, dropping every action silently; checked in a browser: the message appears)."""
     import panel as pn
 
-    from explorer.app import DISCONNECTED, extensions
+    from bgplvm.explorer.app import DISCONNECTED, extensions
 
     extensions()
     assert pn.config.notifications and pn.config.disconnect_notification == DISCONNECTED
@@ -654,7 +654,7 @@ def test_the_page_says_when_its_server_connection_is_lost():
 
 
 def test_serve_command_line():
-    from explorer.cli import WEBSOCKET_MAX_BYTES, build_command
+    from bgplvm.explorer.cli import WEBSOCKET_MAX_BYTES, build_command
 
     cmd = build_command(port=5999, address="127.0.0.1", show=False)
     assert cmd[1:4] == ["-m", "panel", "serve"] and cmd[4].endswith("app.py")
@@ -665,7 +665,7 @@ def test_serve_command_line():
 
 
 def test_callback_errors_become_messages_not_crashes(state, monkeypatch):
-    from explorer.views import ModelPanel
+    from bgplvm.explorer.views import ModelPanel
 
     mp = ModelPanel(state=state, dataset_options={"nope": "no_such_data_set"})
     mp._ds_select.value = "no_such_data_set"
@@ -700,7 +700,7 @@ def test_a_model_is_kept_only_for_its_own_data(state, walk):
 def test_stopping_a_queued_fit_leaves_a_usable_session(walk, monkeypatch):
     """A fit stopped while it waited for a trainer has no model: the session says so and
     can train again (it stayed 'training' for good, poll raised AttributeError)."""
-    from explorer import train_worker as tw
+    from bgplvm.explorer import train_worker as tw
 
     monkeypatch.setattr(tw, "_slots", __import__("threading").BoundedSemaphore(1))
     tw._slots.acquire()  # every trainer busy
@@ -724,7 +724,7 @@ def test_an_inference_of_a_replaced_model_is_dropped(state, walk, monkeypatch):
     (for the old model) never lands on the new one."""
     import threading
 
-    from explorer import inference as inf
+    from bgplvm.explorer import inference as inf
 
     gate = threading.Event()
     real = inf.infer
@@ -750,7 +750,7 @@ def test_saved_models_larger_than_the_training_settings_open(walk, state):
 
 
 def test_string_sequence_ids_draw_and_export(walk_model, walk):
-    from explorer.export import export_bytes
+    from bgplvm.explorer.export import export_bytes
 
     ids = np.where(walk.sequence == walk.sequence[0], "walk", "run")
     ds = Dataset(name="synth_walk", Y=walk.Y, renderer=walk.renderer, sequence=ids, times=walk.times)
@@ -765,7 +765,7 @@ def test_string_sequence_ids_draw_and_export(walk_model, walk):
 def test_shared_data_records_are_read_only():
     """The data set record every session shares (load_cached) cannot be changed in place by
     one session: writing into it raises instead of altering the other sessions' data."""
-    from explorer.state import load_cached
+    from bgplvm.explorer.state import load_cached
 
     ds = load_cached("synth_walk")
     assert load_cached("synth_walk") is ds
@@ -778,8 +778,8 @@ def test_shared_data_records_are_read_only():
 def test_export_buttons_are_off_without_a_model(walk, walk_model):
     """No model, nothing to export: the buttons are disabled (a click used to be answered
     with no file, logged by Panel as a traceback), and on again once there is a model."""
-    from explorer.export import ExportPanel
-    from explorer.state import ExplorerState
+    from bgplvm.explorer.export import ExportPanel
+    from bgplvm.explorer.state import ExplorerState
 
     s = ExplorerState()
     s.set_dataset(walk)
@@ -796,7 +796,7 @@ def test_export_buttons_are_off_without_a_model(walk, walk_model):
 def test_a_gif_of_the_data_before_a_model(walk):
     """Before a model, the GIF holds the data as recorded: every frame of the sequence,
     no spread discs (poses); the image frame alone, without an sd panel (video)."""
-    from explorer.export import sequence_gif
+    from bgplvm.explorer.export import sequence_gif
 
     s = ExplorerState()
     s.set_dataset(walk)
@@ -816,8 +816,8 @@ def test_the_gif_plays_at_the_players_frame_rate(walk):
     """The GIF's frames last 1 / (the player's frames/s) on average: GIF counts in 1/100 s,
     so 30 frames/s alternate 30 and 40 ms (a fixed 30 ms ran 11 % fast, and data without a
     stated rate played at 20 frames/s in the GIF against 30 in the page)."""
-    from explorer import sequences as seqs
-    from explorer.export import sequence_gif
+    from bgplvm.explorer import sequences as seqs
+    from bgplvm.explorer.export import sequence_gif
 
     assert seqs.gif_durations(3, 30.0) == [30, 40, 30] and sum(seqs.gif_durations(30, 30.0)) == 1000
     assert seqs.gif_durations(4, 15.0) == [70, 60, 70, 70]
@@ -836,7 +836,7 @@ def test_the_gif_plays_at_the_players_frame_rate(walk):
 def test_latent_ellipses_are_one_path_broken_by_nan():
     """q(x)'s 2-sd ellipses are one NaN-separated path (one Bokeh line: a path per
     ellipse took HoloViews ~4 s to render for 2,613 points), with every ellipse's vertices."""
-    from explorer.plots import ellipse_paths, latent_ellipses
+    from bgplvm.explorer.plots import ellipse_paths, latent_ellipses
 
     rng = np.random.default_rng(0)
     mu, S = rng.standard_normal((5, 3)), rng.uniform(0.1, 1.0, (5, 3))
@@ -854,7 +854,7 @@ def test_sequence_exports_are_off_without_a_sequence(walk, walk_model):
     """The trajectory and the GIF need a sequence in the player: for data without sequence
     ids or time stamps their buttons are off (a click was answered with no file, logged by
     Panel as a traceback); the figure and coordinate exports stay on."""
-    from explorer.export import ExportPanel
+    from bgplvm.explorer.export import ExportPanel
 
     flat = Dataset(name="flat", Y=walk.Y, renderer=walk.renderer)
     m = BayesianGPLVM(walk.Y, latent_dim=2, num_inducing=5, seed=0)
@@ -873,7 +873,7 @@ def test_a_refused_upload_gets_a_fresh_drop_area(state):
     """The drop area's list cannot be cleared from the server: a read or refused upload
     gets a new, empty widget (a refused file stayed listed as a green 'Upload complete'),
     and the area grows with its list instead of covering the controls below."""
-    from explorer.views import ModelPanel
+    from bgplvm.explorer.views import ModelPanel
 
     mp = ModelPanel(state=state)
     old = mp._upload
@@ -895,7 +895,7 @@ def test_a_refused_upload_gets_a_fresh_drop_area(state):
 
 
 def test_the_data_set_choice_follows_an_opened_model(state, walk, walk_model):
-    from explorer.views import ModelPanel
+    from bgplvm.explorer.views import ModelPanel
 
     mp = ModelPanel(state=state, dataset_options={"walk": "synth_walk", "oil": "oil"})
     other = Dataset(name="oil", Y=walk.Y, renderer=walk.renderer)
@@ -916,7 +916,7 @@ def test_the_data_set_choice_follows_an_opened_model(state, walk, walk_model):
 
 
 def test_the_training_curve_goes_with_its_history(state, walk_model, walk):
-    from explorer.views import ModelPanel
+    from bgplvm.explorer.views import ModelPanel
 
     mp = ModelPanel(state=state)
     state.bound_history = [(1, -10.0, "main"), (2, -5.0, "main")]  # a fit's progress
@@ -928,7 +928,7 @@ def test_the_training_curve_goes_with_its_history(state, walk_model, walk):
 def test_cmu_times_are_shown_in_seconds_of_the_recording():
     """CMU 35 keeps the paper code's 0.05 per frame for frames recorded at 30 Hz: axes and
     readouts show seconds (frame / 30); other data sets' stamps pass through."""
-    from explorer.sequences import seconds
+    from bgplvm.explorer.sequences import seconds
 
     cmu = Dataset(name="cmu35", Y=np.zeros((3, 2)), renderer=VectorRenderer(),
                   meta={"time_step": 0.05, "frame_rate_hz": 30.0})
@@ -953,7 +953,7 @@ def test_latent_export_coloured_by_time_fits_its_colour_bar(state):
 def test_exports_of_an_inferred_stretch_say_what_they_hold(walk):
     """Trajectory and GIF files of an inferred stretch are named for it (they were named
     for the training sequence), and the GIF draws the truth (grey) under each pose."""
-    from explorer.export import ExportPanel
+    from bgplvm.explorer.export import ExportPanel
 
     m = DynamicalGPLVM(walk.Y, walk.times, latent_dim=2, num_inducing=6, sequences=walk.sequence, seed=0)
     s = ExplorerState()
@@ -975,7 +975,7 @@ def test_exports_of_an_inferred_stretch_say_what_they_hold(walk):
 def test_time_on_another_clock_is_shown_in_seconds_everywhere(walk, walk_model):
     """A data set whose stamps are 0.05 per 30 Hz frame (CMU 35): the player's time axis
     and the CSV's time column show seconds (stamps / 1.5)."""
-    from explorer.player import PlayerView
+    from bgplvm.explorer.player import PlayerView
 
     meta = dict(walk.meta or {}, time_step=0.05, frame_rate_hz=30.0, time_unit="s")
     ds = Dataset(name="synth_walk", Y=walk.Y, renderer=walk.renderer, labels=walk.labels,
@@ -995,7 +995,7 @@ def test_sd_range_covers_every_part_of_the_kernel(walk):
     """The sd colour scale's top is the prior sd of f over the data: bias and white parts
     included, and finite for a linear kernel (whose prior grows without bound far away);
     it spans SD_DECADES decades (a log scale)."""
-    from explorer.sequences import SD_DECADES, f_sd, sd_range
+    from bgplvm.explorer.sequences import SD_DECADES, f_sd, sd_range
 
     for kern in ("rbf+bias+white", "linear"):
         m = BayesianGPLVM(walk.Y, latent_dim=3, num_inducing=5, kernel=kern, seed=0)
@@ -1030,7 +1030,7 @@ def test_vector_gif_frames_fill_their_frame(walk):
 def test_checkboxes_follow_their_parameter_both_ways(state):
     """The page's checkboxes are one-item CheckBoxGroups (their text is a clickable
     <label>; Bokeh's Checkbox text was not) kept in step with the state's booleans."""
-    from explorer.views import checkbox
+    from bgplvm.explorer.views import checkbox
 
     w = checkbox(state, "show_variance", "variance background")
     assert w.value == ["variance background"] and state.show_variance
@@ -1045,7 +1045,7 @@ def test_checkboxes_follow_their_parameter_both_ways(state):
 def test_four_image_outputs_fit_the_right_column(W, H):
     """Generated mean and sd, played frame and sd stand in one row: their frames keep the
     image's aspect and, with what the row needs beside them, fit the right column."""
-    from explorer.views import IMAGE_ROW_EXTRA, RIGHT_W, image_frame
+    from bgplvm.explorer.views import IMAGE_ROW_EXTRA, RIGHT_W, image_frame
 
     fw, fh = image_frame(W, H)
     assert fh <= 135 and abs(fw / fh - W / H) < 0.05
@@ -1056,7 +1056,7 @@ def test_colormap_of_no_values_is_white_without_a_warning():
     """The latent view exported with its variance background off: an all-NaN grid."""
     import warnings
 
-    from explorer.figures import colormap
+    from bgplvm.explorer.figures import colormap
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -1069,7 +1069,7 @@ def test_a_model_that_explains_its_data_as_noise_is_named():
     says so (the latent view is flat) and draws its constant variance background."""
     from types import SimpleNamespace
 
-    from explorer.state import noise_only_note
+    from bgplvm.explorer.state import noise_only_note
 
     assert noise_only_note(SimpleNamespace(kernel_variance=2e-12, noise_variance=0.72)).startswith(" Note:")
     assert noise_only_note(SimpleNamespace(kernel_variance=0.36, noise_variance=0.001)) == ""

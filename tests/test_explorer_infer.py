@@ -13,10 +13,10 @@ import pytest
 
 hv = pytest.importorskip("holoviews")
 
-from model import DynamicalGPLVM  # noqa: E402
+from bgplvm import DynamicalGPLVM  # noqa: E402
 
-from explorer import inference as inf  # noqa: E402
-from explorer.state import ExplorerState, UserError  # noqa: E402
+from bgplvm.explorer import inference as inf  # noqa: E402
+from bgplvm.explorer.state import ExplorerState, UserError  # noqa: E402
 
 hv.extension("bokeh")
 
@@ -77,7 +77,7 @@ def test_infer_one_frame_reconstructs_the_hidden_joints(st, walk):
     assert r.error["n"] == cols.size and np.isfinite(r.error["value"]) and np.isfinite(r.nn_error["value"])
     assert "nearest neighbour" in st.infer_status and st.play_mode == "sequence"
     # the inferred joints are the model's, not a fill: well below the training mean's error
-    from explorer.masks import reconstruction_error
+    from bgplvm.explorer.masks import reconstruction_error
 
     mean_fill = reconstruction_error(walk, walk.Y.mean(0), walk.Y[5], cols)
     assert r.error["unit"] == mean_fill["unit"] and r.error["value"] < 0.6 * mean_fill["value"]
@@ -97,8 +97,8 @@ def test_infer_a_stretch_plays_against_its_truth(st, walk):
 def test_inference_feeds_the_view_and_the_latent_view(st, walk):
     from bokeh.document import Document
 
-    from explorer.infer_view import InferView
-    from explorer.player import PlayerView
+    from bgplvm.explorer.infer_view import InferView
+    from bgplvm.explorer.player import PlayerView
 
     iv = InferView(state=st)
     pv = PlayerView(state=st)
@@ -116,9 +116,9 @@ def test_inference_feeds_the_view_and_the_latent_view(st, walk):
     assert iv._figs["out"].title.text.startswith("Observed & inferred: error")
     # the player now plays the stretch with the truth beside it, its inferred bones in
     # orange as in the infer figure (the legs' bones; the others in the frame's colour)
-    from explorer.masks import hidden_bones
-    from explorer.player import BONE_COLOR
-    from explorer.plots import INFERRED_COLOR
+    from bgplvm.explorer.masks import hidden_bones
+    from bgplvm.explorer.player import BONE_COLOR
+    from bgplvm.explorer.plots import INFERRED_COLOR
 
     assert len(pv.ghost.data["gu"]) == 4 * len(walk.renderer.positions(walk.Y[0]))
     legs = hidden_bones(walk, st.hidden_columns())
@@ -127,7 +127,7 @@ def test_inference_feeds_the_view_and_the_latent_view(st, walk):
     # and so does the GIF of the stretch: some orange in its frames
     from PIL import Image
 
-    from explorer.export import sequence_gif
+    from bgplvm.explorer.export import sequence_gif
 
     gif = Image.open(io.BytesIO(sequence_gif(st)))
     assert gif.n_frames == 4
@@ -151,7 +151,7 @@ def test_cmu_test_trial_is_offered_and_legs_infer_better_than_nearest_neighbour(
 
     if find_mirror("cmu_mocap_35/cmu35WalkJog.mat") is None:
         pytest.skip("offline data mirror not found")
-    from explorer.state import load_asset_cached
+    from bgplvm.explorer.state import load_asset_cached
 
     m, ds = load_asset_cached("cmu35")
     s = ExplorerState()
@@ -170,7 +170,7 @@ def test_a_model_on_new_data_starts_from_its_first_test_source():
 
     if find_mirror("cmu_mocap_35/cmu35WalkJog.mat") is None:
         pytest.skip("offline data mirror not found")
-    from explorer.state import load_asset_cached
+    from bgplvm.explorer.state import load_asset_cached
 
     s = ExplorerState()
     s.set_model(*load_asset_cached("cmu35"))
@@ -185,7 +185,7 @@ def test_a_model_on_new_data_starts_from_its_first_test_source():
 
 
 def test_static_model_infers_frames_with_infer_latent(walk):
-    from model import BayesianGPLVM
+    from bgplvm import BayesianGPLVM
 
     m = BayesianGPLVM(walk.Y, latent_dim=3, num_inducing=10, seed=0)
     m.fit(max_iters=30, progress=False)
@@ -203,7 +203,7 @@ def test_a_result_is_shown_only_for_its_own_frames_and_mask(st, walk):
     current one: it showed the old error, and a never-inferred joint in orange."""
     from bokeh.document import Document
 
-    from explorer.infer_view import InferView
+    from bgplvm.explorer.infer_view import InferView
 
     iv = InferView(state=st)
     iv._fig_pane.get_root(Document())
@@ -226,7 +226,7 @@ def test_a_stretch_of_training_rows_stays_in_its_sequence(st, walk):
     ends with its sequence, and the page says how far it can go."""
     from bokeh.document import Document
 
-    from explorer.infer_view import InferView
+    from bgplvm.explorer.infer_view import InferView
 
     seq = np.asarray(walk.sequence)
     last = int(np.flatnonzero(seq == seq[0])[-1])  # the first sequence's last row
@@ -252,7 +252,7 @@ def test_a_result_that_ends_after_the_mask_changed_is_not_read_out(st, walk):
     figures had been told it was stale)."""
     from bokeh.document import Document
 
-    from explorer.infer_view import InferView
+    from bgplvm.explorer.infer_view import InferView
 
     iv = InferView(state=st)
     iv._fig_pane.get_root(Document())
@@ -276,10 +276,10 @@ def test_held_out_frames_are_numbered_as_the_data_set_numbers_them(dyn_model, wa
 def test_data_without_time_speaks_of_points_not_frames(walk):
     """Oil or digits have no time stamps: the tab, its messages and the test set's label
     say 'points' (they said 'frames' and 'test trial test')."""
-    from bgplvm_datasets import Dataset
-    from model import BayesianGPLVM
+    from bgplvm.datasets import Dataset
+    from bgplvm import BayesianGPLVM
 
-    from explorer.infer_view import InferView
+    from bgplvm.explorer.infer_view import InferView
 
     plain = Dataset(name="plain", Y=walk.Y, renderer=walk.renderer, labels=walk.labels,
                     label_names=walk.label_names)
@@ -311,7 +311,7 @@ def test_data_without_time_speaks_of_points_not_frames(walk):
 
 
 def test_image_ranges_give_square_pixels():
-    from explorer.infer_view import square_pixels
+    from bgplvm.explorer.infer_view import square_pixels
 
     fw, fh = 100, 150
     for W, H in ((16, 16), (20, 28), (40, 10)):

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bgplvm_datasets import Dataset, load
-from bgplvm_datasets.record import ImageRenderer
+from bgplvm.datasets import Dataset, load
+from bgplvm.datasets.record import ImageRenderer
 
-from explorer import masks as M
+from bgplvm.explorer import masks as M
 from tests.mirror import find_mirror
 
 

@@ -17,12 +17,12 @@ import pytest
 hv = pytest.importorskip("holoviews")
 from PIL import Image  # noqa: E402
 
-from bgplvm_datasets import Dataset, load  # noqa: E402
-from model import BayesianGPLVM, DynamicalGPLVM  # noqa: E402
+from bgplvm.datasets import Dataset, load  # noqa: E402
+from bgplvm import BayesianGPLVM, DynamicalGPLVM  # noqa: E402
 
-from explorer import sequences as seqs  # noqa: E402
-from explorer.export import export_bytes, sequence_gif, trajectory_figure  # noqa: E402
-from explorer.state import ExplorerState, UserError  # noqa: E402
+from bgplvm.explorer import sequences as seqs  # noqa: E402
+from bgplvm.explorer.export import export_bytes, sequence_gif, trajectory_figure  # noqa: E402
+from bgplvm.explorer.state import ExplorerState, UserError  # noqa: E402
 
 hv.extension("bokeh")
 
@@ -93,9 +93,9 @@ def test_joint_spread_exact_for_markers_and_sampled_through_kinematics(walk):
 
 
 def test_joint_spread_through_forward_kinematics():
-    from bgplvm_datasets.mocap.asf import parse_asf
+    from bgplvm.datasets.mocap.asf import parse_asf
 
-    from explorer.userdata import AmcPoseRenderer
+    from bgplvm.explorer.userdata import AmcPoseRenderer
     from tests.test_explorer_userdata import TINY_ASF
 
     sk = parse_asf(TINY_ASF)
@@ -113,7 +113,7 @@ def test_joint_spread_through_forward_kinematics():
 
 
 def test_image_frames_orientation():
-    from bgplvm_datasets.record import ImageRenderer
+    from bgplvm.datasets.record import ImageRenderer
 
     r = ImageRenderer(height=2, width=3, order="C")
     fr = seqs.image_frames(r, np.arange(6.0)[None], np.full((1, 6), 4.0))
@@ -141,7 +141,7 @@ def test_state_without_sequences_plays_nothing():
     s = ExplorerState()
     ds = Dataset(name="v", Y=np.random.default_rng(0).normal(size=(20, 3)), renderer=None)
     m = BayesianGPLVM(ds.Y, latent_dim=2, num_inducing=5, seed=0)
-    s.set_model(m, Dataset(name="v", Y=ds.Y, renderer=__import__("bgplvm_datasets").VectorRenderer()))
+    s.set_model(m, Dataset(name="v", Y=ds.Y, renderer=__import__("bgplvm.datasets").VectorRenderer()))
     assert s.sequence_options() == {} and s.play_sequence is None and s.playback() is None
     with pytest.raises(UserError, match="nothing to export|no sequence"):
         sequence_gif(s)
@@ -150,9 +150,9 @@ def test_state_without_sequences_plays_nothing():
 def test_a_played_vector_sequence_keeps_one_scale_for_every_frame():
     """The vector player's axes hold every frame's mean +- 2 sd (a scale per frame jumped;
     its empty start drew BokehJS's "could not set initial ranges" warning)."""
-    from bgplvm_datasets import VectorRenderer
+    from bgplvm.datasets import VectorRenderer
 
-    from explorer.player import PlayerView
+    from bgplvm.explorer.player import PlayerView
 
     rng = np.random.default_rng(1)
     t = np.arange(25.0)
@@ -192,9 +192,9 @@ def test_principal_coords_are_the_data_on_its_leading_axes():
 def test_data_plays_as_recorded_before_any_model(walk, dyn_model):
     """Loaded data without a model: its sequences play as recorded (the page was empty
     until a model was trained), with the frames' principal coordinates against time."""
-    from explorer.player import TIME_TITLE, PlayerView
+    from bgplvm.explorer.player import TIME_TITLE, PlayerView
 
-    from explorer.views import LatentView, OutputView
+    from bgplvm.explorer.views import LatentView, OutputView
 
     s = ExplorerState()
     pv = PlayerView(state=s)
@@ -234,9 +234,9 @@ def test_data_plays_as_recorded_before_any_model(walk, dyn_model):
 
 
 def test_an_image_sequence_plays_before_any_model_without_its_sd_panel(walk):
-    from bgplvm_datasets.record import ImageRenderer
+    from bgplvm.datasets.record import ImageRenderer
 
-    from explorer.player import PlayerView
+    from bgplvm.explorer.player import PlayerView
 
     Y = np.random.default_rng(2).uniform(size=(12, 6))
     ds = Dataset(name="vid", Y=Y, renderer=ImageRenderer(height=2, width=3, vmin=0, vmax=1),
@@ -259,9 +259,9 @@ def test_an_image_sequence_plays_before_any_model_without_its_sd_panel(walk):
 def test_image_data_without_sequences_show_a_sample_of_rows(walk):
     """Digits-like data have no sequence to play: the tab shows a mosaic of rows instead,
     the same number of each class, whole classes to a row of tiles."""
-    from bgplvm_datasets.record import ImageRenderer
+    from bgplvm.datasets.record import ImageRenderer
 
-    from explorer.player import GALLERY_TITLE, PlayerView
+    from bgplvm.explorer.player import GALLERY_TITLE, PlayerView
 
     rng = np.random.default_rng(3)
     labels = np.repeat(np.arange(5), 12)
@@ -284,8 +284,8 @@ def test_image_data_without_sequences_show_a_sample_of_rows(walk):
 
 # --------------------------------------------------------------------------- player view
 def test_player_sends_all_frames_once_and_draws_into_the_latent_view(dstate, walk):
-    from explorer.player import PLAY_TITLE, TIME_TITLE, PlayerView
-    from explorer.views import LatentView
+    from bgplvm.explorer.player import PLAY_TITLE, TIME_TITLE, PlayerView
+    from bgplvm.explorer.views import LatentView
 
     pv = PlayerView(state=dstate)
     lv = LatentView(state=dstate, decorators=[pv.attach_latent])
@@ -317,7 +317,7 @@ def test_player_sends_all_frames_once_and_draws_into_the_latent_view(dstate, wal
 
 
 def test_player_follows_sequence_horizon_dims_and_angle(dstate):
-    from explorer.player import PlayerView
+    from bgplvm.explorer.player import PlayerView
 
     pv = PlayerView(state=dstate)
     _render(pv._out_pane, pv._time_pane)
@@ -337,10 +337,10 @@ def test_player_follows_sequence_horizon_dims_and_angle(dstate):
 
 
 def test_player_image_frames(walk):
-    from bgplvm_datasets.record import ImageRenderer
+    from bgplvm.datasets.record import ImageRenderer
 
-    from explorer.player import IMG_FRAME_H, PlayerView
-    from explorer.views import image_frame
+    from bgplvm.explorer.player import IMG_FRAME_H, PlayerView
+    from bgplvm.explorer.views import image_frame
 
     # a smooth little video: two pixel patterns mixed by slow sines, plus noise
     rng = np.random.default_rng(1)
@@ -405,7 +405,7 @@ def test_trajectory_figure_png_and_svg(dstate):
 
 # --------------------------------------------------------------------------- assets
 def test_asset_files_hold_no_data_and_check_it(tmp_path, walk, dyn_model):
-    import bgplvm_assets as A
+    import bgplvm.assets as A
 
     buf = io.BytesIO()
     dyn_model.save(buf)
@@ -424,11 +424,11 @@ def test_asset_files_hold_no_data_and_check_it(tmp_path, walk, dyn_model):
 
 
 def test_shipped_assets_are_small_and_recorded():
-    import bgplvm_assets as A
+    import bgplvm.assets as A
 
     for name, spec in A.ASSETS.items():
         if not spec.path.is_file():
-            pytest.fail(f"asset {name} missing: python -m bgplvm_assets.make_assets {name}")
+            pytest.fail(f"asset {name} missing: python -m bgplvm.assets.make_assets {name}")
         assert spec.path.stat().st_size < 5 * 2**20
         if spec.embedded_data:
             continue
@@ -443,7 +443,7 @@ def test_every_pre_trained_model_saved_from_the_page_reopens_as_it_was():
     """Open each shipped model, save it as the page does and open the file: the same data
     set comes back (its rows, drawing, playback rate and time unit); the Frey video (300 of
     1965 frames) came back as plain vectors. Models whose data are not here are skipped."""
-    import bgplvm_assets as A
+    import bgplvm.assets as A
 
     done = []
     for name in A.ASSETS:
@@ -466,21 +466,21 @@ def test_every_pre_trained_model_saved_from_the_page_reopens_as_it_was():
 
 
 def test_unavailable_data_gives_a_clear_reason(monkeypatch):
-    import bgplvm_assets as A
-    from bgplvm_datasets import DatasetError
+    import bgplvm.assets as A
+    from bgplvm.datasets import DatasetError
 
     def offline(*a, **k):
         raise DatasetError("could not download cmu35WalkJog.mat: network unreachable")
 
-    monkeypatch.setattr("bgplvm_datasets.load", offline)
+    monkeypatch.setattr("bgplvm.datasets.load", offline)
     with pytest.raises(A.AssetUnavailable, match="bgplvm datasets fetch cmu35"):
         A.dataset_for(A.get_spec("cmu35"))
 
 
 def test_page_falls_back_to_the_synthetic_walk_when_offline(monkeypatch):
-    import bgplvm_assets as A
+    import bgplvm.assets as A
 
-    from explorer import app
+    from bgplvm.explorer import app
 
     real = app._load_asset
 
@@ -519,7 +519,7 @@ def test_dynamical_training_in_a_worker_process(walk):
 
 def test_dynamical_prior_needs_time_stamps():
     s = ExplorerState()
-    s.set_dataset(Dataset(name="v", Y=np.ones((5, 2)), renderer=__import__("bgplvm_datasets").VectorRenderer()))
+    s.set_dataset(Dataset(name="v", Y=np.ones((5, 2)), renderer=__import__("bgplvm.datasets").VectorRenderer()))
     s.param.prior.objects  # both choices exist
     s.prior = "dynamical"
     with pytest.raises(UserError, match="time stamps"):
@@ -527,7 +527,7 @@ def test_dynamical_prior_needs_time_stamps():
 
 
 def test_trainers_are_limited_and_later_jobs_queue(walk, monkeypatch):
-    from explorer import train_worker
+    from bgplvm.explorer import train_worker
 
     monkeypatch.setenv("BGPLVM_MAX_TRAINERS", "1")
     monkeypatch.setattr(train_worker, "_slots", None)
@@ -590,8 +590,8 @@ def test_worker_runs_below_the_server_with_capped_threads(walk):
 def test_choose_priority_follows_the_load_of_other_programs(monkeypatch):
     """SCHED_IDLE while other programs leave a core idle, nice when they keep every core
     busy (a SCHED_IDLE fit would never run), the environment variable wins."""
-    from explorer import train_worker as tw
-    from model._numba_config import idle_cores
+    from bgplvm.explorer import train_worker as tw
+    from bgplvm._numba_config import idle_cores
 
     monkeypatch.delenv("BGPLVM_TRAIN_PRIORITY", raising=False)
     for free, want in ((1.6, "idle"), (0.6, "idle"), (0.3, "nice"), (0.0, "nice"), (None, "idle")):
@@ -609,7 +609,7 @@ def test_idle_cores_measure_sees_a_busy_program():
     import subprocess
     import sys
 
-    from model._numba_config import idle_cores
+    from bgplvm._numba_config import idle_cores
 
     if not idle_cores.available:
         pytest.skip("needs /proc/stat (Linux)")
@@ -627,7 +627,7 @@ def test_idle_cores_measure_sees_a_busy_program():
 def test_starved_worker_is_reported(walk, monkeypatch):
     """A worker that gets (almost) no CPU is reported as starved and the page says it waits
     for a free core; one that computes is not."""
-    from explorer import train_worker as tw
+    from bgplvm.explorer import train_worker as tw
 
     s, job = _long_fit_running(walk)
     try:
@@ -676,7 +676,7 @@ def test_the_player_hides_and_shows_again_on_the_server_and_in_its_bokeh_figures
     """A Bokeh pane copies its object's layout properties back: visibility set on the pane
     alone was reset from the object, so after data without sequences the player stayed
     hidden on the server while the browser kept the last model's skeleton."""
-    from explorer.player import PlayerView
+    from bgplvm.explorer.player import PlayerView
 
     s = ExplorerState()
     pv = PlayerView(state=s)

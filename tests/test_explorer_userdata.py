@@ -9,8 +9,8 @@ import io
 import numpy as np
 import pytest
 
-from explorer.state import ExplorerState, UserError
-from explorer.userdata import AmcPoseRenderer, array_dataset, image_renderer, mocap_dataset
+from bgplvm.explorer.state import ExplorerState, UserError
+from bgplvm.explorer.userdata import AmcPoseRenderer, array_dataset, image_renderer, mocap_dataset
 from tests.mirror import find_mirror
 
 # A three-bone Acclaim skeleton (a leg) and a three-frame motion of it.
@@ -189,7 +189,7 @@ def test_real_cmu_asf_and_amc_upload():
 def test_upload_limits_and_sequence_ids_without_times():
     """A small .npz that unpacks to hundreds of MB is refused before it is read; sequence
     ids without time stamps are checked (length) and string ids are kept."""
-    from explorer.state import MAX_UNPACKED_MB
+    from bgplvm.explorer.state import MAX_UNPACKED_MB
 
     big = io.BytesIO()
     np.savez_compressed(big, Y=np.zeros((MAX_UNPACKED_MB * 2**17 // 8 + 1, 8)))
@@ -204,8 +204,8 @@ def test_upload_limits_and_sequence_ids_without_times():
 
 
 def test_an_upload_named_like_a_shipped_set_does_not_get_its_test_split():
-    pytest.importorskip("bgplvm_datasets")
-    from model import BayesianGPLVM
+    pytest.importorskip("bgplvm.datasets")
+    from bgplvm import BayesianGPLVM
 
     Y = np.random.default_rng(0).normal(size=(30, 12))
     s = ExplorerState()
@@ -245,7 +245,7 @@ def test_motions_dropped_one_at_a_time_accumulate():
     'Motion received: now add the .asf skeleton')."""
     import holoviews as hv
 
-    from explorer.views import ModelPanel
+    from bgplvm.explorer.views import ModelPanel
 
     hv.extension("bokeh")
     s = ExplorerState()
@@ -266,7 +266,7 @@ def test_a_saved_model_of_uploaded_data_reopens_drawn_as_it_was(kind):
     """The model file holds the rows; the skeleton or image shape, the trial names and
     (for a static model) the sequences and times go in its metadata, so a reopened model
     of uploaded motion capture or images is not drawn as plain vectors."""
-    from model import BayesianGPLVM
+    from bgplvm import BayesianGPLVM
 
     s = ExplorerState()
     if kind == "mocap":
@@ -314,8 +314,8 @@ def test_upload_settings_changed_after_the_drop_apply_to_it():
 
 
 def _other():
-    from bgplvm_datasets import Dataset
-    from bgplvm_datasets.record import VectorRenderer
+    from bgplvm.datasets import Dataset
+    from bgplvm.datasets.record import VectorRenderer
 
     return Dataset(name="other", Y=np.eye(4), renderer=VectorRenderer())
 
@@ -323,8 +323,8 @@ def _other():
 def test_the_colour_key_names_sequences_by_their_trials():
     import holoviews as hv
 
-    from explorer import plots
-    from explorer.sequences import sequence_names
+    from bgplvm.explorer import plots
+    from bgplvm.explorer.sequences import sequence_names
 
     ds = mocap_dataset({"tiny.asf": TINY_ASF.encode(), "walk_a.amc": tiny_amc(12).encode(),
                         "walk_b.amc": tiny_amc(16).encode()}, subsample=4)
@@ -350,7 +350,7 @@ def test_the_colour_key_names_sequences_by_their_trials():
 
 
 def test_the_upload_note_knows_which_prior_is_chosen():
-    from explorer.state import ExplorerState
+    from bgplvm.explorer.state import ExplorerState
 
     s = ExplorerState()
     Y = np.random.default_rng(0).normal(size=(10, 4))

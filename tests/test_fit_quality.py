@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from bgplvm_datasets.synthetic import gp_latent
-from model import BayesianGPLVM
+from bgplvm.datasets.synthetic import gp_latent
+from bgplvm import BayesianGPLVM
 
 #: an ARD weight above this fraction of the largest counts as "on" (as bench/bench_fit.py)
 ACTIVE_FRACTION = 0.05

@@ -7,7 +7,7 @@ import pytest
 
 import reference as ref
 from gradcheck import assert_close_gradient, assert_gradient, complex_step_gradient
-from model.kernels import RBF
+from bgplvm.kernels import RBF
 from test_psi_stats import CASES, assert_rel, build, ref_parts
 
 
@@ -91,7 +91,7 @@ def test_rbf_parameters():
 # sums, factory
 # ------------------------------------------------------------------------------------------
 def test_sum_parameter_names_and_routing():
-    from model.kernels import Bias, Sum
+    from bgplvm.kernels import Bias, Sum
 
     k = Sum([RBF(2), Bias(2), RBF(2, lengthscale=[2.0, 3.0])])
     assert list(k.params) == ["rbf.variance", "rbf.lengthscale", "bias.variance",
@@ -111,7 +111,7 @@ def test_sum_parameter_names_and_routing():
 
 
 def test_ard_weights_of_sums():
-    from model.kernels import Bias, Linear, White, make_kernel
+    from bgplvm.kernels import Bias, Linear, White, make_kernel
 
     assert make_kernel("bias+white", 2).ard_weights is None
     lin = Linear(3, variances=[1.0, 2.0, 3.0])
@@ -121,7 +121,7 @@ def test_ard_weights_of_sums():
 
 
 def test_rbf_plus_rbf_psi_statistics_not_implemented():
-    from model.kernels import make_kernel
+    from bgplvm.kernels import make_kernel
 
     k = make_kernel("rbf+rbf", 2)
     X = points(3, 2)
@@ -138,7 +138,7 @@ def test_rbf_plus_rbf_psi_statistics_not_implemented():
     ("rbf + linear + bias + white", ["RBF", "Linear", "Bias", "White"]),
 ])
 def test_make_kernel_parses_strings(spec, types):
-    from model.kernels import Sum, make_kernel
+    from bgplvm.kernels import Sum, make_kernel
 
     k = make_kernel(spec, 3)
     parts = k.parts if isinstance(k, Sum) else [k]
@@ -148,7 +148,7 @@ def test_make_kernel_parses_strings(spec, types):
 
 
 def test_make_kernel_errors_and_instances():
-    from model.kernels import KERNEL_NAMES, make_kernel
+    from bgplvm.kernels import KERNEL_NAMES, make_kernel
 
     assert set(KERNEL_NAMES) == {"rbf", "linear", "bias", "white"}
     with pytest.raises(ValueError, match="known names: rbf, linear, bias, white"):
@@ -162,7 +162,7 @@ def test_make_kernel_errors_and_instances():
 
 
 def test_white_semantics():
-    from model.kernels import White
+    from bgplvm.kernels import White
 
     k = White(2, variance=0.3)
     X = points(3, 2)
@@ -172,6 +172,6 @@ def test_white_semantics():
 
 
 def test_warmup_runs():
-    from model.kernels import warmup
+    from bgplvm.kernels import warmup
 
     warmup()

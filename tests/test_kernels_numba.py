@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from model.kernels._fastexp import exp_into
+from bgplvm.kernels._fastexp import exp_into
 
 
 def test_fast_exp_matches_numpy():

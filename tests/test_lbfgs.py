@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize, rosen, rosen_der
 
-from model._lbfgs import minimize_lbfgs
+from bgplvm._lbfgs import minimize_lbfgs
 
 
 def _rosen(x):
@@ -55,7 +55,7 @@ def test_a_line_search_that_cannot_descend_ends_abnormally():
 
 def test_the_fit_falls_back_to_scipy_without_the_line_search(monkeypatch):
     """Where scipy lacks its private DCSRCH the fit runs scipy's L-BFGS-B: same steps."""
-    from model import BayesianGPLVM, _lbfgs
+    from bgplvm import BayesianGPLVM, _lbfgs
 
     Y = np.random.default_rng(0).standard_normal((30, 4))
     a = BayesianGPLVM(Y, latent_dim=2, num_inducing=5, seed=0).fit(max_iters=15, progress=False)
@@ -81,7 +81,7 @@ def test_a_noisy_objective_keeps_descending():
 
 
 def test_noise_level_sees_the_noise_and_not_the_slope():
-    from model._lbfgs import noise_level
+    from bgplvm._lbfgs import noise_level
 
     x = np.ones(5)
     eps, n = noise_level(lambda z: (float(z @ z), 2 * z), x, 5.0)

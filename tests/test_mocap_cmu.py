@@ -13,9 +13,9 @@ import pytest
 import scipy.io
 from scipy.spatial.transform import Rotation
 
-from bgplvm_datasets.mocap import cmu35
-from bgplvm_datasets.mocap.asf import parse_asf, read_amc, read_asf
-from bgplvm_datasets.mocap.errors import MocapParseError
+from bgplvm.datasets.mocap import cmu35
+from bgplvm.datasets.mocap.asf import parse_asf, read_amc, read_asf
+from bgplvm.datasets.mocap.errors import MocapParseError
 from mirror import find_mirror
 
 

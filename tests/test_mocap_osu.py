@@ -8,8 +8,8 @@ import zipfile
 import numpy as np
 import pytest
 
-from bgplvm_datasets.mocap import osu
-from bgplvm_datasets.mocap.errors import MocapParseError
+from bgplvm.datasets.mocap import osu
+from bgplvm.datasets.mocap.errors import MocapParseError
 from mirror import find_mirror
 
 
@@ -122,6 +122,6 @@ def test_corrupt_files_raise_naming_the_file(tmp_path):
     conn.write_text("LFHD, RFHD\nLFHD RFHD\n")
     with pytest.raises(MocapParseError, match="connections.txt: line 2"):
         osu.read_connections(conn)
-    import bgplvm_datasets
+    import bgplvm.datasets
 
-    assert issubclass(MocapParseError, ValueError) and issubclass(MocapParseError, bgplvm_datasets.DatasetError)
+    assert issubclass(MocapParseError, ValueError) and issubclass(MocapParseError, bgplvm.datasets.DatasetError)

@@ -8,10 +8,10 @@ import zipfile
 import numpy as np
 import pytest
 
-from model import BayesianGPLVM, CholeskyError, ModelFileError
-from model.bound import OutputStats, collapsed_bound
-from model.kernels import RBF
-from model.linalg import jittered_cholesky
+from bgplvm import BayesianGPLVM, CholeskyError, ModelFileError
+from bgplvm.bound import OutputStats, collapsed_bound
+from bgplvm.kernels import RBF
+from bgplvm.linalg import jittered_cholesky
 
 KERNELS = ["rbf", "linear", "rbf+bias+white", "rbf+linear+bias"]
 
@@ -115,7 +115,7 @@ def test_fit_increases_bound_and_reports_progress():
 def test_noise_is_held_only_while_the_model_wants_less_of_it():
     """fit's first phase holds the noise at signal-to-noise 100; after INIT_CHECK iterations
     it goes on only while dF/d noise < 0 (``BayesianGPLVM._hold_helps``)."""
-    from model.gplvm import INIT_CHECK
+    from bgplvm.gplvm import INIT_CHECK
 
     rng = np.random.default_rng(0)
     # no structure at all: the data support far more noise than held -> released
@@ -266,7 +266,7 @@ def test_foreign_corrupt_and_tampered_files_get_model_file_errors(tmp_path):
 def test_load_checks_the_class_and_files_keep_normal_permissions(tmp_path):
     import os
 
-    from model import DynamicalGPLVM
+    from bgplvm import DynamicalGPLVM
 
     m = BayesianGPLVM(_data(), latent_dim=2, num_inducing=5, seed=0)
     path = tmp_path / "m.npz"
@@ -460,7 +460,7 @@ def test_ctrl_c_arriving_inside_compiled_code_stops_the_fit_cleanly():
 
 
 def test_progress_bar_ends_on_the_last_update():
-    from model.progress import ProgressBar
+    from bgplvm.progress import ProgressBar
 
     out = io.StringIO()
     with ProgressBar(60, "fit", enabled=True, stream=out, min_interval=10.0) as bar:
@@ -470,7 +470,7 @@ def test_progress_bar_ends_on_the_last_update():
 
 
 def test_kernel_objects_are_copied_seeds_checked_and_small_units_warned():
-    from model.kernels import make_kernel
+    from bgplvm.kernels import make_kernel
 
     Y = _data()
     k = make_kernel("rbf", 2)
@@ -487,7 +487,7 @@ def test_kernel_objects_are_copied_seeds_checked_and_small_units_warned():
 def test_kl_static_against_the_dense_gaussian_kl():
     """KL(q(X) || N(0, I)) (KLstatic) against the textbook KL of two Gaussians with dense
     covariances, and its gradients by central differences."""
-    from model.kl import kl_static
+    from bgplvm.kl import kl_static
 
     rng = np.random.default_rng(0)
     mu, S = rng.standard_normal((4, 3)), rng.uniform(0.1, 2.0, (4, 3))
@@ -507,7 +507,7 @@ def test_kl_static_against_the_dense_gaussian_kl():
 def test_kernel_object_values_are_the_start():
     """Values given to a kernel object's constructor are the model's start; the ones not
     given start from the data, as for a kernel name (they used to be overwritten too)."""
-    from model.kernels import RBF, Linear, Sum
+    from bgplvm.kernels import RBF, Linear, Sum
 
     Y = _data()
     by_name = BayesianGPLVM(Y, latent_dim=2, num_inducing=5, seed=0).kernel.params

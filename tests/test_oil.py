@@ -7,7 +7,7 @@ relevant dimensions; a reference implementation reaches a bound of 9,268 here.
 import numpy as np
 import pytest
 
-from model import BayesianGPLVM
+from bgplvm import BayesianGPLVM
 
 pytestmark = pytest.mark.slow
 
@@ -21,7 +21,7 @@ def loo_1nn_errors(X: np.ndarray, labels: np.ndarray) -> int:
 
 @pytest.fixture(scope="module")
 def oil_model():
-    from bgplvm_datasets import load
+    from bgplvm.datasets import load
 
     ds = load("oil")
     m = BayesianGPLVM(ds.Y, latent_dim=10, num_inducing=50, kernel="rbf", seed=0)

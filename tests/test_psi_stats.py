@@ -15,8 +15,8 @@ import pytest
 
 import reference as ref
 from gradcheck import assert_close_gradient, assert_gradient, complex_step_gradient
-from model import _numba_config as cfg
-from model.kernels import RBF, Bias, Linear, Sum, White
+from bgplvm import _numba_config as cfg
+from bgplvm.kernels import RBF, Bias, Linear, Sum, White
 
 # ------------------------------------------------------------------------------------------
 # cases
@@ -289,7 +289,7 @@ def test_gradients_finite_at_degenerate_points(case):
 # ------------------------------------------------------------------------------------------
 def test_parallel_blocks_cover_every_point():
     """More blocks than threads and uneven blocks still sum every point exactly once."""
-    from model.kernels import _rbf_numba as nb
+    from bgplvm.kernels import _rbf_numba as nb
 
     N, M, Q = 11, 4, 2
     k = build("rbf", Q)
@@ -332,7 +332,7 @@ def test_rbf_chunks_match_reference(layout):
     """Several chunks of points (N not a multiple of the chunk or of 4), far points, all
     inputs far from the origin, short lengthscales: Psi2 and the gradients of the RBF kernel
     against the reference (Psi2 is computed from a factored exponent, see _rbf_numba)."""
-    from model.kernels import _rbf_numba as nb
+    from bgplvm.kernels import _rbf_numba as nb
 
     N, M, Q = 2 * nb.CHUNK + 7, 7, 3
     mu, S, Z = gaussians(N, M, Q, seed=15)

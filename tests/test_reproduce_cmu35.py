@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bgplvm_reproduce import EXPERIMENTS
-from bgplvm_reproduce import cmu35_protocol as P
+from bgplvm.reproduce import EXPERIMENTS
+from bgplvm.reproduce import cmu35_protocol as P
 from mirror import find_mirror
 
 
@@ -136,8 +136,8 @@ def test_report_of_the_baseline_rows(tmp_path):
     """The table, JSON and figure of the experiment, from the rows that need no model."""
     import json
 
-    from bgplvm_reproduce.cmu35 import Row, make_result, nn_rows
-    from bgplvm_reproduce.report import Context
+    from bgplvm.reproduce.cmu35 import Row, make_result, nn_rows
+    from bgplvm.reproduce.report import Context
 
     data = P.load_data(mirror=MIRROR, cache_dir=tmp_path / "cache")
     rows = nn_rows(data) + [Row("VGP-LVM (static)", skipped="not on this branch")]
@@ -154,19 +154,19 @@ def test_report_of_the_baseline_rows(tmp_path):
 
 
 def test_require_names_what_is_missing():
-    from bgplvm_reproduce.models import ApiMissing, require
+    from bgplvm.reproduce.models import ApiMissing, require
 
     assert require("BayesianGPLVM", "fit", issue=9).__name__ == "BayesianGPLVM"
-    with pytest.raises(ApiMissing, match=r"model.NoSuchModel is not on this branch yet \(issue 8\)"):
+    with pytest.raises(ApiMissing, match=r"bgplvm.NoSuchModel is not on this branch yet \(issue 8\)"):
         require("NoSuchModel", "fit", issue=8)
-    with pytest.raises(ApiMissing, match=r"model.BayesianGPLVM.no_such_method"):
+    with pytest.raises(ApiMissing, match=r"bgplvm.BayesianGPLVM.no_such_method"):
         require("BayesianGPLVM", "fit", "no_such_method", issue=9)
-    with pytest.raises(ApiMissing, match="model.no_such_module, which model.BayesianGPLVM.fit uses"):
-        require("BayesianGPLVM", "fit", issue=9, modules=("model.no_such_module",))
+    with pytest.raises(ApiMissing, match="bgplvm.no_such_module, which bgplvm.BayesianGPLVM.fit uses"):
+        require("BayesianGPLVM", "fit", issue=9, modules=("bgplvm.no_such_module",))
 
 
 def test_seed_table_spread_and_nn_count():
-    from bgplvm_reproduce import cmu35 as C
+    from bgplvm.reproduce import cmu35 as C
 
     nn = [C.Row("NN (angle space)", results={"legs": {"SC": 14.0, "RA": 4.1}, "body": {"SC": 30.9, "RA": 3.2}}),
           C.Row("NN sc. (scaled space)", results={"legs": {"SC": 13.5, "RA": 4.4}, "body": {"SC": 20.8, "RA": 2.45}})]

@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from bgplvm_reproduce.cli import main
-from bgplvm_reproduce.report import ROOT, stale_results
+from bgplvm.reproduce.cli import main
+from bgplvm.reproduce.report import ROOT, stale_results
 
 
 def _git(*args) -> str:
@@ -48,7 +48,7 @@ def test_stale_results_count_the_model_changes_since_a_run(tmp_path, capsys):
 
 
 def test_an_experiment_depends_on_the_reproduce_modules_it_imports():
-    from bgplvm_reproduce.report import module_closure
+    from bgplvm.reproduce.report import module_closure
 
     # cmu35-static reuses cmu35's rows, which use the shared protocol and model helpers
     assert module_closure("cmu35_static") == {"cmu35_static", "cmu35", "cmu35_protocol", "models"}

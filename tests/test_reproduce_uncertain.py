@@ -6,9 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from bgplvm_reproduce import EXPERIMENTS, Context, run
-from bgplvm_reproduce import mackey_glass as mg
-from bgplvm_reproduce import semi_supervised as ss
+from bgplvm.reproduce import EXPERIMENTS, Context, run
+from bgplvm.reproduce import mackey_glass as mg
+from bgplvm.reproduce import semi_supervised as ss
 from mirror import find_mirror
 
 
@@ -82,8 +82,8 @@ def test_ctrl_c_ends_a_reproduction_without_writing_its_result(tmp_path, monkeyp
     import os
     import signal
 
-    from bgplvm_reproduce.cli import main
-    from model import BayesianGPLVM
+    from bgplvm.reproduce.cli import main
+    from bgplvm import BayesianGPLVM
 
     real_fit = BayesianGPLVM.fit
 

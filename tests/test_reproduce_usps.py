@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from bgplvm_reproduce import Context, run
-from bgplvm_reproduce import usps
+from bgplvm.reproduce import Context, run
+from bgplvm.reproduce import usps
 from mirror import find_mirror
 
 
@@ -28,7 +28,7 @@ def test_gpmat_pixels_match_the_papers_test_file():
     mirror = find_mirror("usps/gpmat/usps_test.mat")
     if mirror is None or find_mirror("usps/usps.h5") is None:
         pytest.skip("USPS and GPmat's usps_test.mat not in the offline mirror")
-    from bgplvm_datasets import load
+    from bgplvm.datasets import load
 
     te = load("usps", split="test", mirror=str(mirror), progress=False)
     agree = usps.gpmat_agreement(te.Y, str(mirror))

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bgplvm_reproduce import EXPERIMENTS, drawing, video, walk
-from bgplvm_reproduce import cmu35_protocol as P
+from bgplvm.reproduce import EXPERIMENTS, drawing, video, walk
+from bgplvm.reproduce import cmu35_protocol as P
 
 
 def test_registered():
@@ -85,7 +85,7 @@ def test_estimate_period_finds_the_cycle():
 
 
 def test_time_kernel_of_the_rows():
-    from model.time_kernels import PeriodicTime, TimeSum
+    from bgplvm.time_kernels import PeriodicTime, TimeSum
 
     assert walk.time_kernel("rbf", 33, 80) == "rbf"
     k = walk.time_kernel("periodic", 33, 80)

@@ -16,12 +16,12 @@ import pytest
 from scipy.linalg import solve_triangular
 
 from gradcheck import assert_gradient, numerical_gradient
-from model import BayesianGPLVM
-from model import _numba_config as cfg
-from model import testbound as tbm
-from model.batch_lbfgs import minimize_batch
-from model.bound import OutputStats, collapsed_bound
-from model.testbound import TestBound, TrainingStats, check_test_outputs, infer_latent, test_bound
+from bgplvm import BayesianGPLVM
+from bgplvm import _numba_config as cfg
+from bgplvm import testbound as tbm
+from bgplvm.batch_lbfgs import minimize_batch
+from bgplvm.bound import OutputStats, collapsed_bound
+from bgplvm.testbound import TestBound, TrainingStats, check_test_outputs, infer_latent, test_bound
 
 
 # ------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from model import _numba_config as cfg
+from bgplvm import _numba_config as cfg
 
 
 def _idle_cores(samples, n_cpus=2):

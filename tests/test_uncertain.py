@@ -11,11 +11,11 @@ import pytest
 from scipy.linalg import cho_solve
 
 from gradcheck import assert_gradient, assert_model_block_gradients
-from model import AutoregressiveGP, BayesianGPLVM, SemiSupervisedGPR, UncertainInputGPR
-from model.autoregressive import lagged_pairs
-from model.params import Block, ParamLayout
-from model.priors import UncertainInputPrior
-from model.transforms import IDENTITY, POSITIVE, POSITIVE_FLOOR
+from bgplvm import AutoregressiveGP, BayesianGPLVM, SemiSupervisedGPR, UncertainInputGPR
+from bgplvm.autoregressive import lagged_pairs
+from bgplvm.params import Block, ParamLayout
+from bgplvm.priors import UncertainInputPrior
+from bgplvm.transforms import IDENTITY, POSITIVE, POSITIVE_FLOOR
 
 
 def _regression_data(N=15, Q=2, D=2, seed=0):

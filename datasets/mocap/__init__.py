@@ -4,5 +4,5 @@
 - ``cmu35``: CMU subject 35 walks/jogs, the paper's 'cmu35gplvm' features, their inverse
   and ``CMU35PoseRenderer``; ``build(paths, split)``.
 - ``osu``: OSU ACCAD marker text captures (``osu_run1``, ...); ``build(name, paths)``.
-- ``errors``: ``MocapParseError`` (a ``bgplvm_datasets.ParseError``/``ValueError`` naming the file).
+- ``errors``: ``MocapParseError`` (a ``bgplvm.datasets.ParseError``/``ValueError`` naming the file).
 """

@@ -360,7 +360,7 @@ def build(paths: dict[str, Path], split: str = "train"):
     raw channels of sequence s: ``features_to_channels(Y[sequence == s],
     start=meta["start_channels"][s])``; to draw a row: ``renderer.positions(y)``.
     """
-    from bgplvm_datasets.record import Dataset
+    from bgplvm.datasets.record import Dataset
 
     try:
         mat, asf = Path(paths["cmu35WalkJog.mat"]), Path(paths["35.asf"])
@@ -399,7 +399,7 @@ def build(paths: dict[str, Path], split: str = "train"):
         "start_channels": starts,
         "time_step": TIME_STEP,
         "frame_rate_hz": 30.0,
-        "inverse": "bgplvm_datasets.mocap.cmu35.features_to_channels",
+        "inverse": "bgplvm.datasets.mocap.cmu35.features_to_channels",
     }
     return Dataset(
         name=name,

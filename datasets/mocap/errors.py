@@ -1,7 +1,7 @@
 """The one error the mocap parsers raise.
 
 ``MocapParseError`` names the file that could not be parsed (and, where known, the
-line).  It subclasses the data layer's ``bgplvm_datasets.errors.ParseError`` (so a
+line).  It subclasses the data layer's ``bgplvm.datasets.errors.ParseError`` (so a
 ``DatasetError``) and thereby ``ValueError``, so plain callers can catch that.
 """
 

@@ -179,7 +179,7 @@ def build(name: str, paths: dict[str, Path], *, subsample: int = 4, centre: bool
     (z up, one segment per usable line of connections.txt); sequence all 0; times from
     the file's Time column (seconds) of the kept frames; no labels.
     """
-    from bgplvm_datasets.record import Dataset, StickFigureRenderer
+    from bgplvm.datasets.record import Dataset, StickFigureRenderer
 
     motion = name[4:] if name.startswith("osu_") else name
     key = f"{motion}TXT.ZIP"

@@ -46,7 +46,7 @@ def numba_compiled():
     so that a fresh clone's first page does not wait for an empty compile cache."""
     t0 = time.time()
     # the explorer's set: the model's kernels and those of test-time inference (observe and infer)
-    subprocess.run([sys.executable, "-c", "from explorer.warm import compile_kernels; compile_kernels()"],
+    subprocess.run([sys.executable, "-c", "from bgplvm.explorer.warm import compile_kernels; compile_kernels()"],
                    cwd=ROOT, check=True, timeout=COMPILE_TIMEOUT, env=dict(os.environ, NUMBA_NUM_THREADS="1"))
     print(f"[browser tests] Numba kernels ready in {time.time() - t0:.1f} s")
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from explorer.cli import wait_until_live
+from bgplvm.explorer.cli import wait_until_live
 from explorer_server import free_port
 
 from .conftest import ARTIFACTS, ROOT
