@@ -1,20 +1,21 @@
-"""Pre-trained models the explorer opens with (imported as ``bgplvm_assets``; the folder is
+"""Pre-trained models the explorer opens with (imported as ``bgplvm.assets``; the folder is
 ``assets/``).
 
-    from bgplvm_assets import ASSETS, load_asset, AssetUnavailable
+    from bgplvm.assets import ASSETS, load_asset, AssetUnavailable
     model, ds = load_asset("cmu35")      # DynamicalGPLVM + the Dataset it was trained on
 
 Each asset is a bgplvm model file **without its data**: the real data sets are not
 redistributed with the package (they are fetched from their public URLs into the user
-cache, or read from an offline mirror; see ``bgplvm_datasets``). What is shipped is the
+cache, or read from an offline mirror; see ``bgplvm.datasets``). What is shipped is the
 fitted model only -- q(X)'s parameters, the inducing inputs, kernel and noise -- plus a
-JSON record beside it (data set, rows, sha256 of Y, settings, seed, iterations, bound, wall
-time). ``load_asset`` loads the data set, checks that its rows hash to the recorded sha256
-and puts Y back into the model. When the data cannot be had (no network, no mirror, no
+JSON record beside it (data set, rows, settings, seed, iterations, bound, wall time, and
+``data_check``: the raw files' sha256, the shape and column sums of Y). ``load_asset`` loads
+the data set, checks its rows against ``data_check`` (by what survives rounding: the same
+page on every CPU) and puts Y back into the model. When the data cannot be had (no network, no mirror, no
 cache) it raises ``AssetUnavailable`` with the reason and the remedy; the embedded
 synthetic walk's model ships whole (its data are the project's own) and always loads.
 
-Rebuild with ``python -m bgplvm_assets.make_assets NAME`` (see ``make_assets.py``).
+Rebuild with ``python -m bgplvm.assets.make_assets NAME`` (see ``make_assets.py``).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ class AssetSpec:
     name: str
     title: str
     file: str
-    dataset: str  # bgplvm_datasets name
+    dataset: str  # bgplvm.datasets name
     split: str = "train"
     rows: tuple[int, int] | None = None  # [start, stop) of the data set's rows, or all
     embedded_data: bool = False  # True: the file holds its Y (embedded, project-made data)
@@ -91,11 +92,61 @@ class AssetUnavailable(RuntimeError):
 
 
 def sha256_rows(Y: np.ndarray) -> str:
-    """sha256 of Y as C-contiguous float64 bytes, with its shape (the model's data check)."""
+    """sha256 of Y as C-contiguous float64 bytes, with its shape. Recorded for information:
+    the rows are computed from the raw files (np.sin, np.arcsin, ...), whose last bits
+    depend on the CPU's SIMD paths, so this hash differs between machines; the check is
+    ``data_check`` / ``check_rows``."""
     Y = np.ascontiguousarray(Y, dtype=np.float64)
     h = hashlib.sha256(repr(Y.shape).encode())
     h.update(Y.tobytes())
     return h.hexdigest()
+
+
+#: relative tolerance of ``check_rows``: rounding moves the fingerprints by ~N * 1e-16 of
+#: their scale; a changed, dropped or reordered row by far more
+ROWS_RTOL = 1e-9
+
+
+def _row_weights(N: int) -> np.ndarray:
+    """Fixed weights in [-0.5, 0.5) for row n, from integer arithmetic (the same bits on
+    every machine): a weighted column sum changes when rows are reordered."""
+    n = np.arange(N, dtype=np.int64)
+    return ((n * 2654435761) % 1000).astype(np.float64) / 1000.0 - 0.5
+
+
+def _fingerprints(Y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(column sums, row-weighted column sums, their scale sum_n |Y_nd|), each (D,)."""
+    Y = np.asarray(Y, dtype=np.float64)
+    return Y.sum(0), _row_weights(Y.shape[0]) @ Y, np.abs(Y).sum(0)
+
+
+def data_check(Y: np.ndarray, source_sha256: dict | None = None) -> dict:
+    """What a data-free model records of the rows it was fitted to, to recognise them on
+    another machine: the raw files' sha256 (which the loaders verify), the shape, and
+    column sums plain and row-weighted (values to a tolerance, not bits)."""
+    total, weighted, _ = _fingerprints(Y)
+    return {"shape": list(np.shape(Y)), "source_sha256": dict(source_sha256 or {}),
+            "column_sums": total.tolist(), "weighted_column_sums": weighted.tolist(), "rtol": ROWS_RTOL}
+
+
+def check_rows(Y: np.ndarray, check: dict, source_sha256: dict | None = None) -> str | None:
+    """None when ``Y`` (and the raw files' ``source_sha256``, where both are known) match a
+    ``data_check`` record; else what differs, in words."""
+    want_src = check.get("source_sha256") or {}
+    if want_src and source_sha256 is not None:
+        bad = sorted(k for k in want_src if source_sha256.get(k) != want_src[k])
+        if bad:
+            return f"its raw files differ ({', '.join(bad)})"
+    if list(np.shape(Y)) != list(check["shape"]):
+        return f"shape {tuple(np.shape(Y))} != {tuple(check['shape'])}"
+    total, weighted, scale = _fingerprints(Y)
+    tol = float(check.get("rtol", ROWS_RTOL)) * (scale + 1e-300)
+    for got, key in ((total, "column_sums"), (weighted, "weighted_column_sums")):
+        off = np.abs(got - np.asarray(check[key], dtype=np.float64)) / tol
+        if not np.all(off <= 1.0):  # NaN fails too
+            d = int(np.nanargmax(np.where(np.isfinite(off), off, np.inf)))
+            return f"values differ (column {d}: {key.replace('_', ' ')} {got[d]!r} != {check[key][d]!r})"
+    return None
 
 
 def get_spec(name: str) -> AssetSpec:
@@ -117,7 +168,7 @@ def dataset_for(spec: AssetSpec, mirror=None, cache_dir=None):
     """The (row-selected) Dataset the asset was trained on; AssetUnavailable if it cannot be had."""
     import dataclasses
 
-    from bgplvm_datasets import DatasetError, load
+    from bgplvm.datasets import DatasetError, load
 
     try:
         ds = load(spec.dataset, split=spec.split, mirror=mirror, cache_dir=cache_dir, progress=False)
@@ -145,10 +196,13 @@ def strip_data(model_bytes: bytes, record: dict) -> bytes:
     return buf.getvalue()
 
 
-def load_model_file(path: Path, Y: np.ndarray | None = None):
-    """A model from an asset file; ``Y`` fills in the data of a data-free asset (checked
-    against the recorded sha256)."""
-    from model import BayesianGPLVM
+def load_model_file(path: Path, Y: np.ndarray | None = None, source_sha256: dict | None = None,
+                    check: bool = True):
+    """A model from an asset file; ``Y`` fills in the data of a data-free asset, checked
+    (unless ``check`` is False) against the recorded ``data_check`` (the raw files'
+    ``source_sha256`` where given, shape, values to a tolerance); a record without one
+    (older files) by its rows' sha256."""
+    from bgplvm import BayesianGPLVM
 
     with np.load(path, allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
@@ -156,13 +210,17 @@ def load_model_file(path: Path, Y: np.ndarray | None = None):
     if "Y" not in arrays:
         if Y is None:
             raise AssetUnavailable(f"{path.name} holds no data: pass the data set it was fitted to")
-        want = record.get("data_sha256")
-        got = sha256_rows(Y)
-        if want and want != got:
+        if not check:
+            why = None
+        elif "data_check" in record:
+            why = check_rows(Y, record["data_check"], source_sha256)
+        else:
+            want, got = record.get("data_sha256"), sha256_rows(Y)
+            why = f"sha256 {got[:12]} != {want[:12]}" if want and want != got else None
+        if why:
             raise AssetUnavailable(
                 f"{path.name} was fitted to other data than the {record.get('dataset')!r} rows found here "
-                f"(sha256 {got[:12]} != {want[:12]}); rebuild it with "
-                f"`python -m bgplvm_assets.make_assets {record.get('asset', '')}`")
+                f"({why}); rebuild it with `python -m bgplvm.assets.make_assets {record.get('asset', '')}`")
         arrays["Y"] = np.ascontiguousarray(Y, dtype=np.float64)
     buf = io.BytesIO()
     np.savez(buf, **arrays)
@@ -175,15 +233,16 @@ def load_asset(name: str, mirror=None, cache_dir=None):
     loaded, FileNotFoundError when the asset file is missing (rebuild it)."""
     spec = get_spec(name)
     if not spec.path.is_file():
-        raise FileNotFoundError(f"{spec.path} is missing: run `python -m bgplvm_assets.make_assets {name}`")
+        raise FileNotFoundError(f"{spec.path} is missing: run `python -m bgplvm.assets.make_assets {name}`")
     if spec.embedded_data:
-        from bgplvm_datasets import load
+        from bgplvm.datasets import load
 
         ds = load(spec.dataset, progress=False)
         return load_model_file(spec.path), ds
     ds = dataset_for(spec, mirror=mirror, cache_dir=cache_dir)
-    return load_model_file(spec.path, ds.Y), ds
+    return load_model_file(spec.path, ds.Y, (ds.meta or {}).get("sha256")), ds
 
 
 __all__ = ["ASSETS", "ASSETS_DIR", "AssetSpec", "AssetUnavailable", "DEFAULT_ASSET", "FALLBACK_ASSET",
-           "get_spec", "load_asset", "load_model_file", "read_record", "sha256_rows", "strip_data"]
+           "check_rows", "data_check", "get_spec", "load_asset", "load_model_file", "read_record",
+           "sha256_rows", "strip_data"]
