@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from model.io import atomic_write_bytes
+from bgplvm.io import atomic_write_bytes
 
 REPORT_NAME = "REPORT.md"
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,6 +36,41 @@ def code_version(root: Path = ROOT) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return head + ("+changes" if dirty else "")
+
+
+def cpu_name() -> str:
+    """The CPU's model name ("AMD EPYC 7B13", ...; platform.processor() where /proc/cpuinfo
+    is missing)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def numpy_simd() -> dict:
+    """numpy's SIMD paths on this machine: the features its build assumes (baseline), the
+    ones it found on the CPU and dispatches to. The last bits of np.sin, np.exp, ... follow
+    these, so figures computed from them can differ between machines by rounding."""
+    try:
+        from numpy._core import _multiarray_umath as mu  # numpy >= 2
+    except ImportError:  # pragma: no cover - numpy 1.x
+        from numpy.core import _multiarray_umath as mu
+    found = [k for k, v in getattr(mu, "__cpu_features__", {}).items() if v]
+    dispatch = list(getattr(mu, "__cpu_dispatch__", []))
+    return {"baseline": list(getattr(mu, "__cpu_baseline__", [])),
+            "dispatched": [k for k in dispatch if k in found],
+            "not_found": [k for k in dispatch if k not in found]}
+
+
+def machine_info() -> dict:
+    """Where a run's numbers were computed: Python, numpy and its SIMD paths, the CPU."""
+    import numpy as np
+
+    return {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
+            "cpu": cpu_name(), "numpy": np.__version__, "numpy_simd": numpy_simd()}
 
 
 #: what a reproduction's numbers come from: a change under these paths since a result's
@@ -161,12 +196,15 @@ class Result:
     wall_time_s: float | None = None
     code: str | None = None  # ``code_version()`` of the run
     written_at: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    #: ``machine_info()`` where the numbers were computed (rounding differs between CPUs)
+    environment: dict = field(default_factory=machine_info)
 
     def markdown(self) -> str:
         head = [f"## `{self.name}`: {self.title}", "",
                 f"Paper section: {self.paper_section}."
                 + (f" Wall time {self.wall_time_s:.0f} s." if self.wall_time_s else "")
-                + (f" Run on {self.written_at[:10]} from commit `{self.code}`." if self.code else "")]
+                + (f" Run on {self.written_at[:10]} from commit `{self.code}`." if self.code else "")
+                + f" Machine: {_machine_line(self.environment)}."]
         if self.quick:
             head.append("**Quick smoke run (--quick): not the reproduction; iteration counts were cut.**")
         body = [t.markdown() for t in self.tables]
@@ -179,8 +217,7 @@ class Result:
                 "quick": self.quick, "wall_time_s": self.wall_time_s, "settings": self.settings,
                 "numbers": self.numbers, "notes": self.notes, "figures": self.figures,
                 "tables": [t.__dict__ for t in self.tables], "markdown": self.markdown(),
-                "environment": {"python": platform.python_version(), "machine": platform.machine(),
-                                "cpus": os.cpu_count()},
+                "environment": self.environment,
                 "code": self.code, "written_at": self.written_at}
 
     def write(self, folder: Path) -> None:
@@ -190,8 +227,16 @@ class Result:
         atomic_write_text(folder / "table.md", self.markdown())
 
 
+def _machine_line(env: dict) -> str:
+    """One line of ``machine_info()``: CPU, numpy and the SIMD paths it dispatches to."""
+    simd = env.get("numpy_simd") or {}
+    return (f"{env.get('cpu', '?')} ({env.get('cpus', '?')} CPUs), numpy {env.get('numpy', '?')} "
+            f"with {' '.join(simd.get('dispatched', [])) or 'no dispatched'} SIMD paths"
+            + (f" (not on this CPU: {' '.join(simd['not_found'])})" if simd.get("not_found") else ""))
+
+
 def atomic_write_text(path: Path, text: str) -> None:
-    """UTF-8 text, written atomically (``model.io.atomic_write_bytes``)."""
+    """UTF-8 text, written atomically (``bgplvm.io.atomic_write_bytes``)."""
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
