@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .download import cache_root, fetch, get_spec, is_cached, resolve_mirror
+from .download import cache_root, fetch, get_spec, is_available, is_cached, resolve_mirror
 from .errors import ChecksumError, DatasetError, DownloadError, ParseError, UnknownDatasetError
 from .loaders import LOADERS
 from .record import Dataset, ImageRenderer, StickFigureRenderer, VectorRenderer
@@ -31,7 +31,7 @@ __all__ = [
     "load", "list_datasets", "load_array", "validate_array", "numpy_header_problem", "fetch", "info",
     "Dataset", "DatasetInfo", "DatasetError", "UnknownDatasetError", "DownloadError",
     "ChecksumError", "ParseError", "DEFAULT_DATASET", "REGISTRY", "ImageRenderer",
-    "StickFigureRenderer", "VectorRenderer", "cache_root", "cmu35_taylor_scale_bias",
+    "StickFigureRenderer", "VectorRenderer", "cache_root", "cmu35_taylor_scale_bias", "is_available",
 ]
 
 

@@ -110,6 +110,19 @@ def is_cached(name: str, cache_dir=None) -> bool:
     )
 
 
+def is_available(name: str, mirror=None, cache_dir=None) -> bool:
+    """True when ``load(name)`` needs no network: the data set is cached (or embedded), or
+    every file of it is in the offline mirror folder (``mirror`` / ``$BGPLVM_DATA_MIRROR``;
+    a URL mirror is not checked here: False). Cheap: sizes, no hashing."""
+    if is_cached(name, cache_dir):
+        return True
+    m = resolve_mirror(mirror)
+    if m is None or _is_url(m):
+        return False
+    spec = get_spec(name)
+    return all((Path(m).expanduser() / f.folder / f.name).is_file() for f in spec.files)
+
+
 # --------------------------------------------------------------------------- progress
 class _Progress:
     """A small console progress bar on stderr; silent unless enabled and a TTY."""

@@ -1,7 +1,31 @@
-"""Fixtures shared by the explorer's unit tests."""
+"""Fixtures shared by the tests, and the data mirror they and the loaders use."""
+
+import os
+import signal
 
 import numpy as np
 import pytest
+
+from mirror import SHARED
+
+# The loaders and the tests look in the same place, however pytest was started: the mirror
+# beside the repository (CI's layout) when $BGPLVM_DATA_MIRROR is not set (scripts/test.sh
+# sets it the same way). A user's clone has no ../shared: real-data tests skip there.
+if not os.environ.get("BGPLVM_DATA_MIRROR") and SHARED.is_dir():
+    os.environ["BGPLVM_DATA_MIRROR"] = str(SHARED)
+
+
+@pytest.fixture
+def sigint_raises():
+    """Python's own SIGINT handler (KeyboardInterrupt) for the test, restored after: a
+    process started with SIGINT ignored (a background job of a non-interactive shell, as
+    some CI runners start the suite) never installs it, and a test's SIGINT then does
+    nothing."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 @pytest.fixture(scope="session")

@@ -111,7 +111,7 @@ def test_three_digit_classes(tmp_path):
     assert acc >= 0.9, acc
 
 
-def test_ctrl_c_stops_the_whole_classifier_fit(monkeypatch):
+def test_ctrl_c_stops_the_whole_classifier_fit(monkeypatch, sigint_raises):
     """Ctrl-C in one class model's fit ends the classifier's fit (the next classes were
     fitted on regardless) and leaves it unfitted, saying so."""
     import os

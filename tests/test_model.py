@@ -399,7 +399,7 @@ def test_an_error_in_the_callback_keeps_the_best_point_and_is_raised():
     assert m.elbo() == pytest.approx(max(m.fit_info["history"]), rel=1e-12) and m.elbo() > start
 
 
-def test_ctrl_c_stops_after_the_iteration_and_keeps_the_best_point():
+def test_ctrl_c_stops_after_the_iteration_and_keeps_the_best_point(sigint_raises):
     """A real SIGINT during a fit (here from the callback, between iterations) only asks the
     fit to stop: it ends after that iteration, reason "interrupted", the handler is Python's
     again afterwards. A second SIGINT keeps the best point too, then raises
@@ -435,7 +435,7 @@ def test_ctrl_c_stops_after_the_iteration_and_keeps_the_best_point():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-def test_ctrl_c_arriving_inside_compiled_code_stops_the_fit_cleanly():
+def test_ctrl_c_arriving_inside_compiled_code_stops_the_fit_cleanly(sigint_raises):
     """SIGINT from outside at a random moment, mostly inside the Numba kernels: the fit
     stops at the next iteration's end (a KeyboardInterrupt raised inside a kernel used to
     surface as a SystemError that lost the fit: 4 of 9 tries)."""

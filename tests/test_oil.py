@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from bgplvm import BayesianGPLVM
+from mirror import needs_data
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, needs_data("oil")]
 
 
 def loo_1nn_errors(X: np.ndarray, labels: np.ndarray) -> int:

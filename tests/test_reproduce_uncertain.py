@@ -76,7 +76,7 @@ def test_quick_mocap_run(tmp_path):
     assert res.settings["n_frames"] > 330 and res.tables[0].rows
 
 
-def test_ctrl_c_ends_a_reproduction_without_writing_its_result(tmp_path, monkeypatch, capsys):
+def test_ctrl_c_ends_a_reproduction_without_writing_its_result(tmp_path, monkeypatch, capsys, sigint_raises):
     """Ctrl-C in one of a reproduction's fits ends the command (exit 130) instead of going
     on and reporting numbers from the interrupted fit; no result is written."""
     import os

@@ -60,6 +60,16 @@ def server():
     srv.stop()
 
 
+@pytest.fixture(scope="session")
+def server_without_data(tmp_path_factory):
+    """Base URL of an explorer server as a user without the real data has it (no mirror,
+    an empty data cache, no network): the page opens on the embedded synthetic walk."""
+    srv = start_server(ARTIFACTS / "browser-server-no-data.log",
+                       {"BGPLVM_DATA_MIRROR": "", "BGPLVM_CACHE_DIR": str(tmp_path_factory.mktemp("empty-cache"))})
+    yield f"{srv.url}/app"
+    srv.stop()
+
+
 #: hosts the page may load from: the explorer's own server (it runs with no network)
 _LOCAL_HOSTS = ("127.0.0.1", "localhost")
 

@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from mirror import needs_data
+
 from .conftest import ARTIFACTS
 
 pytestmark = pytest.mark.browser
@@ -243,8 +245,15 @@ def test_save_model_then_open_it(page, server, tmp_path):
     plot_info(page, LATENT)
 
 
+@needs_data("cmu35")
 def test_export_downloads(page, server):
     open_app(page, server)
+    check_exports(page, "cmu35", min_frames=100)  # the sequence (89 frames) and its forecast
+
+
+def check_exports(page, dataset: str, min_frames: int):
+    """Every export button of the page downloads a file of its kind, named after ``dataset``;
+    the played sequence's GIF has more than ``min_frames`` frames."""
     for label, magic in (("Latent view PNG", b"\x89PNG"), ("Latent view SVG", b"<svg"),
                          ("ARD chart PNG", b"\x89PNG"), ("ARD chart SVG", b"<svg"),
                          ("Generated output PNG", b"\x89PNG"), ("Generated output SVG", b"<svg"),
@@ -256,7 +265,7 @@ def test_export_downloads(page, server):
         data = open(dl.value.path(), "rb").read()
         assert data.startswith(magic), (label, data[:40])
         name = dl.value.suggested_filename
-        assert name.startswith("bgplvm-cmu35-") and name.endswith("." + label.split()[-1].lower()), name
+        assert name.startswith(f"bgplvm-{dataset}-") and name.endswith("." + label.split()[-1].lower()), name
         if magic == b"<svg":
             root = ET.fromstring(data)
             assert root.tag.endswith("svg") and len(list(root.iter())) > 20
@@ -267,7 +276,7 @@ def test_export_downloads(page, server):
             im.save(ARTIFACTS / f"browser-export-{name}")
         elif magic == b"GIF8":
             im = Image.open(io.BytesIO(data))
-            assert im.n_frames > 100  # the sequence (89 frames) and its forecast
+            assert im.n_frames > min_frames
 
 
 def test_invalid_upload_shows_error_and_page_keeps_working(page, server, tmp_path):

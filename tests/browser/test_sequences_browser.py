@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from bgplvm.explorer.views import OUT_W
+from mirror import needs_data
 
 from .conftest import ARTIFACTS
 from .test_explorer_browser import (LATENT, OUTPUT, PLAYING, TIMELINE, open_app, plot_info, readout, shot_of,
@@ -70,6 +71,7 @@ def frames_per_second(page) -> tuple[int, int]:
     return best, best_distinct
 
 
+@needs_data("cmu35")
 def test_default_page_shows_real_mocap_with_trajectories(page, server):
     t0 = time.time()
     open_app(page, server)
@@ -103,6 +105,7 @@ def _fits(page, prefixes, what):
         assert x >= 0 and x + w <= FIT_WIDTH, (what, prefix, x, w)
 
 
+@needs_data("cmu35", "frey_faces")
 def test_page_fits_a_1280_pixel_window(page, server):
     """The default page, its Observe & infer tab, and a video model's four images in a row
     (generated mean and sd, played frame and sd) and its inferred images."""
@@ -244,6 +247,7 @@ def _infer_tab(page):
     page.wait_for_timeout(500)
 
 
+@needs_data("cmu35")
 def test_mask_legs_of_a_test_frame_and_infer(page, server):
     open_app(page, server)
     lat_before = shot_of(page, plot_info(page, LATENT), "frame")
@@ -300,6 +304,7 @@ JS_INFER_JOINTS = """() => {
 }"""
 
 
+@needs_data("cmu35")
 def test_click_joints_on_the_figure_to_hide_them(page, server):
     open_app(page, server)
     _infer_tab(page)
@@ -329,6 +334,7 @@ def _open_pretrained(page, word: str, key: str):
     page.wait_for_timeout(1500)
 
 
+@needs_data("cmu35", "frey_faces")
 def test_switching_video_and_pose_models_redraws_the_player(page, server):
     """Frey faces (a video), then CMU again: the player plays frames, then poses. It stayed
     blank after the video and then played the video on the pose model (its figures were
