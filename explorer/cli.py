@@ -58,6 +58,20 @@ def wait_until_live(proc: subprocess.Popen, port: int, timeout: float, poll: flo
         time.sleep(poll)
 
 
+def port_in_use(address: str, port: int) -> bool:
+    """True when ``address:port`` cannot be listened on (another server has it)."""
+    import socket
+
+    host = "" if address in ("0.0.0.0", "") else address
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
+            s.bind((host, port))
+    except OSError:
+        return True
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bgplvm serve", description="Open the bgplvm explorer in the browser.")
     ap.add_argument("--port", type=int, default=5006)
@@ -73,6 +87,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bgplvm serve: error: model file {args.model} not found", file=sys.stderr)
             return 2
         env["BGPLVM_EXPLORER_MODEL"] = str(Path(args.model).resolve())
+    if port_in_use(args.address, args.port):  # said before a minute of warm-up, in one line
+        print(f"bgplvm serve: error: port {args.port} on {args.address} is in use (another server?); "
+              f"choose another with --port", file=sys.stderr)
+        return 2
     cmd = build_command(args.port, args.address, not args.no_show, args.allow_websocket_origin)
     # one BLAS thread per serving process (see explorer.warm.limit_server_blas)
     for k in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):

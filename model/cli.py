@@ -6,6 +6,7 @@
     bgplvm datasets list | fetch NAME [--mirror DIR]
     bgplvm serve [--port P] [--no-show]      (the explorer)
     bgplvm reproduce NAME | --list           (the paper's experiments)
+    bgplvm --version
 """
 
 from __future__ import annotations
@@ -65,7 +66,10 @@ def _summary(args) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     p = argparse.ArgumentParser(prog="bgplvm", description="Bayesian GP-LVM: fit, inspect, explore.")
+    p.add_argument("--version", action="version", version=f"bgplvm {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     f = sub.add_parser("fit", help="train a model and save it")
     src = f.add_mutually_exclusive_group(required=True)
@@ -77,7 +81,7 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--inducing", "-m", type=int, default=50)
     f.add_argument("--kernel", default="rbf", help='e.g. "rbf", "linear", "rbf+bias+white"')
     f.add_argument("--iters", type=int, default=None,
-                   help="optimiser iterations in all (default: fit()'s, model.gplvm.FIT_ITERS)")
+                   help="optimiser iterations in all (default: fit()'s, bgplvm.gplvm.FIT_ITERS)")
     f.add_argument("--seed", type=int, default=0)
     f.add_argument("--mirror", default=None, help="offline mirror directory for data sets")
     f.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -102,3 +102,28 @@ def test_fit_chooses_an_npz_array_and_names_its_flags(tmp_path, capsys):
         assert main(["fit", "--data", str(data), "--key", "A", *args, "--out", out]) == 2
         err = capsys.readouterr().err
         assert flag in err and "fitting" not in err, err
+
+
+def test_the_same_package_from_inside_the_repository_and_from_anywhere(tmp_path):
+    """No folder of the repository is named like the package, so `import bgplvm` and the
+    `bgplvm` command find the installed package wherever they run; a user's own model.py
+    or explorer.py beside them is not picked up."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "model.py").write_text("raise SystemExit('the user model.py was imported')\n")
+    (tmp_path / "explorer.py").write_text("raise SystemExit('the user explorer.py was imported')\n")
+    code = "import bgplvm, bgplvm.explorer.cli; print(bgplvm.__file__, bgplvm.explorer.cli.__file__)"
+    where = [subprocess.run([sys.executable, "-c", code], cwd=cwd, check=True, capture_output=True,
+                            text=True).stdout for cwd in (Path(__file__).resolve().parents[1], tmp_path)]
+    assert where[0] == where[1]
+    assert not (Path(__file__).resolve().parents[1] / "bgplvm").exists()
+
+
+def test_version(capsys):
+    import bgplvm
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"bgplvm {bgplvm.__version__}"
