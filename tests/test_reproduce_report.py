@@ -55,3 +55,17 @@ def test_an_experiment_depends_on_the_reproduce_modules_it_imports():
     # the report and plotting helpers format numbers; they do not make them
     assert module_closure("mackey_glass") == {"mackey_glass"}
     assert module_closure("no_such_module") == set()
+
+
+def test_a_result_records_the_cpu_and_numpys_simd_paths(tmp_path):
+    """Rounding differs between CPUs (np.sin's SIMD paths): a result says where it was computed."""
+    from bgplvm.reproduce.report import Result, machine_info
+
+    env = machine_info()
+    assert env["cpu"] and env["numpy"] and isinstance(env["numpy_simd"]["baseline"], list)
+    r = Result(name="t", title="T", paper_section="none", tables=[], numbers={}, settings={}, code="abc1234")
+    r.write(tmp_path)
+    saved = json.loads((tmp_path / "result.json").read_text())
+    assert saved["environment"] == env and saved["code"] == "abc1234"
+    head = (tmp_path / "table.md").read_text().splitlines()[2]
+    assert f"from commit `abc1234`. Machine: {env['cpu']}" in head and f"numpy {env['numpy']}" in head
