@@ -173,8 +173,9 @@ if (!window._bgplvm_tab_keys) {
       while (a && a.shadowRoot && a.shadowRoot.activeElement) a = a.shadowRoot.activeElement;
       return a == null || a === document.body || !a.isConnected;
     };
-    // the server may re-render the view after its round trip: try until it has
-    for (const ms of [50, 200, 500, 1000, 2000])
+    // the server may re-render the view after its round trip (seconds on a busy machine):
+    // try until it has
+    for (const ms of [50, 200, 500, 1000, 2000, 3500, 5000, 8000])
       setTimeout(() => { if (lost()) { const now = find(document); if (now) now.focus(); } }, ms);
   });
 }

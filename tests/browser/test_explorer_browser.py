@@ -320,12 +320,18 @@ def test_tabs_work_from_the_keyboard(page, server):
     def active():
         return page.locator(".bk-tab.bk-active").all_inner_texts()
 
+    def focused():  # the header holding the keyboard focus, through the shadow roots
+        return page.evaluate("""() => { let a = document.activeElement;
+          while (a && a.shadowRoot && a.shadowRoot.activeElement) a = a.shadowRoot.activeElement;
+          return a && a.classList && a.classList.contains("bk-tab") ? a.textContent : null; }""")
+
     page.locator(".bk-tab").filter(has_text="Observe & infer").first.focus()
     page.keyboard.press("Enter")
     wait_for(lambda: active() == ["Observe & infer"], what="Enter to open the focused tab")
-    page.wait_for_timeout(1500)  # the focus comes back to the rebuilt header
+    # the focus comes back to the rebuilt header (after the server's round trip)
+    wait_for(lambda: focused() == "Observe & infer", timeout=15, what="the focus back on the opened tab")
     page.keyboard.press("ArrowRight")
     wait_for(lambda: active() == ["Training point"], what="ArrowRight to open the next tab")
-    page.wait_for_timeout(1500)
+    wait_for(lambda: focused() == "Training point", timeout=15, what="the focus on the next tab")
     page.keyboard.press("ArrowLeft")
     wait_for(lambda: active() == ["Observe & infer"], what="ArrowLeft to open the previous tab")
