@@ -17,7 +17,7 @@ import pytest
 hv = pytest.importorskip("holoviews")
 from PIL import Image  # noqa: E402
 
-from bgplvm.datasets import Dataset, load  # noqa: E402
+from bgplvm.datasets import Dataset, VectorRenderer, load  # noqa: E402
 from bgplvm import BayesianGPLVM, DynamicalGPLVM  # noqa: E402
 
 from bgplvm.explorer import sequences as seqs  # noqa: E402
@@ -141,7 +141,7 @@ def test_state_without_sequences_plays_nothing():
     s = ExplorerState()
     ds = Dataset(name="v", Y=np.random.default_rng(0).normal(size=(20, 3)), renderer=None)
     m = BayesianGPLVM(ds.Y, latent_dim=2, num_inducing=5, seed=0)
-    s.set_model(m, Dataset(name="v", Y=ds.Y, renderer=__import__("bgplvm.datasets").VectorRenderer()))
+    s.set_model(m, Dataset(name="v", Y=ds.Y, renderer=VectorRenderer()))
     assert s.sequence_options() == {} and s.play_sequence is None and s.playback() is None
     with pytest.raises(UserError, match="nothing to export|no sequence"):
         sequence_gif(s)
@@ -519,7 +519,7 @@ def test_dynamical_training_in_a_worker_process(walk):
 
 def test_dynamical_prior_needs_time_stamps():
     s = ExplorerState()
-    s.set_dataset(Dataset(name="v", Y=np.ones((5, 2)), renderer=__import__("bgplvm.datasets").VectorRenderer()))
+    s.set_dataset(Dataset(name="v", Y=np.ones((5, 2)), renderer=VectorRenderer()))
     s.param.prior.objects  # both choices exist
     s.prior = "dynamical"
     with pytest.raises(UserError, match="time stamps"):
