@@ -163,7 +163,7 @@ def server_side(state, n, rng):
     readout), with the views rendered into a Bokeh document; the 200x200 grid."""
     from bokeh.document import Document
 
-    from bgplvm.explorer.state import variance_grid
+    from bgplvm.explorer.latent import variance_grid
     from bgplvm.explorer.views import LatentView, OutputView
 
     x0, y0, x1, y1 = state.bounds()

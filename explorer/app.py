@@ -23,9 +23,11 @@ import panel as pn
 
 from bgplvm.explorer.export import ExportPanel
 from bgplvm.explorer.infer_view import InferView
+from bgplvm.explorer.loading import asset_message, load_asset_cached
 from bgplvm.explorer.player import PlayerView
-from bgplvm.explorer.state import ExplorerState, asset_message, load_asset_cached
+from bgplvm.explorer.state import ExplorerState
 from bgplvm.explorer.views import RIGHT_W, ArdView, LatentView, ModelPanel, OutputView
+from bgplvm.explorer.warm import ensure_warm, is_warm
 
 log = logging.getLogger("explorer")
 
@@ -254,8 +256,6 @@ def _console(msg: str) -> None:
 
 
 if pn.state.served:
-    from bgplvm.explorer.warm import ensure_warm, is_warm
-
     # before anything is sent: the page's resources (FileDropper's JS, served locally) are
     # chosen when the first document goes out, even when the app fills in later
     extensions()
@@ -279,7 +279,7 @@ if pn.state.served:
 
             try:
                 await asyncio.get_running_loop().run_in_executor(
-                    None, functools.partial(ensure_warm, console=_console))
+                    None, functools.partial(ensure_warm, console=_console, make_page=create_app))
                 holder.objects = [create_app()]
             except Exception as e:  # say so in the page rather than spin forever
                 log.exception("explorer start failed")

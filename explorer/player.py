@@ -26,8 +26,10 @@ from bokeh.plotting import figure
 from panel.io.document import unlocked
 
 from . import sequences as seqs
+from .masks import hidden_bones
 from .plots import INFERRED_COLOR, X_COLOR, Y_COLOR
-from .state import ExplorerState, UserError
+from .shared import shared
+from .state import ExplorerState
 from .views import OUT_H, OUT_W, RIGHT_W, TextBox, guarded, image_frame, show_bokeh
 
 log = logging.getLogger("explorer")
@@ -337,8 +339,6 @@ class PlayerView(pn.viewable.Viewer):
         if ds is None:
             show_bokeh(self._gallery_pane, False)
             return
-        from .shared import shared
-
         def make():
             rows, cols = seqs.gallery_rows(ds)
             return rows, seqs.mosaic(ds.renderer, ds.Y[rows], cols)
@@ -434,8 +434,6 @@ class PlayerView(pn.viewable.Viewer):
         r = s.dataset.renderer
         kind = self.kind
         if kind == "pose":
-            from .shared import shared
-
             zc, _ = self._pose_extent()
             key = ("pose_frames", id(pb), id(s.dataset), float(s.azimuth), float(s.elevation))
             owner = s.model if s.model is not None else s.dataset  # the data itself before a model
@@ -454,16 +452,12 @@ class PlayerView(pn.viewable.Viewer):
         figure draws them), "" for the frame's own colour."""
         if pb.hidden is None or not len(pb.hidden):
             return [""] * n_bones
-        from .masks import hidden_bones
-
         return [INFERRED_COLOR if h else "" for h in hidden_bones(self.state.dataset, pb.hidden)]
 
     def _pose_extent(self):
         s = self.state
         key = (s.model_version, id(s.dataset))
         if getattr(self, "_extent_key", None) != key:
-            from .shared import shared
-
             ds = s.dataset
             self._extent = shared(ds, "pose_extent", lambda: seqs.pose_extent(ds.renderer, ds.Y))
             self._extent_key = key

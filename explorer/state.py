@@ -13,32 +13,26 @@ progress into parameters and installs the finished model.
 
 from __future__ import annotations
 
-import functools
 import io
-import logging
+import threading
 import time
 
 import numpy as np
 import param
 
-from bgplvm.datasets import Dataset, DatasetError, load
-from bgplvm.datasets.record import VectorRenderer
-from bgplvm.io import ACTIVE_FRACTION
+from bgplvm.datasets import Dataset, DatasetError
 
+from . import inference as inf
+from . import masks as M
 from . import sequences as seqs
-from .inference import count
+from .inference import as_playback, count
+from .latent import ard_off_mask, latent_bounds, noise_only_note, top_two_dims
+from .loading import (asset_message, data_meta, dataset_for_model, label_text, load_asset_cached, load_cached,
+                      load_cached_split, same_data)
+from .shared import shared
 from .train_worker import WorkerTrainingJob
-
-log = logging.getLogger(__name__)
-
-#: Uploads (arrays and model files) larger than this are refused with a message.
-MAX_UPLOAD_MB = 50
-MAX_UPLOAD_BYTES = MAX_UPLOAD_MB * 1024 * 1024
-
-#: An ARD weight at or below this fraction of the largest one counts as "switched off"
-#: (its lengthscale is > 4.5x the shortest: the mapping barely varies along it); the same
-#: threshold as ``bgplvm summary``.
-ARD_OFF_FRACTION = ACTIVE_FRACTION
+from .user_input import UserError, check_upload
+from .userdata import array_dataset, drawing_of, mocap_dataset
 
 #: Training runs that are started from the page are capped at this many iterations.
 MAX_TRAIN_ITERS = 20000
@@ -49,205 +43,6 @@ TIME_KERNELS = ["matern32", "rbf", "matern52", "rbf+white", "matern32+white", "p
 
 #: Forecast steps past the end of a sequence the player offers at most.
 MAX_FORECAST = 400
-
-
-class UserError(ValueError):
-    """A problem caused by user input; its message is shown in the page."""
-
-
-# --------------------------------------------------------------------------- helpers
-def read_only(ds: Dataset) -> Dataset:
-    """``ds`` with its arrays made read-only in place: a record shared by every session
-    (the caches below) must not be changed by one of them (an attempt raises at once)."""
-    for attr in ("Y", "labels", "sequence", "times"):
-        v = getattr(ds, attr)
-        if isinstance(v, np.ndarray):
-            v.flags.writeable = False
-    return ds
-
-
-@functools.lru_cache(maxsize=8)
-def load_cached(name: str) -> Dataset:
-    """``bgplvm.datasets.load`` once per process: every session opening the same data
-    set shares the (read-only) record, so a new page does not re-read it."""
-    return read_only(load(name))
-
-
-@functools.lru_cache(maxsize=8)
-def load_cached_split(name: str, split: str) -> Dataset:
-    return read_only(load(name, split=split))
-
-
-@functools.lru_cache(maxsize=4)
-def load_asset_cached(name: str):
-    """(model, dataset) of a shipped pre-trained model (``bgplvm.assets``), read once per
-    process: sessions only read it (training and uploads make new model objects).
-    ``AssetUnavailable`` (its data cannot be loaded here) propagates."""
-    from bgplvm.assets import load_asset
-    from bgplvm._threads import single_threaded_blas
-
-    with single_threaded_blas():
-        m, ds = load_asset(name)
-        m.latent_mean  # q(X) and the posterior once, here, not in the first session
-        m.predict(m.latent_mean[:1])
-    return m, read_only(ds)
-
-
-def ard_off_mask(alpha: np.ndarray) -> np.ndarray:
-    """(Q,) bool: dimensions whose ARD weight alpha_q is negligible (switched off)."""
-    alpha = np.asarray(alpha, dtype=np.float64)
-    top = float(np.max(alpha)) if alpha.size else 0.0
-    return alpha <= ARD_OFF_FRACTION * top
-
-
-def top_two_dims(alpha: np.ndarray) -> tuple[int, int]:
-    """Indices of the two largest ARD weights (x first); (0, 0) when Q == 1."""
-    order = np.argsort(-np.asarray(alpha, dtype=np.float64), kind="stable")
-    if order.size == 1:
-        return int(order[0]), int(order[0])
-    return int(order[0]), int(order[1])
-
-
-def latent_bounds(mu: np.ndarray, S: np.ndarray | None, dims: tuple[int, int],
-                  pad: float = 0.12) -> tuple[float, float, float, float]:
-    """(x0, y0, x1, y1) box around the latent means of ``dims``, padded by ``pad`` of
-    its size (and by two posterior standard deviations), never degenerate."""
-    out = []
-    for d in dims:
-        lo, hi = float(np.min(mu[:, d])), float(np.max(mu[:, d]))
-        if S is not None:
-            sd = float(np.sqrt(np.median(S[:, d])))
-            lo, hi = min(lo, float(np.min(mu[:, d])) - 2 * sd), max(hi, float(np.max(mu[:, d])) + 2 * sd)
-        span = hi - lo
-        if not np.isfinite(span) or span < 1e-9:
-            span = max(abs(lo), 1.0)
-        out.append((lo - pad * span, hi + pad * span))
-    (x0, x1), (y0, y1) = out
-    return x0, y0, x1, y1
-
-
-#: a model whose signal sd is below this share of its noise sd has found no structure
-NOISE_ONLY_SNR = 0.1
-
-
-def noise_only_note(model) -> str:
-    """" Note: ..." when ``model`` explains its data as noise (the latent view is then flat:
-    every latent mean at the prior's, one predictive variance everywhere), else ""."""
-    sf2, noise = float(model.kernel_variance), float(model.noise_variance)
-    if not (noise > 0 and np.sqrt(sf2 / noise) < NOISE_ONLY_SNR):
-        return ""
-    return (f" Note: this model found almost no structure: it explains the data as noise (signal-to-noise "
-            f"sd ratio {np.sqrt(sf2 / noise):.2g}), so every latent point sits at the prior mean and the latent "
-            "view is flat. More rows, a longer fit or fewer latent dimensions may help.")
-
-
-def grid_points(fixed: np.ndarray, dims: tuple[int, int], bounds, res: int) -> np.ndarray:
-    """(res*res, Q) latent points: a res x res grid over ``bounds`` in ``dims``, the
-    other coordinates at ``fixed``. Row-major with y varying slowest (image order)."""
-    x0, y0, x1, y1 = bounds
-    xs = np.linspace(x0, x1, res)
-    ys = np.linspace(y0, y1, res)
-    X = np.empty((res * res, fixed.size))
-    X[:] = fixed
-    gx, gy = np.meshgrid(xs, ys)
-    X[:, dims[0]] = gx.ravel()
-    X[:, dims[1]] = gy.ravel()
-    return X
-
-
-def variance_grid(model, fixed: np.ndarray, dims: tuple[int, int], bounds, res: int = 200) -> np.ndarray:
-    """(res, res) predictive variance of f over the grid, row 0 at y = bounds' y0."""
-    X = grid_points(np.asarray(fixed, dtype=np.float64), dims, bounds, res)
-    return np.asarray(model.predictive_variance(X), dtype=np.float64).reshape(res, res)
-
-
-def pose_spread(renderer, mean: np.ndarray, var: np.ndarray, n_samples: int = 16) -> np.ndarray:
-    """(J,) spread (one standard deviation) of each joint's position: exact for marker
-    renderers, else from ``n_samples`` output draws with fixed draws (no flicker), pushed
-    through the renderer in one batched call (``sequences.joint_spread``)."""
-    return seqs.joint_spread(renderer, np.asarray(mean)[None], np.asarray(var)[None], n_samples=n_samples)[0]
-
-
-#: what a saved model records of its (shipped) data set beyond the name, under "data": the
-#: split, the rows cut from it (a window of a video) and how its sequences play
-DATA_META = ("split", "rows", "fps", "time_unit")
-
-
-def data_meta(ds: Dataset) -> dict:
-    """``DATA_META`` of ``ds``, for a saved model's metadata (``_named_dataset`` reads it)."""
-    return {k: ds.meta[k] for k in DATA_META if (ds.meta or {}).get(k) is not None}
-
-
-def _named_dataset(name: str, meta: dict) -> Dataset:
-    """The shipped data set ``name`` as a saved model's metadata describes it: its split and
-    rows (``data_meta``), or, for a file saved before that was recorded, those of the
-    pre-trained model it came from."""
-    import dataclasses
-
-    how = meta.get("data")
-    if how is None and meta.get("asset"):
-        from bgplvm.assets import dataset_for, get_spec
-
-        return dataset_for(get_spec(meta["asset"]))
-    how = how or {}
-    ds = load_cached_split(name, how["split"]) if how.get("split") else load_cached(name)
-    if how.get("rows"):
-        ds = ds.rows(*how["rows"])
-    play = {k: how[k] for k in ("fps", "time_unit") if k in how}
-    return dataclasses.replace(ds, meta={**ds.meta, **play}) if play else ds
-
-
-def asset_message(title: str, model) -> str:
-    """The page's line for an opened pre-trained model (its title says static or dynamical)."""
-    return f"{title} (pre-trained: Q={model.latent_dim}, M={model.num_inducing})."
-
-
-def dataset_for_model(model) -> Dataset:
-    """The data set a loaded model was trained on: the named one from its metadata when
-    it loads and has the same shape, else the model's own Y drawn as vectors."""
-    meta = getattr(model, "metadata", None) or {}
-    name = meta.get("dataset")
-    Y = np.asarray(model.Y)
-    drawing = meta.get("drawing")
-    if drawing:  # an uploaded data set: drawn as it was (explorer.userdata.drawing_of)
-        from .userdata import dataset_from_drawing
-
-        try:
-            return dataset_from_drawing(name or "model data", Y, drawing)
-        except Exception:  # noqa: BLE001 - an unreadable description: the rows as vectors
-            log.warning("could not rebuild the drawing of %s from the model file", name, exc_info=True)
-    if name:
-        try:
-            ds = _named_dataset(name, meta)
-            if ds.Y.shape == Y.shape:
-                return ds
-        except Exception:  # the named data set may be unavailable here: fall back
-            pass
-    return Dataset(name=name or "model data", Y=Y, renderer=VectorRenderer(),
-                   meta={"title": f"{name or 'model'} (data stored in the model file)"})
-
-
-#: An uploaded .npz (a zip archive) may unpack to at most this many MB: a small compressed
-#: upload must not make the server allocate gigabytes.
-MAX_UNPACKED_MB = 200
-
-
-def check_upload(data: bytes, name: str = "file") -> None:
-    """Size limits of an upload: the file, and what a zip archive (.npz) unpacks to."""
-    if len(data) > MAX_UPLOAD_BYTES:
-        raise UserError(f"{name} is {len(data) / 2**20:.1f} MB; the limit is {MAX_UPLOAD_MB} MB")
-    if len(data) == 0:
-        raise UserError(f"{name} is empty")
-    if data[:4] == b"PK\x03\x04":
-        import zipfile
-
-        try:
-            with zipfile.ZipFile(io.BytesIO(data)) as z:
-                unpacked = sum(i.file_size for i in z.infolist())
-        except zipfile.BadZipFile:
-            return  # the reader says what is wrong with it
-        if unpacked > MAX_UNPACKED_MB * 2**20:
-            raise UserError(f"{name} unpacks to {unpacked / 2**20:.0f} MB; the limit is {MAX_UNPACKED_MB} MB")
 
 
 # --------------------------------------------------------------------------- state
@@ -353,7 +148,7 @@ class ExplorerState(param.Parameterized):
         with param.parameterized.batch_call_watchers(self):
             self.dataset = ds
             self.dataset_name = ds.name
-            if self.model is not None and not _same_data(self.model.Y, ds.Y):
+            if self.model is not None and not same_data(self.model.Y, ds.Y):
                 self.model = None  # fitted to other data (same shape is not enough)
                 self.train_status, self.bound_history = "", []  # they were about that model
                 self.model_version += 1
@@ -399,8 +194,6 @@ class ExplorerState(param.Parameterized):
     def load_upload(self, filename: str, data: bytes) -> None:
         """An uploaded array becomes the data set, drawn as declared (``upload_kind``:
         vectors or an image sequence), with its time stamps / sequence ids if it has them."""
-        from .userdata import array_dataset
-
         kind = "image" if self.upload_kind == "image sequence" else "vector"
         ds = array_dataset(filename, data, kind=kind, height=self.image_height, width=self.image_width,
                            order=self.image_order, rows_are_frames=self.rows_are_frames, fps=self.upload_fps)
@@ -412,8 +205,6 @@ class ExplorerState(param.Parameterized):
         """Several uploaded files: an ASF skeleton with AMC motions becomes a motion-capture
         data set; a single array file goes to ``load_upload``. Returns False (and says what
         is missing in ``info``) while an ASF waits for its AMC files or vice versa."""
-        from .userdata import mocap_dataset
-
         if not files:
             return False
         names = [n.lower() for n in files]
@@ -509,8 +300,6 @@ class ExplorerState(param.Parameterized):
     def save_model_bytes(self) -> io.BytesIO:
         if self.model is None:
             raise UserError("no model to save yet: train or open one first")
-        from .userdata import drawing_of
-
         meta = dict(getattr(self.model, "metadata", None) or {}, dataset=self.dataset_name)
         drawing = drawing_of(self.dataset) if self.dataset is not None else None
         if drawing:
@@ -791,8 +580,6 @@ class ExplorerState(param.Parameterized):
         frames for a dynamical model), computed once per (model, sequence, horizon), or the
         inferred stretch against its truth (``play_mode`` "inferred")."""
         if self.play_mode == "inferred" and self.inference is not None:
-            from .inference import as_playback
-
             inf = self.inference
             key = ("inferred", id(inf))
             hit = self._play_cache.get(key)
@@ -809,8 +596,6 @@ class ExplorerState(param.Parameterized):
         key = (self.model_version, repr(self.play_sequence), H)
         hit = self._play_cache.get(key)
         if hit is None:
-            from .shared import shared
-
             model, ds, seq = self.model, self.dataset, self.play_sequence
             try:  # the same for every session showing this model: computed once per process
                 hit = shared(model, ("playback", id(ds), repr(seq), H), lambda: seqs.playback(model, ds, seq, H))
@@ -824,8 +609,6 @@ class ExplorerState(param.Parameterized):
     def _data_playback(self) -> seqs.Playback:
         """The chosen sequence of the data set as recorded (no model yet), its coordinates
         against time on the data's first two principal axes (computed once per data set)."""
-        from .shared import shared
-
         ds, seq = self.dataset, self.play_sequence
         key = ("preview", repr(seq))
         hit = self._play_cache.get(key)
@@ -843,8 +626,6 @@ class ExplorerState(param.Parameterized):
     # ------------------------------------------------------------------ observe and infer
     def infer_sources(self) -> dict:
         """{name: inference.Source} of the frames observe-and-infer can use (cached per model)."""
-        from . import inference as inf
-
         if self.model is None or self.dataset is None:
             return {}
         key, cached = self._sources_cache
@@ -898,8 +679,6 @@ class ExplorerState(param.Parameterized):
             self.infer_frame = min(self.infer_frame, src.Y.shape[0] - 1)
 
     def mask_options(self) -> list[str]:
-        from . import masks as M
-
         ds = self.dataset
         kind = getattr(getattr(ds, "renderer", None), "kind", "vector") if ds is not None else "vector"
         if kind == "pose":
@@ -913,8 +692,6 @@ class ExplorerState(param.Parameterized):
 
     def hidden_columns(self) -> np.ndarray:
         """The output columns the current mask hides (may be empty)."""
-        from . import masks as M
-
         ds = self.dataset
         if ds is None:
             return np.zeros(0, dtype=int)
@@ -970,10 +747,6 @@ class ExplorerState(param.Parameterized):
     def start_inference(self) -> None:
         """Infer the hidden part of the chosen frame(s) in a background thread (the page
         polls ``poll_inference``)."""
-        import threading
-
-        from . import inference as inf
-
         if self.model is None:
             raise UserError("no model yet: train or open one first")
         if self._infer_job is not None and not self._infer_job["done"].is_set():
@@ -1061,21 +834,10 @@ class ExplorerState(param.Parameterized):
         return text
 
 
+
 def _duration(seconds: float) -> str:
     """'0.35 s', '12 ms' (a fast inference read '0.0 s')."""
     if seconds < 0.001:
         return "<1 ms"
     return f"{1000 * seconds:.0f} ms" if seconds < 0.1 else f"{seconds:.2g} s" if seconds < 10 else f"{seconds:.0f} s"
 
-
-def _same_data(Y_model, Y) -> bool:
-    """The model's training outputs are the data set's (a model keeps its own copy)."""
-    Y_model, Y = np.asarray(Y_model), np.asarray(Y)
-    return Y_model.shape == Y.shape and np.array_equal(Y_model, Y)
-
-
-def label_text(ds: Dataset, n: int) -> str:
-    lab = int(ds.labels[n])
-    if ds.label_names is not None and 0 <= lab < len(ds.label_names):
-        return str(ds.label_names[lab])
-    return str(lab)

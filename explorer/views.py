@@ -24,7 +24,10 @@ from panel.io.document import unlocked
 
 from . import plots
 from . import sequences as seqs
-from .state import MAX_UPLOAD_MB, ExplorerState, UserError, ard_off_mask, variance_grid
+from .latent import ard_off_mask, variance_grid
+from .shared import shared
+from .state import ExplorerState
+from .user_input import MAX_UPLOAD_MB, UserError
 
 log = logging.getLogger("explorer")
 
@@ -365,8 +368,6 @@ class LatentView(_Rebuilding):
         s = self.state
         if not show_variance or s.model is None:
             return plots.empty_image(self._bounds, s.dims)
-        from .shared import shared
-
         fixed = np.asarray(fixed, dtype=np.float64)
         key = ("variance", fixed.tobytes(), s.dims, tuple(self._bounds), int(grid_res))
         var = shared(s.model, key, lambda: variance_grid(s.model, fixed, s.dims, self._bounds, grid_res))
@@ -532,10 +533,7 @@ class OutputView(_Rebuilding):
         self._ylim = None
         self._limits = None
         if self.kind == "pose":
-            from .sequences import pose_extent
-            from .shared import shared
-
-            self._zc, R = shared(ds, "pose_extent", lambda: pose_extent(ds.renderer, Y))
+            self._zc, R = shared(ds, "pose_extent", lambda: seqs.pose_extent(ds.renderer, Y))
             self._limits = (-R, -R, R, R)
         elif self.kind == "vector":
             lo, hi = float(Y.min()), float(Y.max())
@@ -620,12 +618,10 @@ class OutputView(_Rebuilding):
         mean, var = s.generate(*s.cursor)
         r = s.dataset.renderer
         if self.kind == "pose":
-            from .state import pose_spread
-
             d = plots.pose_data(self._centre(r.positions(mean)), r.connections, s.azimuth, s.elevation)
             f32 = lambda a: np.asarray(a, dtype=np.float32)  # noqa: E731 - half the bytes per move
             uv = d["joints"]
-            return {"discs": {"x": f32(uv[:, 0]), "y": f32(uv[:, 1]), "r": f32(2 * pose_spread(r, mean, var))},
+            return {"discs": {"x": f32(uv[:, 0]), "y": f32(uv[:, 1]), "r": f32(2 * seqs.pose_spread(r, mean, var))},
                     "bones": {k: f32(v) for k, v in plots.segments_columns(d["bones"]).items()},
                     "joints": {"u": f32(uv[:, 0]), "v": f32(uv[:, 1])}}
         std = np.sqrt(np.maximum(var, 0))

@@ -20,9 +20,11 @@ from bgplvm import BayesianGPLVM, DynamicalGPLVM  # noqa: E402
 
 from bgplvm.explorer import plots  # noqa: E402
 from bgplvm.explorer.export import export_bytes, latent_csv, latent_npz  # noqa: E402
-from bgplvm.explorer.state import (  # noqa: E402
-    MAX_UPLOAD_BYTES, ExplorerState, UserError, ard_off_mask, grid_points, latent_bounds,
-    pose_spread, top_two_dims, variance_grid)
+from bgplvm.explorer.latent import (  # noqa: E402
+    ard_off_mask, grid_points, latent_bounds, top_two_dims, variance_grid)
+from bgplvm.explorer.sequences import pose_spread  # noqa: E402
+from bgplvm.explorer.state import ExplorerState, UserError  # noqa: E402
+from bgplvm.explorer.user_input import MAX_UPLOAD_BYTES  # noqa: E402
 
 hv.extension("bokeh")
 
@@ -765,7 +767,7 @@ def test_string_sequence_ids_draw_and_export(walk_model, walk):
 def test_shared_data_records_are_read_only():
     """The data set record every session shares (load_cached) cannot be changed in place by
     one session: writing into it raises instead of altering the other sessions' data."""
-    from bgplvm.explorer.state import load_cached
+    from bgplvm.explorer.loading import load_cached
 
     ds = load_cached("synth_walk")
     assert load_cached("synth_walk") is ds
@@ -1069,7 +1071,7 @@ def test_a_model_that_explains_its_data_as_noise_is_named():
     says so (the latent view is flat) and draws its constant variance background."""
     from types import SimpleNamespace
 
-    from bgplvm.explorer.state import noise_only_note
+    from bgplvm.explorer.latent import noise_only_note
 
     assert noise_only_note(SimpleNamespace(kernel_variance=2e-12, noise_variance=0.72)).startswith(" Note:")
     assert noise_only_note(SimpleNamespace(kernel_variance=0.36, noise_variance=0.001)) == ""
