@@ -21,13 +21,17 @@ from pathlib import Path
 import holoviews as hv
 import panel as pn
 
+from bgplvm.explorer.ard_view import ArdView
 from bgplvm.explorer.export import ExportPanel
 from bgplvm.explorer.infer_view import InferView
+from bgplvm.explorer.latent_view import LatentView
 from bgplvm.explorer.loading import asset_message, load_asset_cached
+from bgplvm.explorer.model_panel import ModelPanel
+from bgplvm.explorer.output_view import OutputView
 from bgplvm.explorer.player import PlayerView
 from bgplvm.explorer.state import ExplorerState
-from bgplvm.explorer.views import RIGHT_W, ArdView, LatentView, ModelPanel, OutputView
 from bgplvm.explorer.warm import ensure_warm, is_warm
+from bgplvm.explorer.widgets import RIGHT_W
 
 log = logging.getLogger("explorer")
 

@@ -29,7 +29,7 @@ from .inference import noun as row_noun
 from .plots import INFERRED_COLOR
 from .shared import shared
 from .state import ExplorerState
-from .views import RIGHT_W, TextBox, guarded, show_bokeh
+from .widgets import RIGHT_W, TextBox, guarded, show_bokeh
 
 INFER_TITLE = "Observed & inferred"
 #: (width, height) of each small image figure, and of its frame (the figure less its title

@@ -30,7 +30,7 @@ from .masks import hidden_bones
 from .plots import INFERRED_COLOR, X_COLOR, Y_COLOR
 from .shared import shared
 from .state import ExplorerState
-from .views import OUT_H, OUT_W, RIGHT_W, TextBox, guarded, image_frame, show_bokeh
+from .widgets import OUT_H, OUT_W, RIGHT_W, TextBox, guarded, image_frame, show_bokeh
 
 log = logging.getLogger("explorer")
 

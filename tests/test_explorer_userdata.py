@@ -245,7 +245,7 @@ def test_motions_dropped_one_at_a_time_accumulate():
     'Motion received: now add the .asf skeleton')."""
     import holoviews as hv
 
-    from bgplvm.explorer.views import ModelPanel
+    from bgplvm.explorer.model_panel import ModelPanel
 
     hv.extension("bokeh")
     s = ExplorerState()

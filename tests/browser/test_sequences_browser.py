@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from bgplvm.explorer.views import OUT_W
+from bgplvm.explorer.widgets import OUT_W
 
 from .conftest import ARTIFACTS
 from .test_explorer_browser import (LATENT, OUTPUT, PLAYING, TIMELINE, open_app, plot_info, readout, shot_of,
