@@ -163,8 +163,9 @@ def server_side(state, n, rng):
     readout), with the views rendered into a Bokeh document; the 200x200 grid."""
     from bokeh.document import Document
 
-    from bgplvm.explorer.state import variance_grid
-    from bgplvm.explorer.views import LatentView, OutputView
+    from bgplvm.explorer.latent import variance_grid
+    from bgplvm.explorer.latent_view import LatentView
+    from bgplvm.explorer.output_view import OutputView
 
     x0, y0, x1, y1 = state.bounds()
     pts = np.column_stack([rng.uniform(x0, x1, n), rng.uniform(y0, y1, n)])

@@ -21,11 +21,17 @@ from pathlib import Path
 import holoviews as hv
 import panel as pn
 
+from bgplvm.explorer.ard_view import ArdView
 from bgplvm.explorer.export import ExportPanel
 from bgplvm.explorer.infer_view import InferView
+from bgplvm.explorer.latent_view import LatentView
+from bgplvm.explorer.loading import asset_message, load_asset_cached
+from bgplvm.explorer.model_panel import ModelPanel
+from bgplvm.explorer.output_view import OutputView
 from bgplvm.explorer.player import PlayerView
-from bgplvm.explorer.state import ExplorerState, asset_message, load_asset_cached
-from bgplvm.explorer.views import RIGHT_W, ArdView, LatentView, ModelPanel, OutputView
+from bgplvm.explorer.state import ExplorerState
+from bgplvm.explorer.warm import ensure_warm, is_warm
+from bgplvm.explorer.widgets import RIGHT_W
 
 log = logging.getLogger("explorer")
 
@@ -255,8 +261,6 @@ def _console(msg: str) -> None:
 
 
 if pn.state.served:
-    from bgplvm.explorer.warm import ensure_warm, is_warm
-
     # before anything is sent: the page's resources (FileDropper's JS, served locally) are
     # chosen when the first document goes out, even when the app fills in later
     extensions()
@@ -280,7 +284,7 @@ if pn.state.served:
 
             try:
                 await asyncio.get_running_loop().run_in_executor(
-                    None, functools.partial(ensure_warm, console=_console))
+                    None, functools.partial(ensure_warm, console=_console, make_page=create_app))
                 holder.objects = [create_app()]
             except Exception as e:  # say so in the page rather than spin forever
                 log.exception("explorer start failed")

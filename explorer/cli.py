@@ -17,7 +17,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from .state import MAX_UPLOAD_BYTES, MAX_UPLOAD_MB
+from .user_input import MAX_UPLOAD_BYTES, MAX_UPLOAD_MB
 
 HERE = Path(__file__).resolve().parent
 APP = HERE / "app.py"

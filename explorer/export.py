@@ -16,7 +16,12 @@ import param
 from . import plots
 from . import sequences as seqs
 from .figures import Axes, PngCanvas, colormap, new_canvas
-from .state import ExplorerState, UserError, ard_off_mask, pose_spread, variance_grid
+from .latent import ard_off_mask, variance_grid
+from .loading import label_text
+from .masks import hidden_bones
+from .sequences import pose_spread
+from .state import ExplorerState
+from .user_input import UserError
 
 
 def _need_model(state: ExplorerState):
@@ -69,9 +74,7 @@ def latent_figure(state: ExplorerState, fmt: str = "png", res: int = 200) -> byt
                 sel = sel[np.argsort(ds.times[sel], kind="stable")]
             c.polyline(ax.pts(mu[sel][:, dims]), "#555555", width=1, opacity=0.45)
     if state.show_uncertainty:
-        from .plots import ellipse_paths
-
-        for e in ellipse_paths(mu, S, dims):
+        for e in plots.ellipse_paths(mu, S, dims):
             c.polyline(ax.pts(e), "#1f77b4", width=0.8, opacity=0.35)
     px, py = ax.px(mu[:, dims[0]]), ax.py(mu[:, dims[1]])
     for X, Y, col in zip(px.tolist(), py.tolist(), colours):
@@ -350,8 +353,6 @@ def sequence_gif(state: ExplorerState, fps: float | None = None, size: int = 260
         conns = np.asarray(r.connections, dtype=int).reshape(-1, 2)
         inferred = None
         if pb.hidden is not None and len(pb.hidden):
-            from .masks import hidden_bones
-
             inferred = hidden_bones(ds, pb.hidden)
         for i in range(pb.T):
             text, fc = caption(i)
@@ -426,7 +427,6 @@ def latent_csv(state: ExplorerState) -> bytes:
     extra = []
     if ds.labels is not None:
         head.append("label")
-        from .state import label_text
         extra.append([label_text(ds, i) for i in range(ds.N)])
     if ds.sequence is not None:
         head.append("sequence")

@@ -22,12 +22,14 @@ from bokeh.palettes import Magma256
 from bokeh.plotting import figure
 from panel.io.document import unlocked
 
+from . import masks as M
 from . import sequences as seqs
+from .figures import colormap
 from .inference import noun as row_noun
 from .plots import INFERRED_COLOR
 from .shared import shared
 from .state import ExplorerState
-from .views import RIGHT_W, TextBox, guarded, show_bokeh
+from .widgets import RIGHT_W, TextBox, guarded, show_bokeh
 
 INFER_TITLE = "Observed & inferred"
 #: (width, height) of each small image figure, and of its frame (the figure less its title
@@ -326,8 +328,6 @@ class InferView(pn.viewable.Viewer):
         return seqs.pose_frames(r, Y, var, s.azimuth, s.elevation, self._pose_extent()[0])
 
     def _draw_pose(self, truth, cols, inf):
-        from . import masks as M
-
         s = self.state
         ds = s.dataset
         conns = np.asarray(ds.renderer.connections, dtype=int).reshape(-1, 2)
@@ -362,8 +362,6 @@ class InferView(pn.viewable.Viewer):
         self.joints.data = dict(x=uv[:, 0], y=uv[:, 1], color=jc, hidden=hidden.astype(int))
 
     def _draw_image(self, truth, cols, inf):
-        from .figures import colormap
-
         r = self.state.dataset.renderer
         vmin, vmax = seqs.image_range(self.state.dataset)
         img = r.image(truth)

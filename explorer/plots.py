@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import holoviews as hv
 
-from .state import ard_off_mask
+from .latent import ard_off_mask
+from .projection import project
 
 # Colours (Bokeh Category10 and a few UI colours)
 CATEGORY = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
@@ -219,32 +220,6 @@ def selected_marker(xy, dims) -> hv.Points:
 
 
 # --------------------------------------------------------------------------- outputs
-def rotation(azimuth: float, elevation: float) -> np.ndarray:
-    """(2, 3) orthographic projection: turn by azimuth about z, tilt by elevation."""
-    a, e = np.deg2rad(azimuth), np.deg2rad(elevation)
-    right = np.array([np.cos(a), np.sin(a), 0.0])
-    # screen up: z tilted towards the viewer by the elevation
-    fwd = np.array([-np.sin(a), np.cos(a), 0.0])
-    up = np.array([0.0, 0.0, np.cos(e)]) - np.sin(e) * fwd
-    return np.stack([right, up])
-
-
-def project(P: np.ndarray, azimuth: float, elevation: float) -> np.ndarray:
-    """(J, 3) z-up points -> (J, 2) screen coordinates."""
-    return P @ rotation(azimuth, elevation).T
-
-
-def pose_limits(Ps: np.ndarray, azimuth: float, elevation: float, pad: float = 0.1):
-    """Square screen limits (x0, y0, x1, y1) holding all (n, J, 3) poses, centred per pose."""
-    R = rotation(azimuth, elevation)
-    C = Ps - Ps.mean(axis=1, keepdims=True) * np.array([1, 1, 0])
-    uv = C.reshape(-1, 3) @ R.T
-    lo, hi = uv.min(axis=0), uv.max(axis=0)
-    c = (lo + hi) / 2
-    half = (hi - lo).max() / 2 * (1 + pad) + 1e-9
-    return c[0] - half, c[1] - half, c[0] + half, c[1] + half
-
-
 def circle_segments(centres: np.ndarray, radii: np.ndarray, n: int = 20) -> np.ndarray:
     """(len(centres) * n, 4) segments (x0, y0, x1, y1) drawing a circle around each centre."""
     t = np.linspace(0, 2 * np.pi, n + 1)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .projection import rotation
+
 #: Posterior samples per frame for the per-joint spread of renderers that are not linear
 #: in the output (forward kinematics); the same draws for every frame (common random
 #: numbers), so the spread moves smoothly in time instead of flickering.
@@ -252,6 +254,13 @@ def joint_spread(renderer, mean: np.ndarray, var: np.ndarray, n_samples: int = S
     return np.sqrt(P.var(axis=1).mean(axis=2))
 
 
+def pose_spread(renderer, mean: np.ndarray, var: np.ndarray, n_samples: int = 16) -> np.ndarray:
+    """(J,) spread (one standard deviation) of each joint's position: exact for marker
+    renderers, else from ``n_samples`` output draws with fixed draws (no flicker), pushed
+    through the renderer in one batched call (``joint_spread``)."""
+    return joint_spread(renderer, np.asarray(mean)[None], np.asarray(var)[None], n_samples=n_samples)[0]
+
+
 def centre_poses(P: np.ndarray, zc: float) -> np.ndarray:
     """(T, J, 3) -> each pose centred on its ground-plane mean, heights shifted by zc."""
     C = np.array(P, dtype=np.float64, copy=True)
@@ -274,8 +283,6 @@ def pose_frames(renderer, mean: np.ndarray, var: np.ndarray, azimuth: float, ele
                 zc: float = 0.0) -> dict:
     """Screen arrays of T generated poses: ``uv`` (T, J, 2) joints and ``spread`` (T, J)
     (one sd; drawn as 2-sd discs), projected at the view angle."""
-    from .plots import rotation
-
     P = centre_poses(pose_positions(renderer, mean), zc)
     R = rotation(azimuth, elevation)
     uv = P @ R.T

@@ -32,7 +32,7 @@ import numpy as np
 from bgplvm.datasets import Dataset, DatasetError, load_array, numpy_header_problem
 from bgplvm.datasets.record import ImageRenderer, VectorRenderer
 
-from .state import UserError, check_upload
+from .user_input import UserError, check_upload
 
 KINDS = ("vector", "image", "mocap")
 ORDERS = {"row-major (C)": "C", "column-major (F)": "F"}

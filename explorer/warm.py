@@ -81,16 +81,18 @@ def is_warm() -> bool:
     return _done
 
 
-def ensure_warm(console=_print) -> float:
+def ensure_warm(console=_print, make_page=None) -> float:
     """Idempotent; returns the seconds the first call took. ``console(msg)`` hears what
-    it is waiting for (None: silent)."""
+    it is waiting for (None: silent). ``make_page()`` builds the page that is rendered
+    once to warm the plotting path (``app.create_app``; None: no page is rendered). It is
+    passed in, not imported: the app imports this module to warm itself up."""
     with _lock:
         if not _done:
-            _warm(console or (lambda msg: None))
+            _warm(console or (lambda msg: None), make_page)
     return _seconds
 
 
-def _warm(say) -> None:
+def _warm(say, make_page) -> None:
     global _done, _seconds
     t0 = time.perf_counter()
     limit_server_blas()
@@ -114,29 +116,28 @@ def _warm(say) -> None:
     import holoviews as hv
 
     hv.extension("bokeh", logo=False)
-    try:
-        # build and render one throwaway page: imports the whole plotting path, reads the
-        # start-up model and data set into their caches and runs every kernel the first
-        # page needs (prediction, variance grid, the played sequence) with the real shapes
-        t1 = time.perf_counter()
-        say("loading the default model and its data (CMU motion capture) and rendering a first page...")
-        from bokeh.document import Document
-        from panel.io.state import set_curdoc, state
+    if make_page is not None:
+        try:
+            # build and render one throwaway page: imports the whole plotting path, reads the
+            # start-up model and data set into their caches and runs every kernel the first
+            # page needs (prediction, variance grid, the played sequence) with the real shapes
+            t1 = time.perf_counter()
+            say("loading the default model and its data (CMU motion capture) and rendering a first page...")
+            from bokeh.document import Document
+            from panel.io.state import set_curdoc, state
 
-        from bgplvm.explorer.app import create_app
-
-        # as the current document while it renders: Panel caches the stylesheet models per
-        # current document, and a first session that is waiting for this warm-up must not
-        # have its own repointed by this render (to cdn.holoviz.org: fetched, and failing,
-        # offline)
-        doc = Document()
-        with set_curdoc(doc):
-            page = create_app()
-            page.get_root(doc)
-        state._stylesheets.pop(doc, None)
-        say(f"default page ready ({time.perf_counter() - t1:.1f} s): {page.state.dataset_name}")
-    except Exception:
-        log.exception("explorer page warm-up failed")
+            # as the current document while it renders: Panel caches the stylesheet models per
+            # current document, and a first session that is waiting for this warm-up must not
+            # have its own repointed by this render (to cdn.holoviz.org: fetched, and failing,
+            # offline)
+            doc = Document()
+            with set_curdoc(doc):
+                page = make_page()
+                page.get_root(doc)
+            state._stylesheets.pop(doc, None)
+            say(f"default page ready ({time.perf_counter() - t1:.1f} s): {page.state.dataset_name}")
+        except Exception:
+            log.exception("explorer page warm-up failed")
     dt = time.perf_counter() - t0
     log.info("explorer warm-up took %.2f s", dt)
     say(f"warm-up done in {dt:.1f} s; serving")

@@ -155,7 +155,7 @@ def run(ctx: Context) -> Result:
 
 
 def _strip(ctx, name, renderer, Y_train, Y_future, forecasts) -> str:
-    from bgplvm.explorer.state import pose_spread
+    from bgplvm.explorer.sequences import pose_spread
 
     fig = "walk_forecast.png"
     idx = np.arange(0, len(Y_future), SHOW_EVERY)

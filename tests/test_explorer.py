@@ -20,9 +20,11 @@ from bgplvm import BayesianGPLVM, DynamicalGPLVM  # noqa: E402
 
 from bgplvm.explorer import plots  # noqa: E402
 from bgplvm.explorer.export import export_bytes, latent_csv, latent_npz  # noqa: E402
-from bgplvm.explorer.state import (  # noqa: E402
-    MAX_UPLOAD_BYTES, ExplorerState, UserError, ard_off_mask, grid_points, latent_bounds,
-    pose_spread, top_two_dims, variance_grid)
+from bgplvm.explorer.latent import (  # noqa: E402
+    ard_off_mask, grid_points, latent_bounds, top_two_dims, variance_grid)
+from bgplvm.explorer.sequences import pose_spread  # noqa: E402
+from bgplvm.explorer.state import ExplorerState, UserError  # noqa: E402
+from bgplvm.explorer.user_input import MAX_UPLOAD_BYTES  # noqa: E402
 
 hv.extension("bokeh")
 
@@ -157,7 +159,7 @@ def test_color_mode_resolution(state, walk):
 def test_colour_select_offers_what_the_data_has(state, walk, walk_model):
     """Data without time stamps or sequences (oil, digits) is not offered colouring by
     time or sequence (it coloured nothing); a choice the new data lacks falls back to auto."""
-    from bgplvm.explorer.views import LatentView
+    from bgplvm.explorer.latent_view import LatentView
 
     lv = LatentView(state=state)
     assert lv._color.options == ["auto", "label", "sequence", "time", "none"]
@@ -178,7 +180,7 @@ def test_the_latent_view_draws_every_colouring_it_offers(state, walk):
     """Each choice of the colour select draws the latent view, with every point (colouring
     by sequence once failed on the default page: HoloViews refused its table and the view
     vanished behind an error)."""
-    from bgplvm.explorer.views import LatentView
+    from bgplvm.explorer.latent_view import LatentView
 
     lv = LatentView(state=state)
     for mode in lv._color.options:
@@ -381,7 +383,8 @@ def _render(*panes):
 
 
 def test_latent_view_streams_drive_generation(state):
-    from bgplvm.explorer.views import LatentView, OutputView
+    from bgplvm.explorer.latent_view import LatentView
+    from bgplvm.explorer.output_view import OutputView
 
     lv = LatentView(state=state)
     ov = OutputView(state=state)
@@ -438,7 +441,8 @@ def _rendered_callbacks(pane):
 
 def test_streams_are_linked_in_the_rendered_plots(state):
     """Regression: a stream whose source is not part of what is rendered never fires."""
-    from bgplvm.explorer.views import ArdView, LatentView
+    from bgplvm.explorer.ard_view import ArdView
+    from bgplvm.explorer.latent_view import LatentView
 
     assert {"PointerXYCallback", "TapCallback"} <= _rendered_callbacks(LatentView(state=state)._pane)
     assert "TapCallback" in _rendered_callbacks(ArdView(state=state)._pane)
@@ -449,7 +453,7 @@ def test_training_curve_is_extended_in_place_not_redrawn():
     starts it over) and keep the y range on the fit's later bounds."""
     from bokeh.document import Document
 
-    from bgplvm.explorer.views import LiveBoundCurve
+    from bgplvm.explorer.model_panel import LiveBoundCurve
 
     curve = LiveBoundCurve()
     curve._pane.get_root(Document())
@@ -466,7 +470,7 @@ def test_training_curve_is_extended_in_place_not_redrawn():
 
 
 def test_ard_view_tap_assigns_axis(state):
-    from bgplvm.explorer.views import ArdView
+    from bgplvm.explorer.ard_view import ArdView
 
     av = ArdView(state=state)
     dmap = av._pane.object
@@ -486,7 +490,7 @@ def test_ard_view_tap_assigns_axis(state):
 
 
 def test_latent_view_background_follows_sliders(state):
-    from bgplvm.explorer.views import LatentView
+    from bgplvm.explorer.latent_view import LatentView
 
     lv = LatentView(state=state)
     overlay = lv._pane.object
@@ -505,7 +509,7 @@ def test_image_and_vector_outputs(walk_model):
     m = BayesianGPLVM(Yimg, latent_dim=2, num_inducing=5, seed=0)
     s = ExplorerState()
     s.set_model(m, ds)
-    from bgplvm.explorer.views import OutputView
+    from bgplvm.explorer.output_view import OutputView
 
     ov = OutputView(state=s)
     _render(ov._pane, ov._sd_pane)
@@ -539,7 +543,7 @@ def test_training_point_figure_survives_a_change_of_data_kind(walk_model):
     """From vectors to images under one view: the old training-point DynamicMap (Curves)
     was asked for an Image of the new data set and HoloViews raised, leaving the Training
     point tab empty; the tab explains where a vector's training point is drawn."""
-    from bgplvm.explorer.views import OutputView
+    from bgplvm.explorer.output_view import OutputView
 
     rng = np.random.default_rng(1)
     Yv, Yi = rng.random((30, 5)), rng.random((30, 12))
@@ -607,7 +611,7 @@ def test_what_cannot_change_under_a_fit_is_off_while_training(state):
     """While a model trains, every control that would change its data or settings is off,
     the upload's own settings included (ticking "rows are frames in time order" mid-fit was
     shown but never applied)."""
-    from bgplvm.explorer.views import ModelPanel
+    from bgplvm.explorer.model_panel import ModelPanel
 
     mp = ModelPanel(state=state)
     ws = [mp._ds_load, mp._Q, mp._M, mp._iters, mp._prior, mp._asset_open, mp._kind, mp._H, mp._W,
@@ -624,7 +628,7 @@ def test_what_cannot_change_under_a_fit_is_off_while_training(state):
 def test_a_number_out_of_its_bounds_is_refused_in_words(state):
     """Typing 0 iterations or Q = 31 is refused with a message and the box shows the value
     in use again (it kept the refused number on screen while the old one was used)."""
-    from bgplvm.explorer.views import ModelPanel
+    from bgplvm.explorer.model_panel import ModelPanel
 
     mp = ModelPanel(state=state)
     state.max_iters = 300
@@ -665,7 +669,7 @@ def test_serve_command_line():
 
 
 def test_callback_errors_become_messages_not_crashes(state, monkeypatch):
-    from bgplvm.explorer.views import ModelPanel
+    from bgplvm.explorer.model_panel import ModelPanel
 
     mp = ModelPanel(state=state, dataset_options={"nope": "no_such_data_set"})
     mp._ds_select.value = "no_such_data_set"
@@ -765,7 +769,7 @@ def test_string_sequence_ids_draw_and_export(walk_model, walk):
 def test_shared_data_records_are_read_only():
     """The data set record every session shares (load_cached) cannot be changed in place by
     one session: writing into it raises instead of altering the other sessions' data."""
-    from bgplvm.explorer.state import load_cached
+    from bgplvm.explorer.loading import load_cached
 
     ds = load_cached("synth_walk")
     assert load_cached("synth_walk") is ds
@@ -873,7 +877,7 @@ def test_a_refused_upload_gets_a_fresh_drop_area(state):
     """The drop area's list cannot be cleared from the server: a read or refused upload
     gets a new, empty widget (a refused file stayed listed as a green 'Upload complete'),
     and the area grows with its list instead of covering the controls below."""
-    from bgplvm.explorer.views import ModelPanel
+    from bgplvm.explorer.model_panel import ModelPanel
 
     mp = ModelPanel(state=state)
     old = mp._upload
@@ -895,7 +899,7 @@ def test_a_refused_upload_gets_a_fresh_drop_area(state):
 
 
 def test_the_data_set_choice_follows_an_opened_model(state, walk, walk_model):
-    from bgplvm.explorer.views import ModelPanel
+    from bgplvm.explorer.model_panel import ModelPanel
 
     mp = ModelPanel(state=state, dataset_options={"walk": "synth_walk", "oil": "oil"})
     other = Dataset(name="oil", Y=walk.Y, renderer=walk.renderer)
@@ -916,7 +920,7 @@ def test_the_data_set_choice_follows_an_opened_model(state, walk, walk_model):
 
 
 def test_the_training_curve_goes_with_its_history(state, walk_model, walk):
-    from bgplvm.explorer.views import ModelPanel
+    from bgplvm.explorer.model_panel import ModelPanel
 
     mp = ModelPanel(state=state)
     state.bound_history = [(1, -10.0, "main"), (2, -5.0, "main")]  # a fit's progress
@@ -1030,7 +1034,7 @@ def test_vector_gif_frames_fill_their_frame(walk):
 def test_checkboxes_follow_their_parameter_both_ways(state):
     """The page's checkboxes are one-item CheckBoxGroups (their text is a clickable
     <label>; Bokeh's Checkbox text was not) kept in step with the state's booleans."""
-    from bgplvm.explorer.views import checkbox
+    from bgplvm.explorer.widgets import checkbox
 
     w = checkbox(state, "show_variance", "variance background")
     assert w.value == ["variance background"] and state.show_variance
@@ -1045,7 +1049,7 @@ def test_checkboxes_follow_their_parameter_both_ways(state):
 def test_four_image_outputs_fit_the_right_column(W, H):
     """Generated mean and sd, played frame and sd stand in one row: their frames keep the
     image's aspect and, with what the row needs beside them, fit the right column."""
-    from bgplvm.explorer.views import IMAGE_ROW_EXTRA, RIGHT_W, image_frame
+    from bgplvm.explorer.widgets import IMAGE_ROW_EXTRA, RIGHT_W, image_frame
 
     fw, fh = image_frame(W, H)
     assert fh <= 135 and abs(fw / fh - W / H) < 0.05
@@ -1069,7 +1073,7 @@ def test_a_model_that_explains_its_data_as_noise_is_named():
     says so (the latent view is flat) and draws its constant variance background."""
     from types import SimpleNamespace
 
-    from bgplvm.explorer.state import noise_only_note
+    from bgplvm.explorer.latent import noise_only_note
 
     assert noise_only_note(SimpleNamespace(kernel_variance=2e-12, noise_variance=0.72)).startswith(" Note:")
     assert noise_only_note(SimpleNamespace(kernel_variance=0.36, noise_variance=0.001)) == ""

@@ -151,7 +151,7 @@ def test_cmu_test_trial_is_offered_and_legs_infer_better_than_nearest_neighbour(
 
     if find_mirror("cmu_mocap_35/cmu35WalkJog.mat") is None:
         pytest.skip("offline data mirror not found")
-    from bgplvm.explorer.state import load_asset_cached
+    from bgplvm.explorer.loading import load_asset_cached
 
     m, ds = load_asset_cached("cmu35")
     s = ExplorerState()
@@ -170,7 +170,7 @@ def test_a_model_on_new_data_starts_from_its_first_test_source():
 
     if find_mirror("cmu_mocap_35/cmu35WalkJog.mat") is None:
         pytest.skip("offline data mirror not found")
-    from bgplvm.explorer.state import load_asset_cached
+    from bgplvm.explorer.loading import load_asset_cached
 
     s = ExplorerState()
     s.set_model(*load_asset_cached("cmu35"))

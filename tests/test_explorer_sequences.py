@@ -194,7 +194,8 @@ def test_data_plays_as_recorded_before_any_model(walk, dyn_model):
     until a model was trained), with the frames' principal coordinates against time."""
     from bgplvm.explorer.player import TIME_TITLE, PlayerView
 
-    from bgplvm.explorer.views import LatentView, OutputView
+    from bgplvm.explorer.latent_view import LatentView
+    from bgplvm.explorer.output_view import OutputView
 
     s = ExplorerState()
     pv = PlayerView(state=s)
@@ -285,7 +286,7 @@ def test_image_data_without_sequences_show_a_sample_of_rows(walk):
 # --------------------------------------------------------------------------- player view
 def test_player_sends_all_frames_once_and_draws_into_the_latent_view(dstate, walk):
     from bgplvm.explorer.player import PLAY_TITLE, TIME_TITLE, PlayerView
-    from bgplvm.explorer.views import LatentView
+    from bgplvm.explorer.latent_view import LatentView
 
     pv = PlayerView(state=dstate)
     lv = LatentView(state=dstate, decorators=[pv.attach_latent])
@@ -340,7 +341,7 @@ def test_player_image_frames(walk):
     from bgplvm.datasets.record import ImageRenderer
 
     from bgplvm.explorer.player import IMG_FRAME_H, PlayerView
-    from bgplvm.explorer.views import image_frame
+    from bgplvm.explorer.widgets import image_frame
 
     # a smooth little video: two pixel patterns mixed by slow sines, plus noise
     rng = np.random.default_rng(1)

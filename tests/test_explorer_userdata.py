@@ -189,7 +189,7 @@ def test_real_cmu_asf_and_amc_upload():
 def test_upload_limits_and_sequence_ids_without_times():
     """A small .npz that unpacks to hundreds of MB is refused before it is read; sequence
     ids without time stamps are checked (length) and string ids are kept."""
-    from bgplvm.explorer.state import MAX_UNPACKED_MB
+    from bgplvm.explorer.user_input import MAX_UNPACKED_MB
 
     big = io.BytesIO()
     np.savez_compressed(big, Y=np.zeros((MAX_UNPACKED_MB * 2**17 // 8 + 1, 8)))
@@ -245,7 +245,7 @@ def test_motions_dropped_one_at_a_time_accumulate():
     'Motion received: now add the .asf skeleton')."""
     import holoviews as hv
 
-    from bgplvm.explorer.views import ModelPanel
+    from bgplvm.explorer.model_panel import ModelPanel
 
     hv.extension("bokeh")
     s = ExplorerState()

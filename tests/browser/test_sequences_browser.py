@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from bgplvm.explorer.views import OUT_W
+from bgplvm.explorer.widgets import OUT_W
 from mirror import needs_data
 
 from .conftest import ARTIFACTS
