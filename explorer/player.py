@@ -130,6 +130,15 @@ if (st) { st.t0 = performance.now(); st.i0 = slider.value; }
 """
 
 
+def _no_path() -> dict:
+    """The latent view's path and ellipse columns when nothing is played."""
+    return dict(xs=[], ys=[], color=[], dash=[])
+
+
+def _no_ellipses() -> dict:
+    return dict(xs=[], ys=[], color=[], fill=[])
+
+
 def _cds(**cols) -> ColumnDataSource:
     return ColumnDataSource(data={k: v for k, v in cols.items()})
 
@@ -157,9 +166,10 @@ class PlayerView(pn.viewable.Viewer):
         self.images = _cds(img=[], sd=[])
         self.gallery_src = _cds(image=[np.zeros((1, 1), np.float32)], dw=[1], dh=[1])
         self.bones = _cds(a=[], b=[], c=[])  # c: a bone's own colour ("": the frame's)
-        # latent-view layers (attached to the latent figure by ``attach_latent``)
-        self.path_src = _cds(xs=[], ys=[], color=[], dash=[])
-        self.ellipse_src = _cds(xs=[], ys=[], color=[], fill=[])
+        # latent-view layers: those of the latent figure shown (each gets its own: ``attach_latent``)
+        self.path_src = _cds(**_no_path())
+        self.ellipse_src = _cds(**_no_ellipses())
+        self._latent_fig, self._latent_for = None, None  # that figure, (model_version, dims) it shows
         # ---- drawn, changed by the browser on every frame
         self.marker = _local(_cds(lx=[], ly=[], color=[]))
         self.pose_bones = _local(_cds(x0=[], y0=[], x1=[], y1=[], color=[]))
@@ -245,8 +255,27 @@ class PlayerView(pn.viewable.Viewer):
     # ------------------------------------------------------------------ latent layers
     def attach_latent(self, plot, element):
         """HoloViews hook of the latent view: draw the played sequence's path, its 2-sd
-        ellipses and the moving marker into that figure (the sources stay ours)."""
+        ellipses and the moving marker into that figure.
+
+        Each latent figure gets path and ellipse sources of its own, filled here with what
+        is played now, and only the figure of the model and axes shown is written to later
+        (``_set_latent_layers``). One pair of sources was shared by every latent figure: a
+        new model's figure entered the page with the previous model's 35 ellipses and had
+        them replaced by its 33 in the same message, or the figure leaving the page was fed
+        the new model's. BokehJS applies a new ``data`` asynchronously (the glyph's spatial
+        index is rebuilt after an ``await``) and a layout change later in that message
+        painted the figure in between: new rows, the old rows' index, "Out of bounds:
+        0 <= 33 < 33". HoloViews runs hooks again at every update of the overlay (a slider
+        of the fixed dimensions): a figure gets its layers once."""
         fig = plot.state
+        if fig is self._latent_fig:
+            return
+        s = self.state
+        pb = s.playback()
+        path, ell = self._latent_layers(pb) if pb is not None else (None, None)
+        self.path_src = _cds(**(path or _no_path()))
+        self.ellipse_src = _cds(**(ell or _no_ellipses()))
+        self._latent_fig, self._latent_for = fig, (s.model_version, s.dims)
         fig.patches(xs="xs", ys="ys", source=self.ellipse_src, fill_color="color", fill_alpha="fill",
                     line_color="color", line_alpha=0.5, line_width=1)
         fig.multi_line(xs="xs", ys="ys", source=self.path_src, line_color="color", line_width=2.5,
@@ -254,6 +283,17 @@ class PlayerView(pn.viewable.Viewer):
         r = fig.scatter(x="lx", y="ly", source=self.marker, size=15, marker="circle", fill_color="color",
                         line_color="white", line_width=2.5)
         r.level = "overlay"  # moving it repaints only the overlay layer
+
+    def _set_latent_layers(self, path, ell) -> None:
+        """Put the path and ellipses into the latent figure of the model and axes shown. A
+        figure built for another model or other axes is leaving the page (its replacement
+        gets its layers when it is built: ``attach_latent``) and is left as it is. Call
+        inside ``unlocked()``."""
+        s = self.state
+        if self._latent_fig is not None and self._latent_for != (s.model_version, s.dims):
+            return
+        self.path_src.data = path
+        self.ellipse_src.data = ell
 
     # ------------------------------------------------------------------ figures
     def _build_figures(self):
@@ -394,8 +434,7 @@ class PlayerView(pn.viewable.Viewer):
             self._set_note("<i>No sequences to play: this data set has no sequence ids or time stamps.</i>"
                            if s.model is not None or s.dataset is not None else "<i>No model yet.</i>")
             with unlocked():
-                self.path_src.data = dict(xs=[], ys=[], color=[], dash=[])
-                self.ellipse_src.data = dict(xs=[], ys=[], color=[], fill=[])
+                self._set_latent_layers(_no_path(), _no_ellipses())
                 self.marker.data = dict(lx=[], ly=[], color=[])
             return
         kind = self.kind
@@ -551,8 +590,7 @@ class PlayerView(pn.viewable.Viewer):
             self.images.data = images
             self.traj.data = traj
             if path is not None:
-                self.path_src.data = path
-                self.ellipse_src.data = ell
+                self._set_latent_layers(path, ell)
             self.forecast_box.left = float(traj["t"][pb.n_train - 1]) if pb.T > pb.n_train else None
             self.forecast_box.visible = pb.T > pb.n_train
             self._set_ranges(pb, kind, W, H)
@@ -671,8 +709,7 @@ class PlayerView(pn.viewable.Viewer):
         path, ell = self._latent_layers(pb)
         with unlocked():
             self.traj.data = self._traj_columns(pb)
-            self.path_src.data = path
-            self.ellipse_src.data = ell
+            self._set_latent_layers(path, ell)
             self._figs["time"].title.text = self._time_title(pb)
             self._show_frame(self.slider.value)
 
