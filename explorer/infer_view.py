@@ -86,6 +86,9 @@ class InferView(pn.viewable.Viewer):
                                                 value=s.mask_fraction, width=200)
         self._clear = pn.widgets.Button(label="Show all joints", width=120)
         self._infer = pn.widgets.Button(label="Infer", color="primary", width=120, css_classes=["infer-button"])
+        # as training's Stop: an inference of a long stretch takes a while, and nothing ended it
+        self._stop = pn.widgets.Button(label="Stop", color="danger", width=80, disabled=True,
+                                       css_classes=["infer-stop"])
         # it loads the stretch into the player (Play is there): the label said "Play", and
         # users clicked it expecting playback
         self._play = pn.widgets.Toggle(label="Stretch in the player (Play & forecast tab)", width=300,
@@ -99,6 +102,7 @@ class InferView(pn.viewable.Viewer):
         self._fraction.param.watch(lambda e: self._set("mask_fraction", e.new), "value_throttled")
         self._clear.on_click(lambda e: self._set("mask_joints", []))
         self._infer.on_click(self._start)
+        self._stop.on_click(self._stop_inference)
         self._play.param.watch(lambda e: self._set("play_mode", "inferred" if e.new else "sequence"), "value")
         self._cb = None
         s.param.watch(self._sync_widgets, ["model_version", "dataset", "infer_source", "infer_frame",
@@ -137,6 +141,10 @@ class InferView(pn.viewable.Viewer):
             self._cb = pn.state.add_periodic_callback(self._poll, period=200)
 
     @guarded
+    def _stop_inference(self, event=None):
+        self.state.stop_inference()
+
+    @guarded
     def _poll(self):
         if not self.state.poll_inference() and self._cb is not None:
             self._cb.stop()
@@ -167,6 +175,7 @@ class InferView(pn.viewable.Viewer):
         self._fraction.visible = kind == "image" and s.mask_part == "random pixels"
         self._clear.visible = kind == "pose"
         self._infer.disabled = s.infer_running or s.model is None
+        self._stop.disabled = not s.infer_running
         inf = s.inference
         self._play.disabled = inf is None or inf.n < 2
         self._play.visible = word == "frame"  # points in no time order do not play
@@ -452,5 +461,5 @@ class InferView(pn.viewable.Viewer):
 
     def __panel__(self):
         return pn.Column(self._intro, pn.Row(self._source, self._mask), pn.Row(self._frame, self._length),
-                         pn.Row(self._infer, self._clear, self._fraction), self._status, self._method,
+                         pn.Row(self._infer, self._stop, self._clear, self._fraction), self._status, self._method,
                          self._fig_pane, self._play)
