@@ -25,7 +25,7 @@ from bgplvm.explorer.export import ExportPanel
 from bgplvm.explorer.infer_view import InferView
 from bgplvm.explorer.player import PlayerView
 from bgplvm.explorer.state import ExplorerState, asset_message, load_asset_cached
-from bgplvm.explorer.views import RIGHT_W, ArdView, LatentView, ModelPanel, OutputView
+from bgplvm.explorer.views import RIGHT_W, ArdView, LatentView, ModelPanel, OutputView, one_listing_per_name
 
 log = logging.getLogger("explorer")
 
@@ -224,6 +224,7 @@ def create_app(state: ExplorerState | None = None) -> pn.viewable.Viewable:
     if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
         pn.state.on_session_destroyed(lambda ctx: state.shutdown())
         keyboard_tabs(pn.state.curdoc)
+        one_listing_per_name(pn.state.curdoc)
 
     header = pn.Row(
         pn.pane.Markdown("## bgplvm explorer", margin=(0, 20, 0, 10), styles={"color": "white"}),

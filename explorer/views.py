@@ -25,6 +25,7 @@ from panel.io.document import unlocked
 from . import plots
 from . import sequences as seqs
 from .state import MAX_UPLOAD_MB, ExplorerState, UserError, ard_off_mask, variance_grid
+from .userdata import one_per_name
 
 log = logging.getLogger("explorer")
 
@@ -52,6 +53,33 @@ def image_frame(W: int, H: int, height: int = 135) -> tuple[int, int]:
 UPLOAD_SETTLE_MS = 1200
 #: bytes per upload chunk (FileDropper's default, 10 MB, sends most files in one piece)
 UPLOAD_CHUNK = 512 * 1024
+
+
+#: A drop area lists a file once: a file dropped again (or from a folder, "dir/walk.amc")
+#: replaces the item of that name in the area's list (FilePond listed both, while the server
+#: keeps one: ``userdata.one_per_name``). FilePond announces each added file on its element
+#: ("FilePond:addfile", bubbling out of Panel's shadow roots); the older item leaves the list
+#: without telling the server (``revert: false``), whose copy the new upload replaces.
+ONE_PER_NAME_JS = """
+if (!window._bgplvm_one_per_name) {
+  window._bgplvm_one_per_name = true;
+  const own = (item) => String((item.file && item.file._relativePath) || item.filename).split(/[\\\\/]/).pop();
+  document.addEventListener("FilePond:addfile", (e) => {
+    const {pond, file, error} = e.detail || {};
+    if (error || !pond || !file) return;
+    for (const other of pond.getFiles())
+      if (other.id !== file.id && own(other) === own(file)) pond.removeFile(other.id, {revert: false});
+  });
+}
+"""
+
+
+def one_listing_per_name(doc) -> None:
+    """Install ONE_PER_NAME_JS in the page of ``doc`` (a Bokeh document) once it is ready."""
+    from bokeh.events import DocumentReady
+    from bokeh.models import CustomJS
+
+    doc.js_on_event(DocumentReady, CustomJS(code=ONE_PER_NAME_JS))
 
 
 def guarded(method):
@@ -947,12 +975,25 @@ class ModelPanel(pn.viewable.Viewer):
 
         if array:
             self._upload = dropper(True, "upload-array", self._on_upload, self._upload_slot)
+            self._arrivals: dict[str, tuple] = {}  # a file's name: (its value, its arrival number)
         if model:
             self._model_upload = dropper(False, "upload-model", self._on_model_upload, self._model_upload_slot)
 
+    def _in_arrival_order(self, value: dict) -> dict:
+        """The drop area's files, the latest last: one dropped again keeps its first place
+        in the widget's dict, though it is the latest (a new value: Panel reads a file into
+        a new object each time)."""
+        seen = self._arrivals
+        for name, data in value.items():
+            if name not in seen or seen[name][0] is not data:
+                seen[name] = (data, 1 + max((n for _, n in seen.values()), default=0))
+        return dict(sorted(value.items(), key=lambda item: seen[item[0]][1]))
+
     @guarded
     def _on_upload(self, event):
-        files = {n: (d.encode() if isinstance(d, str) else d) for n, d in (event.new or {}).items()}
+        # each file once (the latest of a name), the one dropped last last
+        files = {n: (d.encode() if isinstance(d, str) else d)
+                 for n, d in one_per_name(self._in_arrival_order(event.new or {})).items()}
         mocap = {n: d for n, d in files.items() if n.lower().endswith((".asf", ".amc"))}
         if mocap and list(files)[-1] in mocap:
             # a skeleton and its motions arrive one by one (the value grows a file at a
