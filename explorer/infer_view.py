@@ -69,6 +69,7 @@ class InferView(pn.viewable.Viewer):
         self.lat_ell = ColumnDataSource(dict(xs=[], ys=[]))
         self.lat_path = ColumnDataSource(dict(x=[], y=[]))
         self.lat_star = ColumnDataSource(dict(x=[], y=[]))
+        self._latent_fig, self._latent_for = None, None  # the latent figure drawn into, (model_version, dims)
         self._fig_pane = pn.pane.Bokeh(None)
         self._fig_pane.object = self._build()  # once, before the page exists (``_build``)
         self._use_kind("pose")
@@ -417,27 +418,43 @@ class InferView(pn.viewable.Viewer):
         self.vec.data = dict(d=d, truth=truth, mean=mean, lo=mean - 2 * sd, hi=mean + 2 * sd)
         self.vec_hidden.data = dict(d=np.asarray(cols, dtype=int))
 
-    def _draw_latent(self, inf):
+    def _latent_columns(self, inf) -> tuple[dict, dict, dict]:
+        """q(x*) on the latent view's axes: (2-sd ellipses, path, stars) columns."""
         if inf is None:
-            self.lat_ell.data = dict(xs=[], ys=[])
-            self.lat_path.data = dict(x=[], y=[])
-            self.lat_star.data = dict(x=[], y=[])
-            return
+            return dict(xs=[], ys=[]), dict(x=[], y=[]), dict(x=[], y=[])
         xd, yd = self.state.dims
         th = np.linspace(0, 2 * np.pi, 41)
         idx = np.unique(np.r_[np.arange(0, inf.n, max(1, inf.n // 12)), inf.n - 1])
-        self.lat_ell.data = dict(xs=[inf.mu[i, xd] + 2 * np.sqrt(inf.S[i, xd]) * np.cos(th) for i in idx],
-                                 ys=[inf.mu[i, yd] + 2 * np.sqrt(inf.S[i, yd]) * np.sin(th) for i in idx])
+        ell = dict(xs=[inf.mu[i, xd] + 2 * np.sqrt(inf.S[i, xd]) * np.cos(th) for i in idx],
+                   ys=[inf.mu[i, yd] + 2 * np.sqrt(inf.S[i, yd]) * np.sin(th) for i in idx])
         if inf.noun == "frame":  # a stretch in time: its path, the star on the frame shown
-            self.lat_path.data = dict(x=inf.mu[:, xd], y=inf.mu[:, yd])
-            self.lat_star.data = dict(x=[inf.mu[0, xd]], y=[inf.mu[0, yd]])
-        else:  # independent points are no path (200 of them drew a tangle): a star each
-            self.lat_path.data = dict(x=[], y=[])
-            self.lat_star.data = dict(x=inf.mu[:, xd], y=inf.mu[:, yd])
+            return ell, dict(x=inf.mu[:, xd], y=inf.mu[:, yd]), dict(x=[inf.mu[0, xd]], y=[inf.mu[0, yd]])
+        # independent points are no path (200 of them drew a tangle): a star each
+        return ell, dict(x=[], y=[]), dict(x=inf.mu[:, xd], y=inf.mu[:, yd])
+
+    def _draw_latent(self, inf):
+        """Into the latent figure of the model and axes shown (a figure leaving the page is
+        left as it is: ``attach_latent``)."""
+        s = self.state
+        if self._latent_fig is not None and self._latent_for != (s.model_version, s.dims):
+            return
+        self.lat_ell.data, self.lat_path.data, self.lat_star.data = self._latent_columns(inf)
 
     def attach_latent(self, plot, element):
-        """HoloViews hook of the latent view: q(x*)'s 2-sd ellipses, path and mean."""
+        """HoloViews hook of the latent view: q(x*)'s 2-sd ellipses, path and mean. Each
+        latent figure gets sources of its own, filled here, once (HoloViews runs hooks at
+        every update of the overlay), as the player's layers (``PlayerView.attach_latent``):
+        a new figure entered the page with the previous result's ellipses and had them
+        emptied in the same message, which BokehJS can paint half-applied."""
         fig = plot.state
+        if fig is self._latent_fig:
+            return
+        s = self.state
+        inf = s.inference if s.model is not None and self._current(s.inference) else None
+        ell, path, star = self._latent_columns(inf)
+        self.lat_ell, self.lat_path, self.lat_star = (ColumnDataSource(ell), ColumnDataSource(path),
+                                                      ColumnDataSource(star))
+        self._latent_fig, self._latent_for = fig, (s.model_version, s.dims)
         fig.patches(xs="xs", ys="ys", source=self.lat_ell, fill_color=INFERRED_COLOR, fill_alpha=0.15,
                     line_color=INFERRED_COLOR, line_width=2)
         # a dark casing under the path: orange on the orange points of a 'walk' label was lost
