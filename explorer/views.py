@@ -975,25 +975,13 @@ class ModelPanel(pn.viewable.Viewer):
 
         if array:
             self._upload = dropper(True, "upload-array", self._on_upload, self._upload_slot)
-            self._arrivals: dict[str, tuple] = {}  # a file's name: (its value, its arrival number)
         if model:
             self._model_upload = dropper(False, "upload-model", self._on_model_upload, self._model_upload_slot)
 
-    def _in_arrival_order(self, value: dict) -> dict:
-        """The drop area's files, the latest last: one dropped again keeps its first place
-        in the widget's dict, though it is the latest (a new value: Panel reads a file into
-        a new object each time)."""
-        seen = self._arrivals
-        for name, data in value.items():
-            if name not in seen or seen[name][0] is not data:
-                seen[name] = (data, 1 + max((n for _, n in seen.values()), default=0))
-        return dict(sorted(value.items(), key=lambda item: seen[item[0]][1]))
-
     @guarded
     def _on_upload(self, event):
-        # each file once (the latest of a name), the one dropped last last
-        files = {n: (d.encode() if isinstance(d, str) else d)
-                 for n, d in one_per_name(self._in_arrival_order(event.new or {})).items()}
+        # each file once, the latest of a name (a file dropped again replaces its value)
+        files = {n: (d.encode() if isinstance(d, str) else d) for n, d in one_per_name(event.new or {}).items()}
         mocap = {n: d for n, d in files.items() if n.lower().endswith((".asf", ".amc"))}
         if mocap and list(files)[-1] in mocap:
             # a skeleton and its motions arrive one by one (the value grows a file at a

@@ -282,7 +282,7 @@ def test_a_motion_dropped_twice_is_listed_and_read_once_the_latest():
     w.value = {**w.value, "walk_a.amc": tiny_amc(12).encode()}
     w.value = {**w.value, "walk_b.amc": tiny_amc(12).encode()}
     assert s.dataset.meta["trials"] == ["walk_a", "walk_b"] and s.dataset.N == 3 + 3
-    # walk_a again, longer (the widget keeps the name's first place in its dict)
+    # walk_a again, longer (the widget's value for that name is replaced)
     w.value = {**w.value, "walk_a.amc": tiny_amc(16).encode()}
     assert s.dataset.meta["trials"] == ["walk_a", "walk_b"] and s.dataset.N == 4 + 3 and not s.error
     assert "Receiving" not in s.info and s.info.count("walk_a") <= 1
@@ -293,7 +293,7 @@ def test_a_motion_dropped_twice_is_listed_and_read_once_the_latest():
     files = []
     mp._settle = lambda key, fn, *a, **k: files.append(s.info)  # keep the drop waiting
     w.value = {**w.value, "walk_b.amc": tiny_amc(16).encode()}
-    assert files == ["Receiving motion capture: tiny.asf, walk_a.amc, walk_b.amc..."]
+    assert files == ["Receiving motion capture: tiny.asf, walk_b.amc, walk_a.amc..."]
 
 
 @pytest.mark.parametrize("kind", ["mocap", "image"])
