@@ -966,9 +966,12 @@ class ModelPanel(pn.viewable.Viewer):
         def dropper(multiple, css, on_value, slot):
             # small chunks: a file still arriving is then in the widget's buffer between
             # chunks, which _renew checks before replacing the widget
+            # no previews (data files have none): FilePond's pdf-preview plugin reads a file
+            # view's item every frame, also once the item is gone (a duplicate taken off the
+            # list, a replaced drop area): "Cannot read properties of null (reading 'file')"
             w = pn.widgets.FileDropper(max_file_size=f"{MAX_UPLOAD_MB}MB", multiple=multiple, width=250,
                                        min_height=90, layout="compact", css_classes=[css],
-                                       chunk_size=UPLOAD_CHUNK)
+                                       chunk_size=UPLOAD_CHUNK, previews=[])
             w.param.watch(on_value, "value")
             slot.objects = [w]
             return w
