@@ -26,7 +26,7 @@ from bgplvm.explorer.export import ExportPanel
 from bgplvm.explorer.infer_view import InferView
 from bgplvm.explorer.latent_view import LatentView
 from bgplvm.explorer.loading import asset_message, load_asset_cached
-from bgplvm.explorer.model_panel import ModelPanel
+from bgplvm.explorer.model_panel import ModelPanel, one_listing_per_name
 from bgplvm.explorer.output_view import OutputView
 from bgplvm.explorer.player import PlayerView
 from bgplvm.explorer.state import ExplorerState
@@ -231,6 +231,7 @@ def create_app(state: ExplorerState | None = None) -> pn.viewable.Viewable:
     if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
         pn.state.on_session_destroyed(lambda ctx: state.shutdown())
         keyboard_tabs(pn.state.curdoc)
+        one_listing_per_name(pn.state.curdoc)
 
     header = pn.Row(
         pn.pane.Markdown("## bgplvm explorer", margin=(0, 20, 0, 10), styles={"color": "white"}),

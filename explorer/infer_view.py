@@ -26,6 +26,7 @@ from . import masks as M
 from . import sequences as seqs
 from .figures import colormap
 from .inference import noun as row_noun
+from .latent_layers import DrawnInto
 from .plots import INFERRED_COLOR
 from .shared import shared
 from .state import ExplorerState
@@ -71,6 +72,7 @@ class InferView(pn.viewable.Viewer):
         self.lat_ell = ColumnDataSource(dict(xs=[], ys=[]))
         self.lat_path = ColumnDataSource(dict(x=[], y=[]))
         self.lat_star = ColumnDataSource(dict(x=[], y=[]))
+        self._drawn = DrawnInto()
         self._fig_pane = pn.pane.Bokeh(None)
         self._fig_pane.object = self._build()  # once, before the page exists (``_build``)
         self._use_kind("pose")
@@ -88,6 +90,9 @@ class InferView(pn.viewable.Viewer):
                                                 value=s.mask_fraction, width=200)
         self._clear = pn.widgets.Button(label="Show all joints", width=120)
         self._infer = pn.widgets.Button(label="Infer", color="primary", width=120, css_classes=["infer-button"])
+        # as training's Stop: an inference of a long stretch takes a while, and nothing ended it
+        self._stop = pn.widgets.Button(label="Stop", color="danger", width=80, disabled=True,
+                                       css_classes=["infer-stop"])
         # it loads the stretch into the player (Play is there): the label said "Play", and
         # users clicked it expecting playback
         self._play = pn.widgets.Toggle(label="Stretch in the player (Play & forecast tab)", width=300,
@@ -101,6 +106,7 @@ class InferView(pn.viewable.Viewer):
         self._fraction.param.watch(lambda e: self._set("mask_fraction", e.new), "value_throttled")
         self._clear.on_click(lambda e: self._set("mask_joints", []))
         self._infer.on_click(self._start)
+        self._stop.on_click(self._stop_inference)
         self._play.param.watch(lambda e: self._set("play_mode", "inferred" if e.new else "sequence"), "value")
         self._cb = None
         s.param.watch(self._sync_widgets, ["model_version", "dataset", "infer_source", "infer_frame",
@@ -139,6 +145,10 @@ class InferView(pn.viewable.Viewer):
             self._cb = pn.state.add_periodic_callback(self._poll, period=200)
 
     @guarded
+    def _stop_inference(self, event=None):
+        self.state.stop_inference()
+
+    @guarded
     def _poll(self):
         if not self.state.poll_inference() and self._cb is not None:
             self._cb.stop()
@@ -169,6 +179,7 @@ class InferView(pn.viewable.Viewer):
         self._fraction.visible = kind == "image" and s.mask_part == "random pixels"
         self._clear.visible = kind == "pose"
         self._infer.disabled = s.infer_running or s.model is None
+        self._stop.disabled = not s.infer_running
         inf = s.inference
         self._play.disabled = inf is None or inf.n < 2
         self._play.visible = word == "frame"  # points in no time order do not play
@@ -406,27 +417,37 @@ class InferView(pn.viewable.Viewer):
         self.vec.data = dict(d=d, truth=truth, mean=mean, lo=mean - 2 * sd, hi=mean + 2 * sd)
         self.vec_hidden.data = dict(d=np.asarray(cols, dtype=int))
 
-    def _draw_latent(self, inf):
+    def _latent_columns(self, inf) -> tuple[dict, dict, dict]:
+        """q(x*) on the latent view's axes: (2-sd ellipses, path, stars) columns."""
         if inf is None:
-            self.lat_ell.data = dict(xs=[], ys=[])
-            self.lat_path.data = dict(x=[], y=[])
-            self.lat_star.data = dict(x=[], y=[])
-            return
+            return dict(xs=[], ys=[]), dict(x=[], y=[]), dict(x=[], y=[])
         xd, yd = self.state.dims
         th = np.linspace(0, 2 * np.pi, 41)
         idx = np.unique(np.r_[np.arange(0, inf.n, max(1, inf.n // 12)), inf.n - 1])
-        self.lat_ell.data = dict(xs=[inf.mu[i, xd] + 2 * np.sqrt(inf.S[i, xd]) * np.cos(th) for i in idx],
-                                 ys=[inf.mu[i, yd] + 2 * np.sqrt(inf.S[i, yd]) * np.sin(th) for i in idx])
+        ell = dict(xs=[inf.mu[i, xd] + 2 * np.sqrt(inf.S[i, xd]) * np.cos(th) for i in idx],
+                   ys=[inf.mu[i, yd] + 2 * np.sqrt(inf.S[i, yd]) * np.sin(th) for i in idx])
         if inf.noun == "frame":  # a stretch in time: its path, the star on the frame shown
-            self.lat_path.data = dict(x=inf.mu[:, xd], y=inf.mu[:, yd])
-            self.lat_star.data = dict(x=[inf.mu[0, xd]], y=[inf.mu[0, yd]])
-        else:  # independent points are no path (200 of them drew a tangle): a star each
-            self.lat_path.data = dict(x=[], y=[])
-            self.lat_star.data = dict(x=inf.mu[:, xd], y=inf.mu[:, yd])
+            return ell, dict(x=inf.mu[:, xd], y=inf.mu[:, yd]), dict(x=[inf.mu[0, xd]], y=[inf.mu[0, yd]])
+        # independent points are no path (200 of them drew a tangle): a star each
+        return ell, dict(x=[], y=[]), dict(x=inf.mu[:, xd], y=inf.mu[:, yd])
+
+    def _draw_latent(self, inf):
+        """Into the latent figure of the model and axes shown (``DrawnInto.is_current``)."""
+        if self._drawn.is_current(self.state):
+            self.lat_ell.data, self.lat_path.data, self.lat_star.data = self._latent_columns(inf)
 
     def attach_latent(self, plot, element):
-        """HoloViews hook of the latent view: q(x*)'s 2-sd ellipses, path and mean."""
+        """HoloViews hook of the latent view: q(x*)'s 2-sd ellipses, path and mean, drawn
+        into a new latent figure with sources of its own (``latent_layers``)."""
         fig = plot.state
+        if not self._drawn.is_new(fig):
+            return
+        s = self.state
+        inf = s.inference if s.model is not None and self._current(s.inference) else None
+        ell, path, star = self._latent_columns(inf)
+        self.lat_ell, self.lat_path, self.lat_star = (ColumnDataSource(ell), ColumnDataSource(path),
+                                                      ColumnDataSource(star))
+        self._drawn.take(fig, s)
         fig.patches(xs="xs", ys="ys", source=self.lat_ell, fill_color=INFERRED_COLOR, fill_alpha=0.15,
                     line_color=INFERRED_COLOR, line_width=2)
         # a dark casing under the path: orange on the orange points of a 'walk' label was lost
@@ -450,5 +471,5 @@ class InferView(pn.viewable.Viewer):
 
     def __panel__(self):
         return pn.Column(self._intro, pn.Row(self._source, self._mask), pn.Row(self._frame, self._length),
-                         pn.Row(self._infer, self._clear, self._fraction), self._status, self._method,
+                         pn.Row(self._infer, self._stop, self._clear, self._fraction), self._status, self._method,
                          self._fig_pane, self._play)

@@ -11,12 +11,40 @@ from panel.io.document import unlocked
 from . import plots
 from .state import ExplorerState
 from .user_input import MAX_UPLOAD_MB, UserError
+from .userdata import one_per_name
 from .widgets import checkbox, guarded, number_input
 
 #: (FileDropper reports them one at a time: each report had re-read the whole set)
 UPLOAD_SETTLE_MS = 1200
 #: bytes per upload chunk (FileDropper's default, 10 MB, sends most files in one piece)
 UPLOAD_CHUNK = 512 * 1024
+
+#: A drop area lists a file once: a file dropped again (or from a folder, "dir/walk.amc")
+#: replaces the item of that name in the area's list (FilePond listed both, while the server
+#: keeps one: ``userdata.one_per_name``). FilePond announces each added file on its element
+#: ("FilePond:addfile", bubbling out of Panel's shadow roots); the older item leaves the list
+#: without telling the server (``revert: false``), whose copy the new upload replaces.
+ONE_PER_NAME_JS = """
+if (!window._bgplvm_one_per_name) {
+  window._bgplvm_one_per_name = true;
+  const own = (item) => String((item.file && item.file._relativePath) || item.filename).split(/[\\\\/]/).pop();
+  document.addEventListener("FilePond:addfile", (e) => {
+    const {pond, file, error} = e.detail || {};
+    if (error || !pond || !file) return;
+    for (const other of pond.getFiles())
+      if (other.id !== file.id && own(other) === own(file)) pond.removeFile(other.id, {revert: false});
+  });
+}
+"""
+
+
+def one_listing_per_name(doc) -> None:
+    """Install ONE_PER_NAME_JS in the page of ``doc`` (a Bokeh document) once it is ready."""
+    from bokeh.events import DocumentReady
+    from bokeh.models import CustomJS
+
+    doc.js_on_event(DocumentReady, CustomJS(code=ONE_PER_NAME_JS))
+
 
 class LiveBoundCurve(pn.viewable.Viewer):
     """The bound against iteration of a fit in progress, drawn once and then extended in
@@ -207,9 +235,12 @@ class ModelPanel(pn.viewable.Viewer):
         def dropper(multiple, css, on_value, slot):
             # small chunks: a file still arriving is then in the widget's buffer between
             # chunks, which _renew checks before replacing the widget
+            # no previews (data files have none): FilePond's pdf-preview plugin reads a file
+            # view's item every frame, also once the item is gone (a duplicate taken off the
+            # list, a replaced drop area): "Cannot read properties of null (reading 'file')"
             w = pn.widgets.FileDropper(max_file_size=f"{MAX_UPLOAD_MB}MB", multiple=multiple, width=250,
                                        min_height=90, layout="compact", css_classes=[css],
-                                       chunk_size=UPLOAD_CHUNK)
+                                       chunk_size=UPLOAD_CHUNK, previews=[])
             w.param.watch(on_value, "value")
             slot.objects = [w]
             return w
@@ -221,7 +252,8 @@ class ModelPanel(pn.viewable.Viewer):
 
     @guarded
     def _on_upload(self, event):
-        files = {n: (d.encode() if isinstance(d, str) else d) for n, d in (event.new or {}).items()}
+        # each file once, the latest of a name (a file dropped again replaces its value)
+        files = {n: (d.encode() if isinstance(d, str) else d) for n, d in one_per_name(event.new or {}).items()}
         mocap = {n: d for n, d in files.items() if n.lower().endswith((".asf", ".amc"))}
         if mocap and list(files)[-1] in mocap:
             # a skeleton and its motions arrive one by one (the value grows a file at a

@@ -26,6 +26,7 @@ from bokeh.plotting import figure
 from panel.io.document import unlocked
 
 from . import sequences as seqs
+from .latent_layers import DrawnInto, no_ellipses, no_path, sequence_layers
 from .masks import hidden_bones
 from .player_js import BONE_COLOR, FORECAST_COLOR, JS_PLAY, JS_RENDER, JS_SPEED, TRAIN_PATH_COLOR
 from .plots import INFERRED_COLOR, X_COLOR, Y_COLOR
@@ -42,6 +43,7 @@ IMG_FRAME_H = 140
 TIME_TITLE = "Latent trajectory over time"
 GALLERY_TITLE = "The data"
 SPEEDS = ["0.25x", "0.5x", "1x", "2x", "4x"]
+
 
 def _cds(**cols) -> ColumnDataSource:
     return ColumnDataSource(data={k: v for k, v in cols.items()})
@@ -70,9 +72,10 @@ class PlayerView(pn.viewable.Viewer):
         self.images = _cds(img=[], sd=[])
         self.gallery_src = _cds(image=[np.zeros((1, 1), np.float32)], dw=[1], dh=[1])
         self.bones = _cds(a=[], b=[], c=[])  # c: a bone's own colour ("": the frame's)
-        # latent-view layers (attached to the latent figure by ``attach_latent``)
-        self.path_src = _cds(xs=[], ys=[], color=[], dash=[])
-        self.ellipse_src = _cds(xs=[], ys=[], color=[], fill=[])
+        # latent-view layers: those of the latent figure shown (each gets its own: ``attach_latent``)
+        self.path_src = _cds(**no_path())
+        self.ellipse_src = _cds(**no_ellipses())
+        self._drawn = DrawnInto()
         # ---- drawn, changed by the browser on every frame
         self.marker = _local(_cds(lx=[], ly=[], color=[]))
         self.pose_bones = _local(_cds(x0=[], y0=[], x1=[], y1=[], color=[]))
@@ -158,8 +161,16 @@ class PlayerView(pn.viewable.Viewer):
     # ------------------------------------------------------------------ latent layers
     def attach_latent(self, plot, element):
         """HoloViews hook of the latent view: draw the played sequence's path, its 2-sd
-        ellipses and the moving marker into that figure (the sources stay ours)."""
+        ellipses and the moving marker into a new latent figure, with sources of its own
+        (``latent_layers``)."""
         fig = plot.state
+        if not self._drawn.is_new(fig):
+            return
+        pb = self.state.playback()
+        path, ell = self._latent_layers(pb) if pb is not None else (None, None)
+        self.path_src = _cds(**(path or no_path()))
+        self.ellipse_src = _cds(**(ell or no_ellipses()))
+        self._drawn.take(fig, self.state)
         fig.patches(xs="xs", ys="ys", source=self.ellipse_src, fill_color="color", fill_alpha="fill",
                     line_color="color", line_alpha=0.5, line_width=1)
         fig.multi_line(xs="xs", ys="ys", source=self.path_src, line_color="color", line_width=2.5,
@@ -167,6 +178,12 @@ class PlayerView(pn.viewable.Viewer):
         r = fig.scatter(x="lx", y="ly", source=self.marker, size=15, marker="circle", fill_color="color",
                         line_color="white", line_width=2.5)
         r.level = "overlay"  # moving it repaints only the overlay layer
+
+    def _set_latent_layers(self, path, ell) -> None:
+        """Into the latent figure of the model and axes shown (``DrawnInto.is_current``).
+        Call inside ``unlocked()``."""
+        if self._drawn.is_current(self.state):
+            self.path_src.data, self.ellipse_src.data = path, ell
 
     # ------------------------------------------------------------------ figures
     def _build_figures(self):
@@ -305,8 +322,7 @@ class PlayerView(pn.viewable.Viewer):
             self._set_note("<i>No sequences to play: this data set has no sequence ids or time stamps.</i>"
                            if s.model is not None or s.dataset is not None else "<i>No model yet.</i>")
             with unlocked():
-                self.path_src.data = dict(xs=[], ys=[], color=[], dash=[])
-                self.ellipse_src.data = dict(xs=[], ys=[], color=[], fill=[])
+                self._set_latent_layers(no_path(), no_ellipses())
                 self.marker.data = dict(lx=[], ly=[], color=[])
             return
         kind = self.kind
@@ -401,34 +417,7 @@ class PlayerView(pn.viewable.Viewer):
                     ylo=ly - 2 * sy, yhi=ly + 2 * sy, fc=pb.is_forecast.astype(np.int8))
 
     def _latent_layers(self, pb):
-        if pb.preview:
-            # no latent space to draw in. Left as they are: the latent figure leaving the
-            # page with the model repainted emptied patches in the same update and failed
-            # in the browser ("Out of bounds: 0 <= 0 < 0"); a new model replaces them.
-            return None, None
-        xd, yd = self.state.dims
-        n = pb.n_train
-        xs, ys, col, dash = [pb.mu[:n, xd]], [pb.mu[:n, yd]], [TRAIN_PATH_COLOR], ["solid"]
-        if pb.T > n:
-            xs.append(pb.mu[n - 1:, xd])
-            ys.append(pb.mu[n - 1:, yd])
-            col.append(FORECAST_COLOR)
-            dash.append("dashed")
-        # 2-sd ellipses of q(x*) along the path: ~25 over the training frames (filled
-        # faintly), ~6 over the forecast (outlines only: they grow to the prior's size and
-        # filled ones would cover the data)
-        idx = np.unique(np.r_[np.arange(0, n, max(1, n // 25)), n - 1])
-        if pb.T > n:
-            idx = np.r_[idx, np.unique(np.r_[np.arange(n, pb.T, max(1, (pb.T - n) // 6)), pb.T - 1])]
-        th = np.linspace(0, 2 * np.pi, 33)
-        ex, ey, ec, ef = [], [], [], []
-        for i in idx:
-            ax, ay = 2 * np.sqrt(pb.S[i, xd]), 2 * np.sqrt(pb.S[i, yd])
-            ex.append(pb.mu[i, xd] + ax * np.cos(th))
-            ey.append(pb.mu[i, yd] + ay * np.sin(th))
-            ec.append(FORECAST_COLOR if i >= n else "#1f77b4")
-            ef.append(0.0 if i >= n else 0.12)
-        return dict(xs=xs, ys=ys, color=col, dash=dash), dict(xs=ex, ys=ey, color=ec, fill=ef)
+        return sequence_layers(pb, self.state.dims)
 
     def _push(self, pb):
         s = self.state
@@ -456,8 +445,7 @@ class PlayerView(pn.viewable.Viewer):
             self.images.data = images
             self.traj.data = traj
             if path is not None:
-                self.path_src.data = path
-                self.ellipse_src.data = ell
+                self._set_latent_layers(path, ell)
             self.forecast_box.left = float(traj["t"][pb.n_train - 1]) if pb.T > pb.n_train else None
             self.forecast_box.visible = pb.T > pb.n_train
             self._set_ranges(pb, kind, W, H)
@@ -576,8 +564,7 @@ class PlayerView(pn.viewable.Viewer):
         path, ell = self._latent_layers(pb)
         with unlocked():
             self.traj.data = self._traj_columns(pb)
-            self.path_src.data = path
-            self.ellipse_src.data = ell
+            self._set_latent_layers(path, ell)
             self._figs["time"].title.text = self._time_title(pb)
             self._show_frame(self.slider.value)
 

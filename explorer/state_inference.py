@@ -203,6 +203,23 @@ class InferenceState(param.Parameterized):
             self.error = ""
             self.infer_status = f"Inferring q(x*) for {inf.count(n, job['noun'])} from what is left..."
 
+    def stop_inference(self) -> None:
+        """The Stop button of Observe & infer: the running inference is stopped and dropped
+        at once (a dynamical model's optimiser ends at its next iteration; a static model's
+        ``infer_latent`` cannot be interrupted and finishes unseen in its thread). The
+        previous result, if any, stays; Infer can be pressed again."""
+        job = self._infer_job
+        if job is None or job["done"].is_set():
+            return  # finished meanwhile: the next poll reports it
+        done = f"{count(job['iter'], 'iteration')}, " if job["iter"] else ""  # a static model reports none
+        with param.parameterized.batch_call_watchers(self):
+            self._cancel_inference()
+            # also on the page's top line: the tab's readout says "press Infer" instead when
+            # the frames or mask were changed since the last result
+            self.infer_status = self.info = (
+                f"Inference stopped after {done}{_duration(time.perf_counter() - job['t0'])}: nothing inferred "
+                f"for the {count(job['n'], job['noun'])}. Press Infer to start again.")
+
     def _cancel_inference(self) -> None:
         """Stop and forget a running inference (the model it works on has been replaced)."""
         job, self._infer_job = self._infer_job, None

@@ -215,10 +215,25 @@ class AmcPoseRenderer:
         return self.positions_many(np.reshape(y, (1, -1)))[0]
 
 
+def one_per_name(files: dict) -> dict:
+    """Dropped files, each once under its own name: of those with one name (a file dropped
+    twice; a folder's drop sends "dir/walk.amc", the same file dropped alone "walk.amc") the
+    last in ``files`` -- the latest dropped -- is kept, where it is. A motion dropped under
+    two such names was read, and listed, as two sequences."""
+    out: dict = {}
+    for name, data in files.items():
+        own = str(name).replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] or str(name)
+        out.pop(own, None)
+        out[own] = data
+    return out
+
+
 def mocap_dataset(files: dict[str, bytes], subsample: int = 4, rate_hz: float = AMC_RATE_HZ) -> Dataset:
-    """One ASF skeleton plus AMC motions (each a sequence) as a Dataset drawn as a skeleton."""
+    """One ASF skeleton plus AMC motions (each a sequence) as a Dataset drawn as a skeleton.
+    A file given twice (``one_per_name``) counts once, the later one."""
     from bgplvm.datasets.mocap.asf import parse_amc, parse_asf
 
+    files = one_per_name(files)
     asf = {n: d for n, d in files.items() if n.lower().endswith(".asf")}
     amc = {n: d for n, d in files.items() if n.lower().endswith(".amc")}
     other = sorted(n for n in files if n not in asf and n not in amc)

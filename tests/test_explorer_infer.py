@@ -267,6 +267,40 @@ def test_a_result_that_ends_after_the_mask_changed_is_not_read_out(st, walk):
     assert iv._figs["out"].title.text == "Observed & inferred: hidden red"
 
 
+def test_stop_ends_a_running_inference_and_the_page_can_infer_again(st, walk):
+    """Stop in Observe & infer, as training's: the optimiser of q(X*) ends at its next
+    iteration, the view is usable at once (Infer on, Stop off), the page says it was
+    stopped, nothing is installed; a later Infer runs as usual."""
+    from bokeh.document import Document
+
+    from bgplvm.explorer.infer_view import InferView
+
+    iv = InferView(state=st)
+    iv._fig_pane.get_root(Document())
+    assert iv._stop.disabled  # nothing to stop
+    st.mask_part, st.infer_frame, st.infer_length = "legs", 0, 10
+    n = st.infer_frames()[2]
+    assert n > 1
+    st.start_inference()
+    job = st._infer_job
+    assert st.infer_running and not iv._stop.disabled and iv._infer.disabled
+    iv._stop.clicks += 1  # the button, as a click in the page
+    assert not st.infer_running and st._infer_job is None
+    assert iv._stop.disabled and not iv._infer.disabled
+    assert st.inference is None and not st.poll_inference()
+    assert re.match(rf"Inference stopped after .*: nothing inferred for the {n} frames\. Press Infer", st.infer_status)
+    assert st.info == st.infer_status and st.infer_status in iv._status.object
+    # the worker thread's optimiser was told to stop: it ends well before its 150 iterations
+    assert job["cancel"] and job["done"].wait(120)
+    assert job["error"] is None and job["result"].iterations < inf.INFER_ITERS
+    assert st.inference is None and not st.poll_inference()  # its late result is not installed
+    st.stop_inference()  # nothing running: nothing happens
+    assert st.infer_status.startswith("Inference stopped")
+    _run(st)
+    assert st.inference is not None and st.inference.n == n and not st.infer_running
+    assert "nearest neighbour" in st.infer_status and iv._stop.disabled
+
+
 def test_held_out_frames_are_numbered_as_the_data_set_numbers_them(dyn_model, walk):
     src = inf.Source("held-out frames", "held-out", walk.Y[40:60], walk.times[40:60], first=40)  # a new sequence
     r = inf.infer(dyn_model, walk, src, 5, 3, np.arange(3), max_iters=5)

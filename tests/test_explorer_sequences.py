@@ -317,6 +317,56 @@ def test_player_sends_all_frames_once_and_draws_into_the_latent_view(dstate, wal
     assert pv.slider.js_property_callbacks["change:value"] and pv.toggle.js_property_callbacks["change:active"]
 
 
+def test_each_latent_figure_gets_its_own_layers_filled_when_built(dstate, walk, dyn_model):
+    """The player's path and ellipses (and q(x*)'s) go into sources of the latent figure
+    they are drawn in, made and filled when HoloViews builds it; a figure leaving the page
+    is not written to. Shared sources had a new model's figure enter the page with the
+    previous model's 35 ellipses, replaced by 33 in the same message: BokehJS painted them
+    half-applied ("Out of bounds: 0 <= 33 < 33")."""
+    from bgplvm.explorer.infer_view import InferView
+    from bgplvm.explorer.player import PlayerView
+    from bgplvm.explorer.latent_view import LatentView
+
+    pv, iv = PlayerView(state=dstate), InferView(state=dstate)
+    lv = LatentView(state=dstate, decorators=[pv.attach_latent, iv.attach_latent])
+    _render(lv._pane, pv._out_pane, pv._time_pane)
+
+    def figure():
+        return list(lv._pane._plots.values())[0][0].state
+
+    def layers(fig):
+        return {id(r.data_source) for r in fig.renderers} & {id(pv.path_src), id(pv.ellipse_src), id(iv.lat_ell)}
+
+    f1, ell1 = figure(), pv.ellipse_src
+    n1, n_ell = len(f1.renderers), len(ell1.data["xs"])
+    assert len(layers(f1)) == 3 and n_ell > 25 and len(pv.path_src.data["xs"]) == 2
+    # a fixed dimension's slider updates the overlay, which runs its hooks again: no second set
+    fixed = np.asarray(dstate.fixed).copy()
+    fixed[0] += 0.1
+    dstate.fixed = fixed
+    assert figure() is f1 and len(f1.renderers) == n1
+    # another model (static: no forecast, fewer ellipses): a new figure with new sources,
+    # filled with its layers; the leaving figure's are as they were
+    dstate.set_model(BayesianGPLVM(walk.Y, latent_dim=2, num_inducing=5, seed=0), walk)
+    f2 = figure()
+    assert f2 is not f1 and pv.ellipse_src is not ell1 and len(layers(f2)) == 3
+    pb = dstate.playback()
+    assert len(pv.ellipse_src.data["xs"]) == len(pv._latent_layers(pb)[1]["xs"]) < n_ell
+    assert len(pv.path_src.data["xs"]) == 1 and len(ell1.data["xs"]) == n_ell
+    # other axes: a new figure again, born with the layers on them
+    ell2 = pv.ellipse_src
+    dstate.assign_axis(dstate.y_dim, "x")
+    f3 = figure()
+    assert f3 is not f2 and pv.ellipse_src is not ell2 and len(layers(f3)) == 3
+    np.testing.assert_allclose(pv.ellipse_src.data["xs"][0], pv._latent_layers(pb)[1]["xs"][0])
+    # what changes while a figure stays (the forecast, the sequence) is written into it
+    dstate.set_model(dyn_model, walk)  # a dynamical model again: a forecast
+    f4, src = figure(), pv.path_src
+    assert len(src.data["xs"]) == 2
+    dstate.forecast_steps = 0
+    assert figure() is f4 and pv.path_src is src and len(src.data["xs"]) == 1
+
+
 def test_player_follows_sequence_horizon_dims_and_angle(dstate):
     from bgplvm.explorer.player import PlayerView
 

@@ -261,6 +261,41 @@ def test_motions_dropped_one_at_a_time_accumulate():
     assert "could not read the motion" in s.error and mp._upload is not w
 
 
+def test_a_motion_dropped_twice_is_listed_and_read_once_the_latest():
+    """The same motion dropped twice -- again under its name, or once from a folder
+    ("mocap/walk_a.amc") -- is one sequence: the copy dropped last, listed once."""
+    import holoviews as hv
+
+    from bgplvm.explorer.userdata import one_per_name
+    from bgplvm.explorer.model_panel import ModelPanel
+
+    assert list(one_per_name({"mocap/a.amc": 1, "b.amc": 2, "a.amc": 3, "c\\a.amc": 4}).items()) == \
+        [("b.amc", 2), ("a.amc", 4)]
+    ds = mocap_dataset({"tiny.asf": TINY_ASF.encode(), "mocap/walk.amc": tiny_amc(12).encode(),
+                        "walk.amc": tiny_amc(16).encode(), "d/tiny.asf": TINY_ASF.encode()}, subsample=4)
+    assert ds.meta["trials"] == ["walk"] and ds.N == 4 and "1 motion(s)" in ds.meta["title"]
+    hv.extension("bokeh")
+    s = ExplorerState()
+    mp = ModelPanel(state=s)
+    w = mp._upload
+    w.value = {"tiny.asf": TINY_ASF.encode()}
+    w.value = {**w.value, "walk_a.amc": tiny_amc(12).encode()}
+    w.value = {**w.value, "walk_b.amc": tiny_amc(12).encode()}
+    assert s.dataset.meta["trials"] == ["walk_a", "walk_b"] and s.dataset.N == 3 + 3
+    # walk_a again, longer (the widget's value for that name is replaced)
+    w.value = {**w.value, "walk_a.amc": tiny_amc(16).encode()}
+    assert s.dataset.meta["trials"] == ["walk_a", "walk_b"] and s.dataset.N == 4 + 3 and not s.error
+    assert "Receiving" not in s.info and s.info.count("walk_a") <= 1
+    # and from a folder, shorter again: still one walk_a, the latest
+    w.value = {**w.value, "mocap/walk_a.amc": tiny_amc(20).encode()}
+    assert s.dataset.meta["trials"] == ["walk_a", "walk_b"] and s.dataset.N == 5 + 3 and not s.error
+    # what the page lists while a drop settles names each file once
+    files = []
+    mp._settle = lambda key, fn, *a, **k: files.append(s.info)  # keep the drop waiting
+    w.value = {**w.value, "walk_b.amc": tiny_amc(16).encode()}
+    assert files == ["Receiving motion capture: tiny.asf, walk_b.amc, walk_a.amc..."]
+
+
 @pytest.mark.parametrize("kind", ["mocap", "image"])
 def test_a_saved_model_of_uploaded_data_reopens_drawn_as_it_was(kind):
     """The model file holds the rows; the skeleton or image shape, the trial names and

@@ -312,6 +312,32 @@ def test_invalid_upload_shows_error_and_page_keeps_working(page, server, tmp_pat
     wait_for(lambda: "pinned" in readout(page), what="readout after a bad upload")
 
 
+def test_a_motion_dropped_twice_is_listed_once(page, server):
+    """Motion capture dropped a file at a time, one motion twice (the second time longer):
+    the drop area lists it once and the data set has it once, the copy dropped last."""
+    from tests.test_explorer_userdata import TINY_ASF, tiny_amc
+
+    open_app(page, server)
+    drop = page.locator(".upload-array input[type=file]")
+
+    def send(name, text):
+        drop.set_input_files(files=[{"name": name, "mimeType": "", "buffer": text.encode()}])
+
+    send("tiny.asf", TINY_ASF)
+    page.get_by_text(re.compile(r"^Skeleton received")).first.wait_for(timeout=20000)
+    send("walk.amc", tiny_amc(12))
+    page.get_by_text(re.compile(r"^Loaded tiny: 3 rows")).first.wait_for(timeout=20000)
+    send("walk.amc", tiny_amc(16))  # every 4th of 16 frames: 4 rows
+    page.get_by_text(re.compile(r"^Loaded tiny: 4 rows")).first.wait_for(timeout=20000)
+    items = page.locator(".upload-array .filepond--item")
+    wait_for(lambda: items.count() == 2, timeout=10, what="one item per file in the drop area")
+    names = sorted(t.split("\n")[0] for t in items.all_inner_texts())
+    assert names == ["tiny.asf", "walk.amc"], names
+    show_tab(page, "Play & forecast")
+    assert page.get_by_text(re.compile(r"^frame \(of 4\)")).count() == 1  # one sequence, the latest
+    page.screenshot(path=str(ARTIFACTS / "browser-06b-motion-dropped-twice.png"), full_page=True)
+
+
 def test_tabs_work_from_the_keyboard(page, server):
     """Tab to a tab header, Enter opens it; the arrow keys open its neighbours (BokehJS's
     headers took the focus but no key)."""

@@ -279,6 +279,36 @@ def test_mask_legs_of_a_test_frame_and_infer(page, server):
     print(f"RA error {ra:.2f} deg against nearest neighbour {nn:.2f} deg")
 
 
+def test_a_running_inference_can_be_stopped(page, server):
+    """Stop beside Infer, as training's: a long stretch of CMU's test trial (seconds of
+    inference) is stopped, the page says so and infers again."""
+    open_app(page, server)
+    _infer_tab(page)
+    chosen = page.locator(".infer-source select").first.evaluate("(el) => el.options[el.selectedIndex].text")
+    if not chosen.startswith("test trial"):  # the synthetic walk's stretches end in under a second
+        pytest.skip(f"needs the CMU default page (the data mirror); test frames here: {chosen}")
+    stop = page.locator(".infer-stop button").first
+    assert stop.is_disabled()
+    length = page.locator(".infer-length input").first
+    length.fill("200")  # cut to the room the source has
+    length.press("Enter")
+    page.wait_for_timeout(300)
+    page.locator(".infer-button button").first.click()
+    page.get_by_text(re.compile(r"^Inferring q\(x\*\) for \d+ frames")).first.wait_for(timeout=30000)
+    stop.click()
+    status = page.get_by_text(re.compile(r"^Inference stopped after .*nothing inferred for the \d+ frames"))
+    status.first.wait_for(timeout=10000)
+    assert page.locator(".infer-button button").first.is_enabled() and stop.is_disabled()
+    page.screenshot(path=str(ARTIFACTS / "explorer2-06b-inference-stopped.png"), full_page=True)
+    # the page goes on: a one-frame inference finishes as usual
+    length.fill("1")
+    length.press("Enter")
+    page.wait_for_timeout(300)
+    page.locator(".infer-button button").first.click()
+    page.get_by_text(re.compile(r"\(nearest neighbour: [\d.]+")).first.wait_for(timeout=120000)
+    assert stop.is_disabled()
+
+
 def test_empty_mask_gets_a_clear_message(page, server):
     open_app(page, server)
     _infer_tab(page)
