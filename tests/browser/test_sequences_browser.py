@@ -361,7 +361,21 @@ def _open_pretrained(page, word: str, key: str):
     while key not in plot_info(page, LATENT)["title"]:
         assert time.time() - t0 < 60, f"{key} did not open"
         page.wait_for_timeout(200)
-    page.wait_for_timeout(1500)
+    _settled(page, PLAYING)
+
+
+def _settled(page, prefix, still_s: float = 1.0, timeout: float = 30.0) -> None:
+    """Wait until the plot titled ``prefix`` keeps its size and place for ``still_s``: the
+    player's figures are resized for the new model a round trip after the latent view
+    changed (on the CMU page, 1-2 s later on a busy 2-core machine)."""
+    t0 = last_change = time.time()
+    last = plot_info(page, prefix)["box"]
+    while time.time() - last_change < still_s:
+        assert time.time() - t0 < timeout, f"{prefix!r} still moving after {timeout} s"
+        page.wait_for_timeout(200)
+        box = plot_info(page, prefix)["box"]
+        if box != last:
+            last, last_change = box, time.time()
 
 
 @needs_data("cmu35", "frey_faces")
