@@ -40,7 +40,8 @@ def skip_reason(*names: str) -> str:
 
 def needs_data(*names: str):
     """A skip marker for a test (or module: ``pytestmark``) of real data sets ``names``."""
-    return pytest.mark.skipif(not data_available(*names), reason=skip_reason(*names) if not data_available(*names) else "")
+    missing = not data_available(*names)
+    return pytest.mark.skipif(missing, reason=skip_reason(*names) if missing else "")
 
 
 def require_data(*names: str) -> None:
