@@ -5,6 +5,7 @@ scalars of shape ()), the kernel matrix ``K(t, t2)`` and ``grad(t, dL_dK)``, whi
 dL/dK for K = K(t, t) onto its parameters. No psi statistics are needed on t: t is observed.
 
     rbf       sf2 exp(-r^2 / (2 l^2))
+    matern12  sf2 exp(-r / l)                    (Ornstein-Uhlenbeck, exponential)
     matern32  sf2 (1 + sqrt3 r / l) exp(-sqrt3 r / l)                       (paper's k_x(mat))
     matern52  sf2 (1 + sqrt5 r / l + 5 r^2 / (3 l^2)) exp(-sqrt5 r / l)
     periodic  sf2 exp(-2 sin^2(pi r / T) / l^2)   (MacKay's; period T. The paper writes
@@ -12,6 +13,10 @@ dL/dK for K = K(t, t) onto its parameters. No psi statistics are needed on t: t 
     white     sf2 [t = t'] (only on K(t) itself), bias  sf2
 and sums ("matern32+white", "rbf+periodic+bias", ...): the paper's compound kernels for
 near-periodic data. r = |t - t'|.
+
+Every kind has a linear-SDE (state-space) form, exact for matern12/32/52, white, bias and
+their sums, approximate for rbf and periodic: ``TimeKernel.state_space()``
+(``bgplvm.state_space``).
 """
 
 from __future__ import annotations
@@ -92,6 +97,13 @@ class TimeKernel:
     def __add__(self, other: "TimeKernel") -> "TimeKernel":
         return TimeSum(self.parts + other.parts)
 
+    def state_space(self, **options):
+        """The stationary state-space form at the current parameters
+        (``bgplvm.state_space.state_space``; options ``order``, ``max_error``, ...)."""
+        from .state_space import state_space
+
+        return state_space(self, **options)
+
     def __repr__(self) -> str:
         ps = ", ".join(f"{k}={float(v):.4g}" for k, v in self.params.items())
         return f"{type(self).__name__}({ps})"
@@ -113,6 +125,26 @@ class RBFTime(TimeKernel):
         sf2, ell = float(self.params["variance"]), float(self.params["lengthscale"])
         e = np.exp(-0.5 * (r / ell) ** 2)
         return {"variance": e, "lengthscale": sf2 * e * r**2 / ell**3}
+
+
+class Matern12Time(TimeKernel):
+    """Matern 1/2 (exponential, Ornstein-Uhlenbeck): sf2 exp(-r / l)."""
+
+    name = "matern12"
+
+    def __init__(self, variance=1.0, lengthscale=1.0):
+        super().__init__(variance=variance, lengthscale=lengthscale)
+
+    def _k(self, r):
+        sf2, ell = float(self.params["variance"]), float(self.params["lengthscale"])
+        return sf2 * np.exp(-np.abs(r) / ell)
+
+    def _dk(self, r):
+        sf2, ell = float(self.params["variance"]), float(self.params["lengthscale"])
+        a = np.abs(r) / ell
+        e = np.exp(-a)
+        # d/dl e^{-a} = a e^{-a} / l
+        return {"variance": e, "lengthscale": sf2 * a * e / ell}
 
 
 class Matern32Time(TimeKernel):
@@ -221,7 +253,8 @@ class BiasTime(TimeKernel):
 
 
 class TimeSum(TimeKernel):
-    """Sum of time kernels; parameters named "<i>.<name>" after the part's position."""
+    """Sum of time kernels (each kind at most once); parameters named "<part>.<param>",
+    e.g. "matern32.lengthscale"."""
 
     name = "sum"
 
@@ -266,7 +299,8 @@ class TimeSum(TimeKernel):
         return " + ".join(repr(p) for p in self._parts)
 
 
-_REGISTRY = {c.name: c for c in (RBFTime, Matern32Time, Matern52Time, PeriodicTime, WhiteTime, BiasTime)}
+_REGISTRY = {c.name: c for c in (RBFTime, Matern12Time, Matern32Time, Matern52Time, PeriodicTime,
+                                  WhiteTime, BiasTime)}
 TIME_KERNEL_NAMES: tuple[str, ...] = tuple(_REGISTRY)
 
 

@@ -13,7 +13,7 @@ from bgplvm.priors import DynamicalPrior, GaussianBlocks
 from bgplvm.time_kernels import TIME_KERNEL_NAMES, make_time_kernel
 
 TIME_KERNELS = ["matern32", "rbf", "matern52", "periodic", "rbf+white", "matern32+bias+white",
-                "rbf+periodic"]
+                "rbf+periodic", "matern12"]
 
 
 def _sequences():
@@ -49,6 +49,9 @@ def test_time_kernel_closed_forms():
     m32.set_params(variance=2.0, lengthscale=1.5)
     a = np.sqrt(3) * r / 1.5
     np.testing.assert_allclose(m32.K(t[:1], t)[0], 2.0 * (1 + a) * np.exp(-a))
+    m12 = make_time_kernel("matern12")
+    m12.set_params(variance=2.0, lengthscale=1.5)
+    np.testing.assert_allclose(m12.K(t[:1], t)[0], 2.0 * np.exp(-r / 1.5))
     m52 = make_time_kernel("matern52")
     m52.set_params(variance=2.0, lengthscale=1.5)
     b = np.sqrt(5) * r / 1.5
