@@ -17,6 +17,7 @@ from ._restore import is_restoring, restoring
 from .gplvm import BayesianGPLVM, _check_Y
 from .priors import DynamicalPrior, LatentPrior
 from .priors.dynamical import sequence_index
+from .priors.state_space import StateSpacePrior
 from .time_kernels import Matern32Time, make_time_kernel
 
 
@@ -119,12 +120,39 @@ def _log_likelihood(C: np.ndarray, Z: np.ndarray) -> float:
     return float(-0.5 * np.sum(a * a) - Z.shape[1] * np.sum(np.log(np.diag(L))))
 
 
+#: time-kernel parts with a lengthscale (their variance trades off against the scale of X)
+SMOOTH_TIME_KINDS = ("rbf", "matern12", "matern32", "matern52", "periodic")
+
+#: the forms of the time prior (``DynamicalGPLVM(time_prior=...)``)
+TIME_PRIORS = ("auto", "dense", "state_space")
+
+
+def resolve_time_prior(time_prior: str, time_kernel) -> str:
+    """"dense" or "state_space" for ``time_prior`` ("auto": the state-space form where the
+    time kernel has an exact one, Matern 1/2, 3/2, 5/2 with white and bias parts; else the
+    dense form). "state_space" with a kernel that has no state-space form: an error naming
+    it and the kinds that have one."""
+    from .state_space import STATE_SPACE_KINDS, NoStateSpaceForm, has_exact_state_space, state_space
+
+    if time_prior not in TIME_PRIORS:
+        raise ValueError(f"time_prior must be one of {', '.join(map(repr, TIME_PRIORS))}, got {time_prior!r}")
+    if time_prior == "auto":
+        return "state_space" if has_exact_state_space(time_kernel) else "dense"
+    if time_prior == "state_space":
+        try:
+            state_space(time_kernel)
+        except NoStateSpaceForm as e:
+            raise ValueError(f"time_prior='state_space': {e}. Kinds with a state-space form: "
+                             f"{', '.join(STATE_SPACE_KINDS)}; or use time_prior='dense'") from None
+    return time_prior
+
+
 def _init_time_kernel(prior: DynamicalPrior, mu: np.ndarray) -> None:
     """Start the time kernel's scales from latent paths mu (N, Q): each smooth part's
     lengthscale from ``initial_time_scale`` (a periodic part's period = 5 Matern 3/2
     lengthscales), and a white part's variance from the paths' non-smooth share f."""
     parts = prior.time_kernel.parts
-    smooth = [p for p in parts if p.name in ("rbf", "matern32", "matern52", "periodic")]
+    smooth = [p for p in parts if p.name in SMOOTH_TIME_KINDS]
     f = None
     for part in smooth:
         if part.name == "periodic":  # the search as a Matern 3/2, then a few of its
@@ -152,7 +180,7 @@ class DynamicalGPLVM(BayesianGPLVM):
     Y : (N, D) outputs; t : (N,) time stamps.
     sequences : (N,) ids of independent sequences (rows of one id in time order), or None
         for one sequence. Kt is block-diagonal over them; the mapping is shared.
-    time_kernel : "matern32" (default), "rbf", "matern52", "periodic", "white", "bias" or
+    time_kernel : "matern32" (default), "matern12", "matern52", "rbf", "periodic", "white", "bias" or
         sums such as "rbf+white+bias" (the paper's code default), or a
         ``bgplvm.time_kernels.TimeKernel``.
     learn_time_variance : learn the variance of the smooth time-kernel parts (rbf, matern,
@@ -161,18 +189,29 @@ class DynamicalGPLVM(BayesianGPLVM):
         always learned). ``unfreeze`` also turns it on: ``m.unfreeze("time_kernel.variance")``
         for a single kernel, ``"time_kernel.rbf.variance"`` for the rbf part of a sum
         (``m.param_names`` lists them).
+    time_prior : "auto" (default), "dense" or "state_space": how p(X | t) is computed.
+        "dense" factorises Kt (sum over sequences of n_s^3 per latent dimension, the paper's
+        way); "state_space" runs Kalman filters and smoothers over the time kernel's
+        state-space form (linear in the number of frames; ``bgplvm.priors.state_space``),
+        exact for Matern 1/2, 3/2, 5/2 and their sums with white and bias parts, an
+        approximation of stated error for rbf and periodic (``state_space_options``: their
+        ``order`` / ``max_error``). "auto" takes the state-space form where it is exact. Both
+        forms have the same parameters and q(X); ``with_time_prior`` switches.
     Other arguments as ``BayesianGPLVM``.
     """
 
     def __init__(self, Y, t, latent_dim: int = 2, num_inducing: int = 20, kernel="rbf",
                  time_kernel="matern32", sequences=None, seed: int | None = 0,
-                 learn_time_variance: bool = False):
+                 learn_time_variance: bool = False, time_prior: str = "auto",
+                 state_space_options: dict | None = None):
         Y = _check_Y(Y)
         self.t, self.sequences = check_times(t, Y.shape[0], sequences)
         self._time_kernel_arg = time_kernel
         # a kernel object is copied: the fit must not change the caller's object (or another
         # model built from it)
         self._time_kernel = make_time_kernel(copy.deepcopy(time_kernel))
+        self._state_space_options = dict(state_space_options or {})
+        self.time_prior = resolve_time_prior(time_prior, self._time_kernel)
         super().__init__(Y, latent_dim=latent_dim, num_inducing=num_inducing, kernel=kernel, seed=seed)
         if not learn_time_variance:
             self.freeze(*self.smooth_time_variances())
@@ -181,18 +220,35 @@ class DynamicalGPLVM(BayesianGPLVM):
         """Parameter names of the variances of the smooth time-kernel parts."""
         tk = self.prior.time_kernel
         return [f"time_kernel.{p.name}.variance" if len(tk.parts) > 1 else "time_kernel.variance"
-                for p in tk.parts if p.name in ("rbf", "matern32", "matern52", "periodic")]
+                for p in tk.parts if p.name in SMOOTH_TIME_KINDS]
+
+    def _new_prior(self, Q: int, time_kernel, form: str) -> DynamicalPrior:
+        if form == "state_space":
+            return StateSpacePrior(self.t, self.sequences, Q, time_kernel, self._state_space_options)
+        return DynamicalPrior(self.t, self.sequences, Q, time_kernel)
 
     def _make_prior(self, N: int, Q: int, init: dict) -> LatentPrior:
-        prior = DynamicalPrior(self.t, self.sequences, Q, self._time_kernel)
+        prior = self._new_prior(Q, self._time_kernel, self.time_prior)
         if not isinstance(self._time_kernel_arg, str) or is_restoring():
             return prior  # a kernel object keeps the parameters it was given; a loaded model, the saved ones
         _init_time_kernel(prior, init["mu"])
         return prior
 
+    def with_time_prior(self, time_prior: str) -> "DynamicalGPLVM":
+        """The same model with p(X | t) in another form ("dense", "state_space" or "auto"):
+        a copy with the same parameter vector, frozen parameters and fit record, hence the
+        same q(X) marginals and bound (to rounding where the state-space form is exact)."""
+        self.prior.sync(self._values())
+        form = resolve_time_prior(time_prior, self.prior.time_kernel)
+        m = copy.deepcopy(self)
+        m.time_prior = form
+        m.prior = m._new_prior(self.latent_dim, m.prior.time_kernel, form)
+        m._cache = {}
+        return m
+
     @classmethod
     def from_static(cls, static: BayesianGPLVM, t, time_kernel="matern32", sequences=None,
-                    learn_time_variance: bool = False) -> "DynamicalGPLVM":
+                    learn_time_variance: bool = False, time_prior: str = "auto") -> "DynamicalGPLVM":
         """A dynamical model on the data of a fitted static ``BayesianGPLVM``, started from it:
         the same kernel, inducing inputs and noise, q(X) mapped to (mu_bar, lambda)
         (``DynamicalPrior.values_from_q``) and the time kernel's scale searched on the
@@ -207,7 +263,8 @@ class DynamicalGPLVM(BayesianGPLVM):
         with restoring():  # no PCA-based searches: every parameter is set below
             m = cls(static.Y, t, latent_dim=static.latent_dim, num_inducing=static.num_inducing,
                     kernel=copy.deepcopy(static.kernel), time_kernel=time_kernel,
-                    sequences=sequences, seed=static.seed, learn_time_variance=learn_time_variance)
+                    sequences=sequences, seed=static.seed, learn_time_variance=learn_time_variance,
+                    time_prior=time_prior)
         if isinstance(time_kernel, str):
             _init_time_kernel(m.prior, static.latent_mean)
         sv = static._values()
@@ -304,4 +361,5 @@ class DynamicalGPLVM(BayesianGPLVM):
         N, D = self.Y.shape
         return (f"DynamicalGPLVM(N={N}, D={D}, sequences={len(self.prior.sequence_ids)}, "
                 f"latent_dim={self.latent_dim}, num_inducing={self.num_inducing}, "
-                f"kernel={self.kernel!r}, time_kernel={self.prior.time_kernel!r})")
+                f"kernel={self.kernel!r}, time_kernel={self.prior.time_kernel!r}, "
+                f"time_prior={self.time_prior!r})")

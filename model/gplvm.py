@@ -11,6 +11,7 @@ the static prior), Z as it is, the kernel parameters and the noise variance thro
 from __future__ import annotations
 
 import copy
+import functools
 import warnings
 from numbers import Integral
 
@@ -310,10 +311,13 @@ class BayesianGPLVM:
 
     # --- the bound -----------------------------------------------------------------------
     @blas_single_threaded
-    def _bound(self, x: np.ndarray, grad: bool = True):
-        """Bound and (optionally) its gradient w.r.t. the full unconstrained vector x."""
+    def _bound(self, x: np.ndarray, grad: bool = True, free_only: bool = False):
+        """Bound and (optionally) its gradient w.r.t. the full unconstrained vector x
+        (``free_only``: the entries of frozen parameters may be left at 0, for callers that
+        read the free ones only; the prior then skips their work)."""
         v = self._values(x)
         self._sync_kernel(v)
+        self.prior.skip_gradients = frozenset(self._layout.frozen) if free_only else frozenset()
         qx = self.prior.q(v, grad=grad)
         k, mu, S, Z = self.kernel, qx.mu, qx.S, v["Z"]
         beta = 1.0 / float(v["noise_variance"])
@@ -338,7 +342,7 @@ class BayesianGPLVM:
 
     def elbo_and_gradient(self) -> tuple[float, np.ndarray]:
         """(bound, gradient w.r.t. the packed free unconstrained parameters)."""
-        F, g = self._bound(self._x, grad=True)
+        F, g = self._bound(self._x, grad=True, free_only=True)
         return F, g[self._layout.free_mask()]
 
     # --- training --------------------------------------------------------------------------
@@ -369,7 +373,7 @@ class BayesianGPLVM:
         self._check_start()
         opt = Optimisation(max_iters, callback, progress)
         opt.on_iterate = self._set_x
-        fun = self._bound
+        fun = functools.partial(self._bound, free_only=True)
         layout = self._layout
         x = self._x
         error = None

@@ -241,8 +241,11 @@ def _construct(meta: dict, arrays: dict):
     if cls_name == "BayesianGPLVM":
         return BayesianGPLVM(arrays["Y"], **common)
     if cls_name == "DynamicalGPLVM":
+        # files written before the state-space form have no "time_prior": they are dense
         return DynamicalGPLVM(arrays["Y"], arrays["prior.t"], sequences=arrays["prior.sequences"],
-                              time_kernel=meta["prior"]["time_kernel"], **common)
+                              time_kernel=meta["prior"]["time_kernel"],
+                              time_prior=meta["prior"].get("time_prior", "dense"),
+                              state_space_options=meta["prior"].get("state_space_options"), **common)
     if cls_name in MODEL_CLASSES:
         return MODEL_CLASSES[cls_name]._from_file(arrays["Y"], common, meta.get("model_args", {}), arrays)
     raise ModelFileError(f"model class {cls_name!r} is not known to this bgplvm; upgrade bgplvm")
@@ -295,6 +298,18 @@ def _restore_state(m, meta: dict, arrays: dict, source) -> None:
     m._sync_kernel()
 
 
+def time_prior_text(prior) -> str:
+    """How the dynamical prior is computed, e.g. "state_space (exact, d = 2)" or
+    "state_space (rbf: Taylor order 6, kernel error <= 3.1e-03)" or "dense"."""
+    if prior.form != "state_space":
+        return "dense (Kt factorised per sequence)"
+    ss = prior.state_space()
+    if ss.exact:
+        return f"state_space (exact, state dimension {ss.H.shape[0]})"
+    return (f"state_space (approximate: order {ss.order}, state dimension {ss.H.shape[0]}, "
+            f"max kernel error {ss.max_error:.2g})")
+
+
 def summary_text(m) -> str:
     """Bound, noise, signal-to-noise, ARD weights sorted, dimensions switched on."""
     N, D = m.Y.shape
@@ -307,6 +322,7 @@ def summary_text(m) -> str:
     if m.prior.kind == "dynamical":
         lines.append(f"  time kernel       {m.time_kernel!r}  "
                      f"({len(m.prior.sequence_ids)} sequence(s))")
+        lines.append(f"  time prior        {time_prior_text(m.prior)}")
     if m.prior.kind == "uncertain":
         if m.fixed_inputs:
             lines.append("  inputs            fixed at the observations (GP regression)")

@@ -15,7 +15,10 @@ fixed, E_q(X_s)[KL(q(X*) || p(X* | X_s))] differs from KL(q(X*) || N(m, C)) by a
 
     m = K_*s mu_bar_s  (= K_*s Kss^{-1} mu_s),   C = K_** - K_*s Kss^{-1} K_s*,
 
-so the coupling through time costs one Cholesky of Kss. q(X*) = N(m + C mu_bar*,
+so the coupling through time costs one Cholesky of Kss. A new sequence under a model whose
+time prior is in state-space form gets q(X*) in that form (``priors.state_space``: Kalman
+filter and smoother over t*, linear in n*, so 1e4+ frames reconstruct); new frames of a
+training sequence use the dense conditional above in either form. q(X*) = N(m + C mu_bar*,
 (C^{-1} + Lambda*)^{-1}) per latent dimension (``GaussianBlocks`` with a mean offset).
 Initialisation: each frame starts near q(x_n) of the training frame nearest in its
 observed dims. The reconstruction is meanFstar / covFstar at q(X*) plus the noise variance,
@@ -35,6 +38,7 @@ from .params import Block, ParamLayout
 from .priors import GaussianBlocks
 from .testbound import TestBound, nearest_rows
 from .priors.dynamical import LAMBDA_POSITIVE
+from .priors.state_space import Chains, StateSpaceQ
 from .transforms import IDENTITY
 
 
@@ -93,30 +97,45 @@ class SequenceObjective:
         n, Q = Ys.shape[0], model.latent_dim
         self.F_train = stats.F_hat
         self.tb = TestBound(stats, Ys, observed, batch=np.zeros(n, dtype=np.int64))
-        self.m, self.C = _conditional_prior(model, t_star, sequence)
-        self.blocks = GaussianBlocks([np.arange(n)])
         self.layout = ParamLayout([Block("mu_bar", (n, Q), IDENTITY),
                                    Block("lambda", (n, Q), LAMBDA_POSITIVE)])
         nn = nearest_rows(stats, Ys, observed)[:, 0]
         mu0, S0 = model.latent_mean[nn], model.latent_variance[nn]
-        ridge = 0.1 * max(float(np.mean(np.diag(self.C))), 1e-12)
-        mb0 = np.linalg.solve(self.C + ridge * np.eye(n), mu0 - self.m)
+        self.state_space = sequence is None and getattr(model.prior, "form", "dense") == "state_space"
+        if self.state_space:  # linear in n*: no n* x n* matrix
+            self.ss = model.prior.state_space()
+            self.core = StateSpaceQ(Chains(t_star, np.array([0, n])))
+            self.m = np.zeros((n, Q))
+            ridge = 0.1 * max(float(np.mean(model.time_kernel.Kdiag(t_star[:1]))), 1e-12)
+            mb0 = self.core.solve_ridge(self.core.chains.model(self.ss), mu0, ridge)
+        else:
+            self.m, self.C = _conditional_prior(model, t_star, sequence)
+            self.blocks = GaussianBlocks([np.arange(n)])
+            ridge = 0.1 * max(float(np.mean(np.diag(self.C))), 1e-12)
+            mb0 = np.linalg.solve(self.C + ridge * np.eye(n), mu0 - self.m)
         self.x0 = self.layout.pack({"mu_bar": mb0, "lambda": 1.0 / np.maximum(S0, 1e-8)})
+
+    def _q(self, v, grad):
+        if self.state_space:
+            return self.core.q(self.ss, v["mu_bar"], v["lambda"], grad=grad)
+        return self.blocks.q([self.C], v["mu_bar"], v["lambda"], m=self.m, grad=grad)
 
     def moments(self, x):
         """(mu, S (n*, Q), KL) of q(X*) at x."""
-        v = self.layout.unpack(x)
-        mu, S, kl, _ = self.blocks.q([self.C], v["mu_bar"], v["lambda"], m=self.m, grad=False)
+        mu, S, kl, _ = self._q(self.layout.unpack(x), grad=False)
         return mu, S, kl
 
     def __call__(self, x, grad: bool = True):
         v = self.layout.unpack(x)
-        mu, S, kl, chain = self.blocks.q([self.C], v["mu_bar"], v["lambda"], m=self.m, grad=grad)
+        mu, S, kl, chain = self._q(v, grad)
         gain, dmu, dS = self.tb.evaluate(mu, S, grad=grad)
         F = float(gain[0]) - kl
         if not grad:
             return F, None
-        dmb, dlam, _ = chain(dmu, dS)
+        if self.state_space:  # the model's time kernel is fixed here: no tangent passes
+            dmb, dlam, _ = chain(dmu, dS, params=())
+        else:
+            dmb, dlam, _ = chain(dmu, dS)
         return F, self.layout.chain(x, {"mu_bar": dmb, "lambda": dlam})
 
 

@@ -9,11 +9,14 @@ predictions keep one code path whatever the prior:
 - ``StaticPrior``: p(X) = prod N(x_n | 0, I), q(X) = prod N(mu_n, diag S_n)   (KLstatic)
 - ``DynamicalPrior``: p(X | t) = prod_q N(x_q | 0, Kt), q reparametrised by (mu_bar, lambda)
   (SFixedPointQ, KLasSummationOverQ), one block of Kt per independent sequence.
+- ``StateSpacePrior``: the same prior and q(X) by Kalman filtering and smoothing over the
+  time kernel's state-space form, linear in the number of frames.
 - ``UncertainInputPrior``: p(X | Z) = prod N(x_n | z_n, Sigma_z) for observed noisy inputs Z
   (uncertainInputsPX), q(X) free or with its means tied to Z.
 """
 
 from .base import LatentPrior, QX  # noqa: F401
 from .dynamical import DynamicalPrior, GaussianBlocks  # noqa: F401
+from .state_space import StateSpacePrior  # noqa: F401
 from .static import StaticPrior  # noqa: F401
 from .uncertain import UncertainInputPrior  # noqa: F401

@@ -35,6 +35,9 @@ class LatentPrior:
     """
 
     kind: str = "prior"
+    #: block names whose gradients the caller will not read (frozen ones, set by the model
+    #: for each evaluation); ``q``'s chain may return 0 for them instead of computing them
+    skip_gradients: frozenset = frozenset()
 
     def blocks(self) -> list[Block]:
         raise NotImplementedError

@@ -217,6 +217,8 @@ class DynamicalPrior(LatentPrior):
     """
 
     kind = "dynamical"
+    #: how p(X | t) is computed (``StateSpacePrior``: "state_space")
+    form = "dense"
 
     def __init__(self, t: np.ndarray, sequences: np.ndarray, Q: int, time_kernel="matern32"):
         self.t = np.asarray(t, dtype=np.float64)
@@ -342,7 +344,7 @@ class DynamicalPrior(LatentPrior):
 
     # --- files -----------------------------------------------------------------------------
     def spec(self):
-        return {"kind": self.kind, "time_kernel": self.time_kernel.spec}
+        return {"kind": self.kind, "time_kernel": self.time_kernel.spec, "time_prior": self.form}
 
     def arrays(self):
         return {"t": self.t, "sequences": self.sequences}
