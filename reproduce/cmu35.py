@@ -1,7 +1,9 @@
 """``bgplvm reproduce cmu35``: the paper's motion-capture table (``motionCaptureTable``).
 
 Rows: the dynamical variational GP-LVM with a Matern 3/2 and with an exponentiated
-quadratic time kernel, the static variational GP-LVM, nearest neighbour in the angle
+quadratic time kernel, each fitted in the dense form of its time prior (the paper's) and
+in the state-space form from the same start (``forms``: exact for Matern 3/2 + white +
+bias, a Taylor approximation for the EQ), the static variational GP-LVM, nearest neighbour in the angle
 space and in the scaled space; columns L SC, L RA, B SC, B RA (legs / body missing in
 frames 63..124 of test trial 35_29; the protocol and its validation are in
 ``cmu35_protocol``). Q = 9 for every model, as the paper, and M = 50 (the paper does not
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from . import cmu35_protocol as P
+from .forms import TIME_PRIOR_FORMS, base_name, fit_in_forms, form_label, forms_table, row_name
 from .models import ApiMissing, ard_kept, one_blas_thread, progress_logger, require
 from .report import Context, Result, Table
 
@@ -117,7 +120,8 @@ def _fit(m, ctx: Context, label: str) -> dict:
     fit_s = time.perf_counter() - t0
     fi = getattr(m, "fit_info", {}) or {}
     ctx.log(f"{label}: fit {fit_s:.0f} s, {fi.get('iterations')} iterations, bound {fi.get('bound')}")
-    return {"fit_s": fit_s, "iterations": fi.get("iterations"), "bound": fi.get("bound"),
+    return {"fit_s": fit_s, "iterations": fi.get("iterations"), "evaluations": fi.get("evaluations"),
+            "bound": fi.get("bound"),
             "ard_kept": ard_kept(m),
             "ard_weights": np.asarray(getattr(m, "ard_weights", [])).tolist(),
             "noise_variance": float(getattr(m, "noise_variance", np.nan))}
@@ -163,40 +167,45 @@ def static_row(data: P.CMU35Data, ctx: Context) -> tuple[Row, object]:
     return row, m
 
 
-def dynamical_row(data: P.CMU35Data, ctx: Context, name: str, static=None) -> Row:
+def dynamical_rows(data: P.CMU35Data, ctx: Context, name: str, static=None) -> list[Row]:
     """The dynamical model (time kernel ``TIME_KERNELS[name]``) on the 31 training
     sequences, started from the fitted ``static`` model (``DynamicalGPLVM.from_static``;
-    from the PCA start when None); the whole test sequence (frames 1..62 observed, 63..124
-    partly) is reconstructed as a new sequence, so q(X*) couples its frames through the
-    time prior."""
+    from the PCA start when None) and fitted in both forms of its time prior from that start
+    (``forms.fit_in_forms``): a row per form. The whole test sequence (frames 1..62
+    observed, 63..124 partly) is reconstructed as a new sequence, so q(X*) couples its
+    frames through the time prior (in the model's form)."""
     try:
-        cls = require("DynamicalGPLVM", "fit", "fill_missing", issue=8, modules=RECONSTRUCT_MODULES)
+        cls = require("DynamicalGPLVM", "fit", "fill_missing", "with_time_prior", issue=8,
+                      modules=RECONSTRUCT_MODULES)
     except ApiMissing as e:
-        return Row(name, skipped=str(e))
+        return [Row(row_name(name, f), skipped=str(e)) for f in TIME_PRIOR_FORMS]
     if static is not None:
-        m = cls.from_static(static, data.t, time_kernel=TIME_KERNELS[name], sequences=data.sequence)
-        start = {"start": "static fit", "start_bound": float(m.elbo())}
+        start = cls.from_static(static, data.t, time_kernel=TIME_KERNELS[name], sequences=data.sequence,
+                                time_prior="dense")
     else:
-        m = cls(data.Y, data.t, latent_dim=LATENT_DIM, num_inducing=NUM_INDUCING, kernel="rbf",
-                time_kernel=TIME_KERNELS[name], sequences=data.sequence, seed=ctx.seed)
-        start = {"start": "PCA"}
-    row = Row(name, info={**start, **_fit(m, ctx, name), "time_kernel": repr(m.time_kernel)})
-    t0 = time.perf_counter()
-    row.info["training_q_u_only"] = {}
-    for part in PARTS:
-        Y_star = P.masked_test(data.Y_test, part)
-        fit = m.infer_sequence(Y_star, data.t_test, sequence=None, max_iters=recon_iters(ctx))
-        mean, _ = m.fill_missing(fit, Y_star)  # reconstruct()'s prediction
-        row.results[part] = P.errors(data.Y_test, mean, part, data.scale)
-        row.predictions[part] = mean
-        plain, _ = m.fill_missing(fit, Y_star, condition=False)  # the training q(u) alone
-        row.info["training_q_u_only"][part] = P.errors(data.Y_test, plain, part, data.scale)
-    row.info["reconstruct_s"] = time.perf_counter() - t0
-    return row
+        start = cls(data.Y, data.t, latent_dim=LATENT_DIM, num_inducing=NUM_INDUCING, kernel="rbf",
+                    time_kernel=TIME_KERNELS[name], sequences=data.sequence, seed=ctx.seed, time_prior="dense")
+    rows = []
+    for form, (m, info) in fit_in_forms(start, lambda m, label: _fit(m, ctx, label), name).items():
+        row = Row(row_name(name, form), info={"start": "static fit" if static is not None else "PCA", **info,
+                                               "time_kernel": repr(m.time_kernel)})
+        t0 = time.perf_counter()
+        row.info["training_q_u_only"] = {}
+        for part in PARTS:
+            Y_star = P.masked_test(data.Y_test, part)
+            fit = m.infer_sequence(Y_star, data.t_test, sequence=None, max_iters=recon_iters(ctx))
+            mean, _ = m.fill_missing(fit, Y_star)  # reconstruct()'s prediction
+            row.results[part] = P.errors(data.Y_test, mean, part, data.scale)
+            row.predictions[part] = mean
+            plain, _ = m.fill_missing(fit, Y_star, condition=False)  # the training q(u) alone
+            row.info["training_q_u_only"][part] = P.errors(data.Y_test, plain, part, data.scale)
+        row.info["reconstruct_s"] = time.perf_counter() - t0
+        rows.append(row)
+    return rows
 
 
 # ------------------------------------------------------------------ report
-ROW_ORDER = ("Dyn. VGP-LVM (Matern 3/2)", "Dyn. VGP-LVM (Exp. Quadr.)", "VGP-LVM (static)",
+ROW_ORDER = (*(row_name(n, f) for n in TIME_KERNELS for f in TIME_PRIOR_FORMS), "VGP-LVM (static)",
              "NN (angle space)", "NN sc. (scaled space)")
 
 
@@ -204,22 +213,28 @@ def table(rows: list[Row], quick: bool, seed: int = 0) -> Table:
     cols = ["method"]
     for c in P.COLUMNS:
         cols += [c, "paper"]
-    cols += ["Q kept (paper)", "fit s"]
+    cols += ["Q kept (paper)", "fit s", "bound", "time prior"]
     out = []
     for r in sorted(rows, key=lambda r: ROW_ORDER.index(r.name)):
         cells = [r.name + (" (not run)" if r.skipped else "")]
-        for ours, paper in zip(r.columns(), P.PAPER_TEXT[r.name]):
+        for ours, paper in zip(r.columns(), P.PAPER_TEXT[base_name(r.name)]):
             cells += [None if ours is None else f"{ours:.2f}", paper]
         kept = r.info.get("ard_kept")
-        paper_kept = PAPER_KEPT.get(r.name)
+        paper_kept = PAPER_KEPT.get(base_name(r.name))
         cells.append(("-" if kept is None else f"{kept} of {LATENT_DIM}")
                      + ("" if paper_kept is None else f" ({paper_kept})"))
         fit_s = r.info.get("fit_s")
         cells.append(None if fit_s is None else round(fit_s))
+        bound = r.info.get("bound")
+        cells.append(None if bound is None else f"{bound:,.1f}")
+        cells.append(form_label(r.info) if "time_prior" in r.info else None)
         out.append(cells)
     note = ("L / B: legs (columns 7..13) / body (columns 20..49) missing in test frames 63..124 "
             "of trial 35_29. SC: Taylor et al.'s scaled error (sum of squared scaled errors in "
-            f"degrees per missing column); RA: RMSE in degrees. Lower is better. Model rows: seed {seed}.")
+            f"degrees per missing column); RA: RMSE in degrees. Lower is better. Model rows: seed {seed}. "
+            "Rows ', state space': the same model fitted from the same start with its time prior in "
+            "state-space form (Kalman filter / smoother; exact for Matern 3/2 + white + bias, a "
+            "Taylor series for the EQ: its order and max kernel error in the last column).")
     if quick:
         note += " --quick: the models were fitted for a few iterations only."
     return Table("CMU 35 reconstruction (motionCaptureTable)", cols, out, note)
@@ -231,7 +246,9 @@ def figure(data: P.CMU35Data, rows: list[Row], path) -> None:
 
     colours = {"NN (angle space)": "#999999", "NN sc. (scaled space)": "#c7a04a",
                "VGP-LVM (static)": "#2a9d8f", "Dyn. VGP-LVM (Matern 3/2)": "#d62828",
-               "Dyn. VGP-LVM (Exp. Quadr.)": "#1d4ed8"}
+               "Dyn. VGP-LVM (Exp. Quadr.)": "#1d4ed8",
+               row_name("Dyn. VGP-LVM (Matern 3/2)", "state_space"): "#ea580c",
+               row_name("Dyn. VGP-LVM (Exp. Quadr.)", "state_space"): "#0891b2"}
     from bgplvm.datasets.mocap.cmu35 import FEATURE_NAMES
 
     panels = [("legs", 7), ("legs", 10), ("body", 33), ("body", 43)]
@@ -266,7 +283,7 @@ def make_result(name: str, title: str, rows: list[Row], data: P.CMU35Data, ctx: 
                 extra_notes: tuple[str, ...] = ()) -> Result:
     fig = f"{name}_reconstruction.png"
     figure(data, rows, ctx.figure_path(name, fig))
-    numbers = {r.name: {"results": r.results, "paper": dict(zip(P.COLUMNS, P.PAPER[r.name])),
+    numbers = {r.name: {"results": r.results, "paper": dict(zip(P.COLUMNS, P.PAPER[base_name(r.name)])),
                         "info": r.info, "skipped": r.skipped} for r in rows}
     notes = [f"{r.name}: {r.skipped}" for r in rows if r.skipped]
     notes += [
@@ -288,13 +305,14 @@ def make_result(name: str, title: str, rows: list[Row], data: P.CMU35Data, ctx: 
 
 
 def model_rows(data: P.CMU35Data, ctx: Context) -> list[Row]:
-    """The static row and the two dynamical rows started from its fit, for ``ctx.seed``."""
+    """The static row and the dynamical rows (two kernels, two forms) started from its fit,
+    for ``ctx.seed``."""
     ctx.log(f"static (seed {ctx.seed}) ...")
     static, static_model = static_row(data, ctx)
     rows = []
     for name in TIME_KERNELS:
         ctx.log(f"{name} (seed {ctx.seed}, from the static fit) ...")
-        rows.append(dynamical_row(data, ctx, name, static_model))
+        rows += dynamical_rows(data, ctx, name, static_model)
     return rows + [static]
 
 
@@ -314,10 +332,11 @@ def seed_table(runs: dict[int, list[Row]], nn: list[Row]) -> tuple[Table, dict]:
         cells = [name, len(per_seed)]
         cells += [f"{m:.2f} ({lo:.2f}-{hi:.2f})" for m, lo, hi in zip(A.mean(0), A.min(0), A.max(0))]
         cells += [f"{int(np.sum(np.all(A < nn_cols, axis=1)))} of {len(per_seed)}",
-                  " / ".join(P.PAPER_TEXT[name])]
+                  " / ".join(P.PAPER_TEXT[base_name(name)])]
         out.append(cells)
         numbers[name] = {str(s): {"columns": list(map(float, r.columns())), "bound": r.info.get("bound"),
-                                  "ard_kept": r.info.get("ard_kept")} for s, r in per_seed.items()}
+                                  "ard_kept": r.info.get("ard_kept"), "fit_s": r.info.get("fit_s")}
+                         for s, r in per_seed.items()}
     note = (f"Seeds {', '.join(map(str, runs))}: every seed fits its own static model (PCA start, "
             f"inducing inputs) and the dynamical models from it. "
             + "; ".join(f"{r.name}: " + " / ".join(f"{v:.2f}" for v in r.columns()) for r in nn)
@@ -345,6 +364,12 @@ def run(ctx: Context) -> Result:
                                       "L SC / L RA / B SC / B RA 17.79 / 4.83 / 15.40 / 2.97 and "
                                       "13.79 / 4.39 / 15.08 / 2.61; seed 0, measured on acb6050).",
                                       conditioning_note(rows), M100_NOTE, GAP_NOTE))
+    pairs = [(f"{name}, seed {s}", {f: r.info for f in TIME_PRIOR_FORMS for r in rs
+                                    if r.name == row_name(name, f) and not r.skipped})
+             for s, rs in runs.items() for name in TIME_KERNELS]
+    pairs = [(label, infos) for label, infos in pairs if len(infos) == len(TIME_PRIOR_FORMS)]
+    if pairs:
+        result.tables.insert(1, forms_table(pairs))
     if len(runs) > 1:
         t, numbers = seed_table(runs, [r for r in rows if r.name.startswith("NN")])
         result.tables.append(t)

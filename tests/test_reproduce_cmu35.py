@@ -140,13 +140,16 @@ def test_report_of_the_baseline_rows(tmp_path):
     from bgplvm.reproduce.report import Context
 
     data = P.load_data(mirror=MIRROR, cache_dir=tmp_path / "cache")
-    rows = nn_rows(data) + [Row("VGP-LVM (static)", skipped="not on this branch")]
+    rows = nn_rows(data) + [Row("VGP-LVM (static)", skipped="not on this branch"),
+                            Row("Dyn. VGP-LVM (Exp. Quadr.), state space", skipped="not on this branch")]
     ctx = Context(out_dir=tmp_path / "out", verbose=False)
     res = make_result("cmu35", "CMU", rows, data, ctx)
     res.write(tmp_path / "out" / "cmu35")
     md = (tmp_path / "out" / "cmu35" / "table.md").read_text()
     assert "| NN (angle space) | 14.01 | 14.0 | 4.11 | 4.11 | 30.89 | 30.9 | 3.20 | 3.20 |" in md
     assert "VGP-LVM (static) (not run)" in md and "not on this branch" in md
+    # a state-space row stands beside the paper's figures of its dense row
+    assert "| Dyn. VGP-LVM (Exp. Quadr.), state space (not run) | - | 7.76 | - | 3.28 |" in md
     js = json.loads((tmp_path / "out" / "cmu35" / "result.json").read_text())
     assert js["numbers"]["NN sc. (scaled space)"]["results"]["body"]["SC"] == pytest.approx(20.8556, abs=1e-3)
     png = tmp_path / "out" / "cmu35" / "cmu35_reconstruction.png"
@@ -192,5 +195,14 @@ def test_seed_table_spread_and_nn_count():
     runs[0][0] = row(dyn, 13.0, 4.0, 15.0, 2.4, 1.0)
     t, _ = C.seed_table(runs, nn)
     assert {r[0]: r for r in t.rows}[dyn][6] == "2 of 3"
-    assert numbers[dyn]["1"] == {"columns": [15.0, 4.6, 14.0, 2.4], "bound": 2.0, "ard_kept": 3}
+    assert numbers[dyn]["1"] == {"columns": [15.0, 4.6, 14.0, 2.4], "bound": 2.0, "ard_kept": 3, "fit_s": None}
     assert "L SC / L RA / B SC / B RA" in t.note and "NN sc. (scaled space): 13.50" in t.note
+    # the state-space twin of a dynamical row: after its dense row, beside the paper's figures
+    from bgplvm.reproduce.forms import base_name, row_name
+
+    twin = row_name(dyn, "state_space")
+    assert twin == dyn + ", state space" and base_name(twin) == dyn and row_name(dyn, "dense") == dyn
+    runs[1].append(row(twin, 15.0, 4.6, 14.0, 2.4, 2.0))
+    t, _ = C.seed_table(runs, nn)
+    assert [r[0] for r in t.rows] == [dyn, twin, static]
+    assert t.rows[1][1] == 1 and t.rows[1][-1] == "6.84 / 2.94 / 13.93 / 2.24"
