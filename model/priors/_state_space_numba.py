@@ -6,10 +6,13 @@ in time order. The transition from row i to row i + 1 of the same sequence is
 ``A[ai[i]]``, its noise ``Qn[ai[i]]``: A, Qn (U, d, d) are kept for the U distinct time
 steps only (one for evenly spaced frames), ``ai`` (N,) indexes them (the last row of a
 sequence has no transition: its index is not read). ``P`` (d, d) is the stationary
-covariance P_inf, ``H`` (d,) the output row. ``dims`` is a tuple of d zeros: its length is a
-compile-time constant, so each state dimension gets its own compiled (and cached)
-specialisation with the d x d loops unrolled (about 4x faster than loops of run-time
-length on these tiny matrices). The per-(sequence,
+covariance P_inf, ``H`` (d,) the output row. In the three passes that dominate the cost
+(``covariances``, ``s_squared_times``, ``covariance_tangents``) ``dims`` is a tuple of d
+zeros for d <= ``SPECIALISED_DIMS`` (Matern 1/2, 3/2, 5/2 and Matern 3/2 + white): its length
+is a compile-time constant, so each such d gets its own compiled (and cached) specialisation
+with the d x d loops unrolled (about 4x faster than loops of run-time length on these tiny
+matrices); larger states pass ``()`` and share one generic version. Each specialisation costs
+its compile time once (~5-10 s cold, then cached), hence the cap. The per-(sequence,
 latent dimension) passes run in parallel over those pairs; each writes only its own rows of
 the (Q, N, d, d) result arrays. All arrays contiguous float64.
 
@@ -25,6 +28,9 @@ from numba import njit, prange
 
 from .._numba_config import PARALLEL_OPTIONS as _PARALLEL
 from .._numba_config import SERIAL_OPTIONS as _SERIAL
+
+#: state dimensions with their own compiled specialisation (see the module docstring)
+SPECIALISED_DIMS = 3
 
 
 # --- small dense helpers (d x d, d <= ~20) ----------------------------------------------------
@@ -70,8 +76,27 @@ def _sym(X, d):
 
 
 @njit(**_SERIAL)
+def _cholesky_plain(X, L, d):
+    """L lower with L L^T = X; False (L unfinished) if X is not positive definite."""
+    for i in range(d):
+        for j in range(i + 1):
+            s = X[i, j]
+            for k in range(j):
+                s -= L[i, k] * L[j, k]
+            if i == j:
+                if s <= 0.0:
+                    return False
+                L[i, i] = math.sqrt(s)
+            else:
+                L[i, j] = s / L[j, j]
+    return True
+
+
+@njit(**_SERIAL)
 def _cholesky(X, L, d):
     """L lower with L L^T = X + j I, j the smallest of 0, 1e-12 tr/d, x10, ... that works."""
+    if _cholesky_plain(X, L, d):
+        return True
     tr = 0.0
     for i in range(d):
         tr += X[i, i]
@@ -114,13 +139,22 @@ def _chol_solve(L, B, d):
             B[i, c] = s / L[i, i]
 
 
+@njit(**_SERIAL)
+def _dim(dims, H):
+    """The state dimension: len(dims), a compile-time constant, for the specialised
+    small dimensions; H's length (a run-time value) when dims is the empty tuple."""
+    if len(dims) > 0:
+        return len(dims)
+    return H.shape[0]
+
+
 # --- Kt v ----------------------------------------------------------------------------------
 @njit(**_PARALLEL)
-def kt_matvec(A, ai, P, H, starts, V, out, dims):
+def kt_matvec(A, ai, P, H, starts, V, out):
     """out = Kt V for block-diagonal Kt (N, Q each): (Kt v)_i = H f_i + H P b_i with
     f_i = A_{i-1} f_{i-1} + P H v_i and b_i = A_i^T (b_{i+1} + H v_{i+1})."""
     B = starts.shape[0] - 1
-    d = len(dims)
+    d = H.shape[0]
     Q = V.shape[1]
     for b in prange(B):
         s0, s1 = starts[b], starts[b + 1]
@@ -166,10 +200,10 @@ def kt_matvec(A, ai, P, H, starts, V, out, dims):
 
 
 @njit(**_PARALLEL)
-def kt_matvec_tangent(A, dA, ai, P, dP, H, starts, V, out, dims):
+def kt_matvec_tangent(A, dA, ai, P, dP, H, starts, V, out):
     """out = dKt V: the derivative of ``kt_matvec`` along (dA, dP)."""
     B = starts.shape[0] - 1
-    d = len(dims)
+    d = H.shape[0]
     Q = V.shape[1]
     for b in prange(B):
         s0, s1 = starts[b], starts[b + 1]
@@ -347,7 +381,7 @@ def covariances(A, ai, Qn, P, H, starts, lam, Pp, Pf, Ps, G, Lp, S, c, dims):
     Returns 0, or 1 if some Pp was not positive definite even with jitter."""
     B = starts.shape[0] - 1
     Q = lam.shape[0]
-    d = len(dims)
+    d = _dim(dims, H)
     fails = np.zeros(B * Q, dtype=np.int64)
     for job in prange(B * Q):
         b, q = job // Q, job % Q
@@ -365,13 +399,13 @@ def covariances(A, ai, Qn, P, H, starts, lam, Pp, Pf, Ps, G, Lp, S, c, dims):
 
 
 @njit(**_PARALLEL)
-def smoothed_means(A, ai, H, starts, lam, Pp, G, Y, out, dims):
+def smoothed_means(A, ai, H, starts, lam, Pp, G, Y, out):
     """Posterior means of x given pseudo-observations Y (Q, N) with noise 1/lam (a row with
     lam = 0 is unobserved), from the covariances of ``covariances``: Kalman filter means,
     then m_s_i = m_f_i + G_i (m_s_{i+1} - A_i m_f_i). out (Q, N)."""
     B = starts.shape[0] - 1
     Q = lam.shape[0]
-    d = len(dims)
+    d = H.shape[0]
     for job in prange(B * Q):
         b, q = job // Q, job % Q
         s0, s1 = starts[b], starts[b + 1]
@@ -438,7 +472,7 @@ def s_squared_times(H, starts, Ps, G, w, out, dims):
         U_i = G_{i-1}^T (U_{i-1} + w_{i-1} H H^T) G_{i-1},       U_first = 0."""
     B = starts.shape[0] - 1
     Q = w.shape[0]
-    d = len(dims)
+    d = _dim(dims, H)
     for job in prange(B * Q):
         b, q = job // Q, job % Q
         s0, s1 = starts[b], starts[b + 1]
@@ -491,8 +525,7 @@ def _tangent_one(A, dA, ai, dQn, dP, H, s0, s1, lam, Pp, Pf, Ps, G, Lp, dS, dc, 
     in the gain), dPp_{i+1} = dA Pf A^T + A dPf A^T + A Pf dA^T + dQ. Smoother:
     dG = (dPf A^T + Pf dA^T - G dPp') Pp'^{-1},
     dPs = dPf + dG (Ps' - Pp') G^T + G (Ps' - Pp') dG^T + G (dPs' - dPp') G^T.
-    dPp, dPf (n, d, d): workspace."""
-    n = s1 - s0
+    dPp, dPf (N, d, d): workspace (rows s0..s1-1 used)."""
     k = np.empty(d)
     M = np.empty((d, d))
     T = np.empty((d, d))
@@ -505,10 +538,9 @@ def _tangent_one(A, dA, ai, dQn, dP, H, s0, s1, lam, Pp, Pf, Ps, G, Lp, dS, dc, 
         for m in range(d):
             X[r, m] = dP[r, m]  # X: dPp_i
     for i in range(s0, s1):
-        j = i - s0
         for r in range(d):
             for m in range(d):
-                dPp[j, r, m] = X[r, m]
+                dPp[i, r, m] = X[r, m]
         dc[i] = _quad(H, X, d)
         li = lam[i]
         if li != 0.0:
@@ -531,7 +563,7 @@ def _tangent_one(A, dA, ai, dQn, dP, H, s0, s1, lam, Pp, Pf, Ps, G, Lp, dS, dc, 
                     X[r, m] = Y[r, m]  # X: dPf_i
         for r in range(d):
             for m in range(d):
-                dPf[j, r, m] = X[r, m]
+                dPf[i, r, m] = X[r, m]
         if i + 1 < s1:
             a = ai[i]
             for r in range(d):
@@ -553,17 +585,16 @@ def _tangent_one(A, dA, ai, dQn, dP, H, s0, s1, lam, Pp, Pf, Ps, G, Lp, dS, dc, 
     L = np.empty((d, d))
     for r in range(d):
         for m in range(d):
-            dPs[r, m] = dPf[n - 1, r, m]
+            dPs[r, m] = dPf[s1 - 1, r, m]
     dS[s1 - 1] = _quad(H, dPs, d)
     for i in range(s1 - 2, s0 - 1, -1):
-        j = i - s0
         a = ai[i]
         # dG^T = Pp'^{-1} (A dPf + dA Pf - dPp' G^T)
         for r in range(d):
             for m in range(d):
                 s = 0.0
                 for t in range(d):
-                    s += A[a, r, t] * dPf[j, t, m] + dA[a, r, t] * Pf[i, t, m] - dPp[j + 1, r, t] * G[i, m, t]
+                    s += A[a, r, t] * dPf[i, t, m] + dA[a, r, t] * Pf[i, t, m] - dPp[i + 1, r, t] * G[i, m, t]
                 X[r, m] = s
                 Gi[r, m] = G[i, r, m]
                 L[r, m] = Lp[i, r, m]
@@ -576,26 +607,27 @@ def _tangent_one(A, dA, ai, dQn, dP, H, s0, s1, lam, Pp, Pf, Ps, G, Lp, dS, dc, 
         _mmt(T, Gi, X, d)
         for r in range(d):
             for m in range(d):
-                D[r, m] = dPs[r, m] - dPp[j + 1, r, m]
+                D[r, m] = dPs[r, m] - dPp[i + 1, r, m]
         _mm(Gi, D, T, d)
         _mmt(T, Gi, Y, d)
         for r in range(d):
             for m in range(d):
-                dPs[r, m] = dPf[j, r, m] + X[r, m] + X[m, r] + Y[r, m]
+                dPs[r, m] = dPf[i, r, m] + X[r, m] + X[m, r] + Y[r, m]
         dS[i] = _quad(H, dPs, d)
 
 
 @njit(**_PARALLEL)
-def covariance_tangents(A, dA, ai, dQn, dP, H, starts, lam, Pp, Pf, Ps, G, Lp, dS, dc, dims):
-    """``_tangent_one`` for every (sequence, q): dS, dc (Q, N)."""
+def covariance_tangents(A, dA, ai, dQn, dP, H, starts, lam, Pp, Pf, Ps, G, Lp, dS, dc, dPp, dPf,
+                        dims):
+    """``_tangent_one`` for every (sequence, q): dS, dc (Q, N); dPp, dPf (Q, N, d, d)
+    workspace."""
     B = starts.shape[0] - 1
     Q = lam.shape[0]
-    d = len(dims)
+    d = _dim(dims, H)
     for job in prange(B * Q):
         b, q = job // Q, job % Q
-        n = starts[b + 1] - starts[b]
         _tangent_one(A, dA, ai, dQn, dP, H, starts[b], starts[b + 1], lam[q], Pp[q], Pf[q],
-                     Ps[q], G[q], Lp[q], dS[q], dc[q], np.empty((n, d, d)), np.empty((n, d, d)), d)
+                     Ps[q], G[q], Lp[q], dS[q], dc[q], dPp[q], dPf[q], d)
 
 
 @njit(**_SERIAL)

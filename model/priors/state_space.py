@@ -39,6 +39,8 @@ n x n matrix).
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from .. import _numba_config as cfg
@@ -69,12 +71,14 @@ class Chains:
 
     def model(self, ss):
         """(A, Qn, P, H, dims) for state space ``ss`` at these times: A, Qn = P - A P A^T
-        (U, d, d) for the U distinct steps (``ai`` indexes them), dims = (0,) * d."""
+        (U, d, d) for the U distinct steps (``ai`` indexes them), dims = (0,) * d (or () for
+        d > SPECIALISED_DIMS: ``_state_space_numba``)."""
         A = _c(ss.A(self.steps))
         P = _c(ss.P_inf)
         Qn = np.empty_like(A)
         _nb.process_noise(A, P, Qn)
-        return A, Qn, P, _c(ss.H), (0,) * P.shape[0]
+        d = P.shape[0]
+        return A, Qn, P, _c(ss.H), (0,) * d if d <= _nb.SPECIALISED_DIMS else ()
 
     def derivatives(self, ss, model, params=None) -> dict:
         """{param: (dA, dQn, dP)} (U, d, d), (U, d, d), (d, d) for the parameters in
@@ -98,6 +102,30 @@ class StateSpaceQ:
 
     def __init__(self, chains: Chains):
         self.chains = chains
+        self._work: dict = {}  # thread id -> (generation, buffers): see ``_buffers``
+
+    def _buffers(self, Qd: int, d: int) -> tuple[int, dict]:
+        """This thread's work arrays for Qd latent dimensions and state dimension d, reused
+        from one evaluation to the next (fresh (Q, N, d, d) arrays each time cost as much
+        again in page faults as the passes writing them), and their generation: a chain
+        whose buffers were overwritten by a later ``q`` recomputes them."""
+        tid = threading.get_ident()
+        gen, buf = self._work.get(tid, (0, None))
+        N = self.chains.N
+        if buf is None or buf["Pp"].shape != (Qd, N, d, d):
+            buf = {k: np.empty((Qd, N, d, d)) for k in ("Pp", "Pf", "Ps", "G", "Lp")}
+        self._work[tid] = (gen + 1, buf)
+        return gen + 1, buf
+
+    def _tangent_buffers(self, shape) -> tuple[np.ndarray, np.ndarray]:
+        """Two (Q, N, d, d) work arrays of the tangent passes, kept with this thread's."""
+        buf = self._work[threading.get_ident()][1]
+        if buf.get("dPp") is None or buf["dPp"].shape != shape:
+            buf["dPp"], buf["dPf"] = np.empty(shape), np.empty(shape)
+        return buf["dPp"], buf["dPf"]
+
+    def _generation(self) -> int:
+        return self._work.get(threading.get_ident(), (0, None))[0]
 
     def _threads(self):
         return cfg.thread_limit(self.chains.N)
@@ -107,15 +135,21 @@ class StateSpaceQ:
         A, _, P, H, dims = model
         out = np.empty(V.shape)
         with self._threads():
-            _nb.kt_matvec(A, self.chains.ai, P, H, self.chains.starts, _c(V), out, dims)
+            _nb.kt_matvec(A, self.chains.ai, P, H, self.chains.starts, _c(V), out)
         return out
 
-    def covariances(self, model, lam_T: np.ndarray) -> dict:
-        """Filter / smoother covariances for lambda^T (Q, N): Pp, Pf, Ps, G (Q, N, d, d),
-        S and c (Q, N)."""
+    def covariances(self, model, lam_T: np.ndarray, reuse: bool = False) -> dict:
+        """Filter / smoother covariances for lambda^T (Q, N): Pp, Pf, Ps, G, Lp (Q, N, d, d),
+        S and c (Q, N); ``reuse``: in this thread's work arrays (``_buffers``; "gen" is
+        their generation)."""
         A, Qn, P, H, dims = model
         Qd, N, d = lam_T.shape[0], self.chains.N, H.shape[0]
-        c = {k: np.empty((Qd, N, d, d)) for k in ("Pp", "Pf", "Ps", "G", "Lp")}
+        if reuse:
+            gen, buf = self._buffers(Qd, d)
+            c = {k: buf[k] for k in ("Pp", "Pf", "Ps", "G", "Lp")}
+            c["gen"] = gen
+        else:
+            c = {k: np.empty((Qd, N, d, d)) for k in ("Pp", "Pf", "Ps", "G", "Lp")}
         c["S"], c["c"] = np.empty((Qd, N)), np.empty((Qd, N))
         with self._threads():
             bad = _nb.covariances(A, self.chains.ai, Qn, P, H, self.chains.starts, lam_T, c["Pp"],
@@ -134,7 +168,7 @@ class StateSpaceQ:
         m = np.empty((Y.shape[1], self.chains.N))
         with self._threads():
             _nb.smoothed_means(A, self.chains.ai, H, self.chains.starts, lam, cov["Pp"], cov["G"],
-                               _c(Y.T), m, dims)
+                               _c(Y.T), m)
         return (Y - m.T) / ridge
 
     def q(self, ss, mu_bar: np.ndarray, lam: np.ndarray, grad: bool = True, offset=None):
@@ -144,7 +178,7 @@ class StateSpaceQ:
         model = self.chains.model(ss)
         mu_bar, lam_T = _c(mu_bar), _c(lam.T)
         Kmb = self.kt(model, mu_bar)
-        cov = self.covariances(model, lam_T)
+        cov = self.covariances(model, lam_T, reuse=True)
         S, c = cov["S"], cov["c"]
         kl = 0.5 * float(-np.sum(lam_T * S) + np.sum(mu_bar * Kmb) + np.sum(np.log1p(lam_T * c)))
         mu = Kmb if offset is None else Kmb + offset
@@ -153,6 +187,9 @@ class StateSpaceQ:
             return mu, S_out, kl, None
 
         def chain(gmu, gS, params=None):
+            nonlocal cov
+            if cov.get("gen") != self._generation():  # a later q reused the work arrays
+                cov = self.covariances(model, lam_T)
             w = _c(gS.T) + 0.5 * lam_T
             dmb = self.kt(model, _c(gmu) - mu_bar)
             ssw = np.empty_like(w)
@@ -162,15 +199,18 @@ class StateSpaceQ:
             dtheta = {}
             a = _c(gmu) - 0.5 * mu_bar
             r = lam_T / (2.0 * (1.0 + lam_T * c))
-            for k, (dA, dQ, dP) in self.chains.derivatives(ss, model, params).items():
+            derivs = self.chains.derivatives(ss, model, params)
+            if derivs:
+                dPp, dPf = self._tangent_buffers(cov["Pp"].shape)
+            for k, (dA, dQ, dP) in derivs.items():
                 dmu = np.empty_like(mu_bar)
                 dS, dc = np.empty_like(w), np.empty_like(w)
                 with self._threads():
                     _nb.kt_matvec_tangent(A, dA, self.chains.ai, P, dP, H, self.chains.starts,
-                                          mu_bar, dmu, dims)
+                                          mu_bar, dmu)
                     _nb.covariance_tangents(A, dA, self.chains.ai, dQ, dP, H, self.chains.starts,
                                             lam_T, cov["Pp"], cov["Pf"], cov["Ps"], cov["G"],
-                                            cov["Lp"], dS, dc, dims)
+                                            cov["Lp"], dS, dc, dPp, dPf, dims)
                 dtheta[k] = float(np.sum(a * dmu) + np.sum(w * dS) - np.sum(r * dc))
             return dmb, -ssw.T, dtheta
 
@@ -192,6 +232,7 @@ class StateSpacePrior(DynamicalPrior):
         self.state_space_options = dict(state_space_options or {})
         state_space(self.time_kernel, **self.state_space_options)  # fails now if it has no form
         self.order = np.concatenate(self._index)
+        self._in_order = bool(np.array_equal(self.order, np.arange(self.N)))  # rows grouped already
         starts = np.cumsum([0] + [len(ix) for ix in self._index])
         self.chains = Chains(self.t[self.order], starts)
         self.core = StateSpaceQ(self.chains)
@@ -204,9 +245,11 @@ class StateSpacePrior(DynamicalPrior):
 
     # --- rows: the prior's order <-> the chains' order ---------------------------------------
     def _to_chain(self, a: np.ndarray) -> np.ndarray:
-        return _c(a[self.order])
+        return _c(a) if self._in_order else _c(a[self.order])
 
     def _from_chain(self, a: np.ndarray) -> np.ndarray:
+        if self._in_order:
+            return a
         out = np.empty_like(a)
         out[self.order] = a
         return out
