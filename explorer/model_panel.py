@@ -395,7 +395,8 @@ class ModelPanel(pn.viewable.Viewer):
             f"- **signal variance**: {info['kernel_variance']:.4g}\n"
             f"- **signal-to-noise** (sd ratio): {info['snr']:.3g}\n"
             f"- **latent dims**: {info['Q']} ({info['active']} active), **M** = {info['M']}\n"
-            f"- **kernel**: {info['kernel'] or '?'}\n")
+            f"- **kernel**: {info['kernel'] or '?'}\n"
+            + (f"- **time prior**: {info['time_prior']}\n" if info.get("time_prior") else ""))
 
     def _save_bytes(self):
         try:

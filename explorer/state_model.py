@@ -121,4 +121,16 @@ class ModelState(param.Parameterized):
                     snr=float(np.sqrt(sf2 / noise)) if noise > 0 else float("inf"),
                     N=int(np.asarray(m.Y).shape[0]), D=int(np.asarray(m.Y).shape[1]),
                     Q=int(m.latent_dim), M=int(m.num_inducing),
-                    active=int((~off).sum()), kernel=str(getattr(m, "kernel", "") or ""))
+                    active=int((~off).sum()), kernel=str(getattr(m, "kernel", "") or ""),
+                    time_prior=_time_prior_line(m))
+
+
+def _time_prior_line(m) -> str:
+    """The dynamical prior's time kernel and form ("" for other models), e.g.
+    "Matern32Time(...), state_space (exact, state dimension 2)"."""
+    prior = getattr(m, "prior", None)
+    if getattr(prior, "kind", None) != "dynamical":
+        return ""
+    from bgplvm.io import time_prior_text
+
+    return f"{prior.time_kernel!r}; {time_prior_text(prior)}"

@@ -198,6 +198,19 @@ def test_summary(state):
     info = state.summary()
     assert info["Q"] == 4 and info["M"] == 10 and info["N"] == 80
     assert info["snr"] > 0 and np.isfinite(info["bound"])
+    assert info["time_prior"] == ""  # a static model
+
+
+def test_summary_says_how_the_time_prior_is_computed(walk):
+    """A dynamical model's panel names its time kernel and form (time_prior "auto" chose)."""
+    s = ExplorerState()
+    s.set_dataset(walk)
+    for spec, form in (("matern32", "state_space (exact, state dimension 2)"), ("rbf", "dense")):
+        m = DynamicalGPLVM(walk.Y, walk.times, sequences=walk.sequence, latent_dim=2,
+                           num_inducing=5, time_kernel=spec)
+        s.set_model(m, walk)
+        line = s.summary()["time_prior"]
+        assert line.startswith("Matern32Time(" if spec == "matern32" else "RBFTime(") and form in line
 
 
 def test_save_and_open_model_roundtrip(state, walk_model):
