@@ -30,7 +30,10 @@ def warmup() -> None:
     m.predict(m.latent_mean[:2], m.latent_variance[:2])
     m.infer_latent(m.Y[:2], max_iters=2)  # the test-time bound (model/testbound.py)
     t = np.arange(6.0)
-    DynamicalGPLVM(m.Y, t, latent_dim=2, num_inducing=3, seed=0).elbo_and_gradient()  # prior blocks
+    dm = DynamicalGPLVM(m.Y, t, latent_dim=2, num_inducing=3, seed=0)  # state space, d = 2
+    dm.elbo_and_gradient()
+    dm.latent_at(np.array([2.5, 7.0]))  # forecasts by the smoother
+    dm.with_time_prior("dense").elbo_and_gradient()  # the dense prior's blocks (saved models)
     from ._lbfgs import warmup as warmup_lbfgs
 
     warmup_lbfgs()  # the fit's L-BFGS direction

@@ -18,7 +18,8 @@ fixed, E_q(X_s)[KL(q(X*) || p(X* | X_s))] differs from KL(q(X*) || N(m, C)) by a
 so the coupling through time costs one Cholesky of Kss. A new sequence under a model whose
 time prior is in state-space form gets q(X*) in that form (``priors.state_space``: Kalman
 filter and smoother over t*, linear in n*, so 1e4+ frames reconstruct); new frames of a
-training sequence use the dense conditional above in either form. q(X*) = N(m + C mu_bar*,
+training sequence use the dense conditional above in either form (sequences of up to
+CONDITIONAL_MAX_FRAMES frames). q(X*) = N(m + C mu_bar*,
 (C^{-1} + Lambda*)^{-1}) per latent dimension (``GaussianBlocks`` with a mean offset).
 Initialisation: each frame starts near q(x_n) of the training frame nearest in its
 observed dims. The reconstruction is meanFstar / covFstar at q(X*) plus the noise variance,
@@ -40,6 +41,11 @@ from .testbound import TestBound, nearest_rows
 from .priors.dynamical import LAMBDA_POSITIVE
 from .priors.state_space import Chains, StateSpaceQ
 from .transforms import IDENTITY
+
+
+#: longest training sequence that new frames are conditioned on (``_conditional_prior``:
+#: a dense Cholesky of its time-kernel matrix, 8 n^2 bytes)
+CONDITIONAL_MAX_FRAMES = 20_000
 
 
 @dataclass
@@ -71,6 +77,12 @@ def _conditional_prior(model, t_star: np.ndarray, sequence):
     if sequence is None:
         return np.zeros((t_star.shape[0], Q)), Kss_star
     ix = prior.rows_of(sequence)
+    if len(ix) > CONDITIONAL_MAX_FRAMES:
+        raise ValueError(
+            f"sequence {sequence!r} has {len(ix):,} training frames: new frames of a training "
+            f"sequence are conditioned on it through an n x n Cholesky, done for up to "
+            f"{CONDITIONAL_MAX_FRAMES:,} frames. Reconstruct them as a new sequence "
+            "(sequence=None: linear in their number), or with the sequence's last frames")
     t_s = prior.t[ix]
     L = jittered_cholesky(tk.K(t_s), JITTER * float(np.mean(tk.Kdiag(t_s))),
                           what="Kt of the training sequence")
