@@ -64,7 +64,9 @@ class Chains:
         self.N = int(self.starts[-1])
         dt = np.ones(self.N)  # the last row of each sequence has no transition (not read)
         dt[:-1] = np.diff(self.t)
-        dt[self.starts[1:] - 1] = dt[0] if self.N > 1 else 1.0
+        last = np.zeros(self.N, dtype=bool)
+        last[self.starts[1:] - 1] = True
+        dt[last] = dt[~last][0] if (~last).any() else 1.0  # any step of the data (no new entry)
         # transitions are computed for the distinct steps only (one for evenly spaced frames)
         self.steps, ai = np.unique(dt, return_inverse=True)
         self.ai = np.ascontiguousarray(ai.reshape(-1), dtype=np.int64)
