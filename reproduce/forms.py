@@ -64,7 +64,8 @@ def fit_in_forms(start, fit: Callable, label: str) -> dict[str, tuple]:
     """Fit the unfitted dynamical model ``start`` in every form of ``TIME_PRIOR_FORMS``
     from the same start; ``fit(m, label) -> info`` fits ``m`` and returns its facts
     (``fit_s``, ``iterations``, ``bound``, ...). Returns {form: (fitted model, info)}; the
-    info adds ``start_bound``, ``time_prior_info`` (at the fitted parameters: a periodic
+    info adds ``start_bound``, why the fit ended (``fit_end``: max_iters, converged,
+    stalled with ``fit_message``, ...), ``time_prior_info`` (at the fitted parameters: a periodic
     part's number of harmonics follows its lengthscale) and, for the state-space fit,
     ``dense_form_bound`` (the dense form's bound at its fitted parameters: the exact bound
     of an approximate fit) and ``vs_dense`` (differences to the dense fit, state space
@@ -76,6 +77,8 @@ def fit_in_forms(start, fit: Callable, label: str) -> dict[str, tuple]:
         # so that the fit's wall time is the fit's
         info = {"start_bound": float(m.elbo_and_gradient()[0])}
         info.update(fit(m, f"{label} [{form.replace('_', ' ')}]"))
+        fi = getattr(m, "fit_info", {}) or {}
+        info.update(fit_end=fi.get("reason"), **({"fit_message": fi["message"]} if "message" in fi else {}))
         info.update(time_prior_info(m))
         out[form] = (m, info)
     d, (m_ss, s) = out["dense"][1], out["state_space"]
@@ -104,7 +107,9 @@ def forms_table(pairs: list[tuple[str, dict]], title: str = "Dense vs state-spac
         rows.append([label, form_label(s), f"{v['start_bound']:+.3g}", f"{d['bound']:,.2f}", f"{s['bound']:,.2f}",
                      f"{v['bound']:+.3g}", f"{v['dense_form_bound']:+.3g}",
                      f"{d['fit_s']:.1f} / {s['fit_s']:.1f} ({v['fit_s_ratio']:.2f})",
-                     " / ".join(f"{i.get('iterations')} ({i.get('evaluations')})" for i in (d, s)),
+                     " / ".join(f"{i.get('iterations')} ({i.get('evaluations')})"
+                                + ("" if i.get("fit_end") in (None, "max_iters") else f", {i['fit_end']}")
+                                for i in (d, s)),
                      f"{_ms_per_eval(d)} / {_ms_per_eval(s)}"])
     base = ("Every dynamical model is fitted in both forms from the same start (DynamicalGPLVM."
             "with_time_prior: the same parameters, q(X) and frozen set). Δ: state space minus dense. "
