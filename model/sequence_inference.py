@@ -129,7 +129,8 @@ class SequenceObjective:
 
     def _q(self, v, grad):
         if self.state_space:
-            return self.core.q(self.ss, v["mu_bar"], v["lambda"], grad=grad)
+            # the model's time kernel is fixed here: no tangents
+            return self.core.q(self.ss, v["mu_bar"], v["lambda"], grad=grad, params=())
         return self.blocks.q([self.C], v["mu_bar"], v["lambda"], m=self.m, grad=grad)
 
     def moments(self, x):
@@ -144,10 +145,7 @@ class SequenceObjective:
         F = float(gain[0]) - kl
         if not grad:
             return F, None
-        if self.state_space:  # the model's time kernel is fixed here: no tangent passes
-            dmb, dlam, _ = chain(dmu, dS, params=())
-        else:
-            dmb, dlam, _ = chain(dmu, dS)
+        dmb, dlam, _ = chain(dmu, dS)
         return F, self.layout.chain(x, {"mu_bar": dmb, "lambda": dlam})
 
 

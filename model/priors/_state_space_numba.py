@@ -6,8 +6,8 @@ in time order. The transition from row i to row i + 1 of the same sequence is
 ``A[ai[i]]``, its noise ``Qn[ai[i]]``: A, Qn (U, d, d) are kept for the U distinct time
 steps only (one for evenly spaced frames), ``ai`` (N,) indexes them (the last row of a
 sequence has no transition: its index is not read). ``P`` (d, d) is the stationary
-covariance P_inf, ``H`` (d,) the output row. In the three passes that dominate the cost
-(``covariances``, ``s_squared_times``, ``covariance_tangents``) ``dims`` is a tuple of d
+covariance P_inf, ``H`` (d,) the output row. In the two passes that dominate the cost
+(``covariances`` with its tangents, ``s_squared_times``) ``dims`` is a tuple of d
 zeros for d <= ``SPECIALISED_DIMS`` (Matern 1/2, 3/2, 5/2 and Matern 3/2 + white): its length
 is a compile-time constant, so each such d gets its own compiled (and cached) specialisation
 with the d x d loops unrolled (about 4x faster than loops of run-time length on these tiny
@@ -374,11 +374,15 @@ def _smooth_one(A, ai, H, s0, s1, Pp, Pf, Ps, G, Lp, d):
 
 
 @njit(**_PARALLEL)
-def covariances(A, ai, Qn, P, H, starts, lam, Pp, Pf, Ps, G, Lp, S, c, dims):
+def covariances(A, ai, Qn, P, H, starts, lam, Pp, Pf, Ps, G, Lp, S, c, dA, dQn, dP, dS, dc,
+                dPp, dPf, dims):
     """For every sequence b and latent dimension q (lam (Q, N)): the filter and smoother
     covariances Pp, Pf, Ps, gains G, Cholesky factors Lp of Pp_{i+1} (Q, N, d, d), the
-    marginal variances S = H Ps H and the prior-predictive variances c = H Pp H (Q, N).
-    Returns 0, or 1 if some Pp was not positive definite even with jitter."""
+    marginal variances S = H Ps H and the prior-predictive variances c = H Pp H (Q, N);
+    then, while that job's arrays are still in cache, the tangents dS, dc (p, Q, N) along
+    each of p parameter directions (dA, dQn (p, U, d, d), dP (p, d, d); p may be 0), with
+    dPp, dPf (Q, N, d, d) as workspace (``_tangent_one``). Returns 0, or 1 if some Pp was
+    not positive definite even with jitter."""
     B = starts.shape[0] - 1
     Q = lam.shape[0]
     d = _dim(dims, H)
@@ -389,12 +393,16 @@ def covariances(A, ai, Qn, P, H, starts, lam, Pp, Pf, Ps, G, Lp, S, c, dims):
         _filter_one(A, ai, Qn, P, H, s0, s1, lam[q], Pp[q], Pf[q], c[q], d)
         if not _smooth_one(A, ai, H, s0, s1, Pp[q], Pf[q], Ps[q], G[q], Lp[q], d):
             fails[job] = 1
+            continue
         for i in range(s0, s1):
             s = 0.0
             for r in range(d):
                 for j in range(d):
                     s += H[r] * Ps[q, i, r, j] * H[j]
             S[q, i] = s
+        for k in range(dA.shape[0]):
+            _tangent_one(A, dA[k], ai, dQn[k], dP[k], H, s0, s1, lam[q], Pp[q], Pf[q], Ps[q],
+                         G[q], Lp[q], dS[k, q], dc[k, q], dPp[q], dPf[q], d)
     return 1 if fails.sum() > 0 else 0
 
 
@@ -614,20 +622,6 @@ def _tangent_one(A, dA, ai, dQn, dP, H, s0, s1, lam, Pp, Pf, Ps, G, Lp, dS, dc, 
             for m in range(d):
                 dPs[r, m] = dPf[i, r, m] + X[r, m] + X[m, r] + Y[r, m]
         dS[i] = _quad(H, dPs, d)
-
-
-@njit(**_PARALLEL)
-def covariance_tangents(A, dA, ai, dQn, dP, H, starts, lam, Pp, Pf, Ps, G, Lp, dS, dc, dPp, dPf,
-                        dims):
-    """``_tangent_one`` for every (sequence, q): dS, dc (Q, N); dPp, dPf (Q, N, d, d)
-    workspace."""
-    B = starts.shape[0] - 1
-    Q = lam.shape[0]
-    d = _dim(dims, H)
-    for job in prange(B * Q):
-        b, q = job // Q, job % Q
-        _tangent_one(A, dA, ai, dQn, dP, H, starts[b], starts[b + 1], lam[q], Pp[q], Pf[q],
-                     Ps[q], G[q], Lp[q], dS[q], dc[q], dPp[q], dPf[q], d)
 
 
 @njit(**_SERIAL)

@@ -140,10 +140,11 @@ class StateSpaceQ:
             _nb.kt_matvec(A, self.chains.ai, P, H, self.chains.starts, _c(V), out)
         return out
 
-    def covariances(self, model, lam_T: np.ndarray, reuse: bool = False) -> dict:
+    def covariances(self, model, lam_T: np.ndarray, reuse: bool = False, derivs=None) -> dict:
         """Filter / smoother covariances for lambda^T (Q, N): Pp, Pf, Ps, G, Lp (Q, N, d, d),
-        S and c (Q, N); ``reuse``: in this thread's work arrays (``_buffers``; "gen" is
-        their generation)."""
+        S and c (Q, N); with ``derivs`` ({param: (dA, dQn, dP)}, ``Chains.derivatives``) also
+        their tangents "dS", "dc": {param: (Q, N)}. ``reuse``: in this thread's work arrays
+        (``_buffers``; "gen" is their generation)."""
         A, Qn, P, H, dims = model
         Qd, N, d = lam_T.shape[0], self.chains.N, H.shape[0]
         if reuse:
@@ -153,12 +154,29 @@ class StateSpaceQ:
         else:
             c = {k: np.empty((Qd, N, d, d)) for k in ("Pp", "Pf", "Ps", "G", "Lp")}
         c["S"], c["c"] = np.empty((Qd, N)), np.empty((Qd, N))
+        names = list(derivs or {})
+        p = len(names)
+        dA = np.empty((p, *A.shape))
+        dQ = np.empty((p, *A.shape))
+        dP = np.empty((p, d, d))
+        for j, k in enumerate(names):
+            dA[j], dQ[j], dP[j] = derivs[k]
+        dS, dc = np.empty((p, Qd, N)), np.empty((p, Qd, N))
+        if p and reuse:
+            dPp, dPf = self._tangent_buffers(c["Pp"].shape)
+        else:
+            dPp = dPf = np.empty((Qd, N, d, d) if p else (0, 0, 0, 0))
+            if p:
+                dPf = np.empty_like(dPp)
         with self._threads():
             bad = _nb.covariances(A, self.chains.ai, Qn, P, H, self.chains.starts, lam_T, c["Pp"],
-                                  c["Pf"], c["Ps"], c["G"], c["Lp"], c["S"], c["c"], dims)
+                                  c["Pf"], c["Ps"], c["G"], c["Lp"], c["S"], c["c"], dA, dQ, dP,
+                                  dS, dc, dPp, dPf, dims)
         if bad:
             raise np.linalg.LinAlgError("a predicted state covariance of the time prior is not "
                                         "positive definite (time kernel parameters out of range?)")
+        c["dS"] = {k: dS[j] for j, k in enumerate(names)}
+        c["dc"] = {k: dc[j] for j, k in enumerate(names)}
         return c
 
     def solve_ridge(self, model, Y: np.ndarray, ridge: float) -> np.ndarray:
@@ -173,14 +191,18 @@ class StateSpaceQ:
                                _c(Y.T), m)
         return (Y - m.T) / ridge
 
-    def q(self, ss, mu_bar: np.ndarray, lam: np.ndarray, grad: bool = True, offset=None):
+    def q(self, ss, mu_bar: np.ndarray, lam: np.ndarray, grad: bool = True, offset=None,
+          params=None):
         """Marginals mu, S (N, Q), the KL and (with ``grad``) chain(gmu, gS) -> (dmu_bar,
-        dlambda (N, Q), {time-kernel parameter: derivative}). ``offset`` (N, Q): a fixed
-        prior mean m (q's means m + Kt mu_bar; the KL is that of x - m)."""
+        dlambda (N, Q), {time-kernel parameter: derivative}) for the time-kernel parameters
+        in ``params`` (None: all; their tangents are computed here, in the same pass as the
+        covariances). ``offset`` (N, Q): a fixed prior mean m (q's means m + Kt mu_bar; the
+        KL is that of x - m)."""
         model = self.chains.model(ss)
         mu_bar, lam_T = _c(mu_bar), _c(lam.T)
         Kmb = self.kt(model, mu_bar)
-        cov = self.covariances(model, lam_T, reuse=True)
+        derivs = self.chains.derivatives(ss, model, params) if grad else {}
+        cov = self.covariances(model, lam_T, reuse=True, derivs=derivs)
         S, c = cov["S"], cov["c"]
         kl = 0.5 * float(-np.sum(lam_T * S) + np.sum(mu_bar * Kmb) + np.sum(np.log1p(lam_T * c)))
         mu = Kmb if offset is None else Kmb + offset
@@ -188,10 +210,10 @@ class StateSpaceQ:
         if not grad:
             return mu, S_out, kl, None
 
-        def chain(gmu, gS, params=None):
+        def chain(gmu, gS):
             nonlocal cov
             if cov.get("gen") != self._generation():  # a later q reused the work arrays
-                cov = self.covariances(model, lam_T)
+                cov = self.covariances(model, lam_T, derivs=derivs)
             w = _c(gS.T) + 0.5 * lam_T
             dmb = self.kt(model, _c(gmu) - mu_bar)
             ssw = np.empty_like(w)
@@ -201,19 +223,12 @@ class StateSpaceQ:
             dtheta = {}
             a = _c(gmu) - 0.5 * mu_bar
             r = lam_T / (2.0 * (1.0 + lam_T * c))
-            derivs = self.chains.derivatives(ss, model, params)
-            if derivs:
-                dPp, dPf = self._tangent_buffers(cov["Pp"].shape)
-            for k, (dA, dQ, dP) in derivs.items():
+            for k, (dA, _, dP) in derivs.items():
                 dmu = np.empty_like(mu_bar)
-                dS, dc = np.empty_like(w), np.empty_like(w)
                 with self._threads():
                     _nb.kt_matvec_tangent(A, dA, self.chains.ai, P, dP, H, self.chains.starts,
                                           mu_bar, dmu)
-                    _nb.covariance_tangents(A, dA, self.chains.ai, dQ, dP, H, self.chains.starts,
-                                            lam_T, cov["Pp"], cov["Pf"], cov["Ps"], cov["G"],
-                                            cov["Lp"], dS, dc, dPp, dPf, dims)
-                dtheta[k] = float(np.sum(a * dmu) + np.sum(w * dS) - np.sum(r * dc))
+                dtheta[k] = float(np.sum(a * dmu) + np.sum(w * cov["dS"][k]) - np.sum(r * cov["dc"][k]))
             return dmb, -ssw.T, dtheta
 
         return mu, S_out, kl, chain
@@ -258,16 +273,16 @@ class StateSpacePrior(DynamicalPrior):
 
     def q(self, values, grad=True):
         self.sync(values)
+        # a skipped (frozen) parameter saves a tangent pass, about a filter and smoother
+        free = [k for k in self.time_kernel.params if "time_kernel." + k not in self.skip_gradients]
         mu, S, kl, chain = self.core.q(self.state_space(), self._to_chain(values["mu_bar"]),
-                                       self._to_chain(values["lambda"]), grad=grad)
+                                       self._to_chain(values["lambda"]), grad=grad, params=free)
         mu, S = self._from_chain(mu), self._from_chain(S)
         if not grad:
             return QX(mu=mu, S=S, kl=kl, chain=None)
 
         def full_chain(gmu, gS):
-            # a skipped (frozen) parameter saves a tangent pass, about a filter and smoother
-            free = [k for k in self.time_kernel.params if "time_kernel." + k not in self.skip_gradients]
-            dmb, dlam, dtheta = chain(self._to_chain(gmu), self._to_chain(gS), free)
+            dmb, dlam, dtheta = chain(self._to_chain(gmu), self._to_chain(gS))
             return {"mu_bar": self._from_chain(dmb), "lambda": self._from_chain(dlam),
                     **{"time_kernel." + k: np.asarray(dtheta.get(k, 0.0)) for k in self.time_kernel.params}}
 
