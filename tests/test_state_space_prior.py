@@ -326,3 +326,25 @@ def test_frey_video_as_one_sequence_of_1965_frames():
     t_new = np.array([10.5, 1964.0, 1970.0, 2000.0])
     for x, y in zip(s.latent_at(t_new, 0), d.latent_at(t_new, 0)):
         _close(x, y, 1e-8)
+
+
+def test_periodic_harmonics_are_fixed_when_the_model_is_built():
+    """The number of harmonics of a periodic part is chosen once (for the starting
+    lengthscale) and saved: re-chosen at each evaluation it would make the bound jump as the
+    lengthscale moves."""
+    Y, t, seq = _data()
+    m = DynamicalGPLVM(Y, t, latent_dim=2, num_inducing=4, sequences=seq,
+                       time_kernel="periodic+white", time_prior="state_space")
+    J = m.prior.state_space_options["periodic_order"]
+    f0 = m.elbo()
+    x = m.get_param_vector()
+    name = "time_kernel.periodic.lengthscale"
+    m.prior.time_kernel.set_params(**{"periodic.lengthscale": 0.3})
+    assert m.prior.state_space().order == J  # the same state, whatever the lengthscale
+    m.set_param_vector(x)
+    buf = io.BytesIO()
+    m.save(buf)
+    buf.seek(0)
+    back = DynamicalGPLVM.load(buf)
+    assert back.prior.state_space_options["periodic_order"] == J and back.elbo() == f0
+    assert name in m.param_names

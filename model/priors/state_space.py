@@ -246,13 +246,31 @@ class StateSpacePrior(DynamicalPrior):
         super().__init__(t, sequences, Q, time_kernel)
         from ..state_space import state_space
 
-        self.state_space_options = dict(state_space_options or {})
+        self._given_options = dict(state_space_options or {})
+        self.state_space_options = dict(self._given_options)
+        self._pin_periodic_order()
         state_space(self.time_kernel, **self.state_space_options)  # fails now if it has no form
         self.order = np.concatenate(self._index)
         self._in_order = bool(np.array_equal(self.order, np.arange(self.N)))  # rows grouped already
         starts = np.cumsum([0] + [len(ix) for ix in self._index])
         self.chains = Chains(self.t[self.order], starts)
         self.core = StateSpaceQ(self.chains)
+
+    def _pin_periodic_order(self) -> None:
+        """Fix the number of harmonics of a periodic part (unless given): the one its
+        tolerance needs at the current lengthscale. Chosen afresh at every evaluation it
+        would follow the lengthscale during a fit, and each change makes the bound jump by up
+        to the tolerance (line searches then fail). Saved with the model (``spec``)."""
+        from ..state_space import PERIODIC_DEFAULT_MAX_ERROR, periodic_coefficients
+
+        given = self._given_options
+        if "order" in given or "periodic_order" in given:
+            return
+        tol = given.get("periodic_max_error", given.get("max_error", PERIODIC_DEFAULT_MAX_ERROR))
+        for part in self.time_kernel.parts:
+            if part.name == "periodic":
+                w, _ = periodic_coefficients(float(part.params["lengthscale"]), None, tol)
+                self.state_space_options["periodic_order"] = len(w) - 1
 
     def state_space(self):
         """The time kernel's state-space form at its current parameters."""
@@ -297,6 +315,7 @@ class StateSpacePrior(DynamicalPrior):
         calibrated to INIT_S_MEDIAN), with the solve by the Kalman smoother."""
         if is_restoring():
             return super().initial_values(mu0, S0)
+        self._pin_periodic_order()  # at the starting lengthscale (set after __init__)
         model = self.chains.model(self.state_space())
         r = 1e-3 * self._mean_prior_variance()
         mu_bar = self._from_chain(self.core.solve_ridge(model, self._to_chain(mu0), r))
