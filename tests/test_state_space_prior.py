@@ -348,3 +348,28 @@ def test_periodic_harmonics_are_fixed_when_the_model_is_built():
     back = DynamicalGPLVM.load(buf)
     assert back.prior.state_space_options["periodic_order"] == J and back.elbo() == f0
     assert name in m.param_names
+
+
+def test_new_sequence_objective_is_the_same_in_both_forms():
+    """q(X*) of a new sequence (``infer_sequence(sequence=None)``): the state-space
+    objective equals the dense one (value and gradient at the same point), and so do their
+    starting points (the ridge solve by the smoother against the dense solve)."""
+    from bgplvm.sequence_inference import SequenceObjective
+
+    Y, t, seq = _data()
+    m = DynamicalGPLVM(Y, t, latent_dim=2, num_inducing=5, sequences=seq, time_kernel="matern32+white")
+    m.fit(max_iters=20, progress=False)
+    d = m.with_time_prior("dense")
+    ts = np.cumsum(np.random.default_rng(4).uniform(0.5, 1.5, 12))
+    Ys = np.c_[np.sin(ts / 3), np.cos(ts / 5), np.sin(ts / 7)]
+    Ys[3:8, 1] = np.nan
+    observed = ~np.isnan(Ys)
+    Ys = np.where(observed, Ys, 0.0)
+    a = SequenceObjective(m, Ys, observed, ts, None)
+    b = SequenceObjective(d, Ys, observed, ts, None)
+    assert a.state_space and not b.state_space
+    _close(a.x0, b.x0, 1e-8)
+    fa, ga = a(b.x0)
+    fb, gb = b(b.x0)
+    assert fa == pytest.approx(fb, rel=1e-10)
+    _close(ga, gb, 1e-8)
