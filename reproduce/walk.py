@@ -42,13 +42,14 @@ NUM_INDUCING = 40
 TIME_KERNELS = {"Dyn. VGP-LVM, rbf": "rbf", "Dyn. VGP-LVM, periodic": "periodic",
                 "Dyn. VGP-LVM, rbf + periodic": "rbf+periodic"}
 #: The state-space form's options (``DynamicalGPLVM(state_space_options=...)``): periodic
-#: parts with a fixed number of harmonics. By default the number follows the lengthscale (the
+#: parts with 5 harmonics. Up to 809571f the model chose the number at every evaluation (the
 #: fewest with kernel error <= 1e-6 of the variance: 4-7 over the fits' lengthscales 1-2.5),
-#: so the bound jumps where the lengthscale crosses a threshold and the fits' line search
-#: failed (2026-11-28, fd11d91: periodic stalled after 440 iterations at bound 7,517.7 against
-#: the dense fit's 7,882.2; rbf + periodic after 166 at 7,304.4 against 9,071.6). With 5
-#: harmonics the error is <= 1.8e-5 of the variance for lengthscales >= 1 (1.6e-4 at 0.8).
-#: The rbf parts keep the default Taylor order 6.
+#: so the bound jumped where the lengthscale crossed a threshold and the line searches failed
+#: (2026-11-28, fd11d91: periodic stalled after 440 iterations at bound 7,517.7 against the
+#: dense fit's 7,882.2; rbf + periodic after 166 at 7,304.4 against 9,071.6); since 5acc942
+#: it pins the number at the starting lengthscale (7 at lengthscale 1, state dimension 15).
+#: 5 harmonics (dimension 11) keep the error <= 1.8e-5 of the variance for lengthscales >= 1
+#: (1.6e-4 at 0.8) and cost less. The rbf parts keep the default Taylor order 6.
 STATE_SPACE_OPTIONS = {"periodic_order": 5}
 FIT_ITERS = 2000
 QUICK_FIT_ITERS = 40

@@ -38,7 +38,7 @@ def test_exact_form_fits_from_the_same_start_to_the_same_bound():
     assert s["bound"] == pytest.approx(d["bound"], rel=1e-6)
     assert s["state_space_exact"] and s["max_kernel_error"] == 0.0 and s["approximated_parts"] == {}
     assert s["vs_dense"]["bound"] == pytest.approx(s["bound"] - d["bound"])
-    assert s["vs_dense"]["dense_form_bound"] == pytest.approx(0.0, abs=1e-6 * abs(d["bound"]))
+    assert s["vs_dense"]["dense_form_minus_own"] == pytest.approx(0.0, abs=1e-9 * abs(d["bound"]))
     assert s["vs_dense"]["fit_s_ratio"] == 1.0
     assert forms.form_label(d) == "dense" and forms.form_label(s) == "state space (exact)"
     assert "exact" in s["time_prior_text"] and "dense" in d["time_prior_text"]
@@ -57,7 +57,7 @@ def test_rbf_form_says_its_taylor_order_and_kernel_error():
     t = forms.forms_table([("rbf model", {f: i for f, (_, i) in fits.items()})])
     row = t.rows[0]
     assert row[0] == "rbf model" and row[1] == label and len(row) == len(t.columns)
-    assert row[5] == f"{s['vs_dense']['bound']:+.3g}"
+    assert row[5] == f"{s['vs_dense']['bound']:+.3g}" and row[6] == f"{s['dense_form_bound'] - s['bound']:+.3g}"
     assert "same start" in t.note
 
 
