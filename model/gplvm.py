@@ -11,7 +11,6 @@ the static prior), Z as it is, the kernel parameters and the noise variance thro
 from __future__ import annotations
 
 import copy
-import functools
 import warnings
 from numbers import Integral
 
@@ -134,6 +133,9 @@ class BayesianGPLVM:
                                          "noise_variance": np.asarray(init["noise_variance"]),
                                          **self._kernel_values()})
         self._cache: dict = {}
+
+    #: True while ``fit`` runs: its evaluations skip the gradient work of frozen parameters
+    _fitting: bool = False
 
     #: parameters held fixed in the initial phase of ``fit``
     _init_held: tuple[str, ...] = ("noise_variance",)
@@ -317,6 +319,7 @@ class BayesianGPLVM:
         read the free ones only; the prior then skips their work)."""
         v = self._values(x)
         self._sync_kernel(v)
+        free_only = free_only or self._fitting  # the fit reads the free entries only
         self.prior.skip_gradients = frozenset(self._layout.frozen) if free_only else frozenset()
         qx = self.prior.q(v, grad=grad)
         k, mu, S, Z = self.kernel, qx.mu, qx.S, v["Z"]
@@ -373,7 +376,7 @@ class BayesianGPLVM:
         self._check_start()
         opt = Optimisation(max_iters, callback, progress)
         opt.on_iterate = self._set_x
-        fun = functools.partial(self._bound, free_only=True)
+        fun = self._bound
         layout = self._layout
         x = self._x
         error = None
@@ -381,23 +384,27 @@ class BayesianGPLVM:
         # (phase, iterations, hold): the held phase in two parts, the second only while
         # holding helps; the main phase gets whatever the held phase left of max_iters
         phases = [("init", check, True), ("init", init_iters - check, True), ("main", None, False)]
-        with opt.bar, deferred_interrupt() as opt.interrupt:
-            try:
-                for k, (phase, iters, hold) in enumerate(phases):
-                    iters = max_iters - opt.iteration if iters is None else iters
-                    if (iters <= 0 or opt.stopped or opt.interrupted
-                            or (k == 1 and not self._hold_helps(x))):
-                        continue
-                    held = [n for n in self._init_held if n in layout.slices and n not in layout.frozen]
-                    held = held if hold else []
-                    layout.freeze(*held)
-                    try:
-                        x = opt.run(fun, x, layout.free_mask(), iters, phase)
-                    finally:
-                        layout.unfreeze(*held)
-            except BaseException as e:  # a second Ctrl-C (Numba: SystemError), a callback's error
-                error = e
-                x = opt.best_x if opt.best_x is not None else x
+        self._fitting = True
+        try:
+            with opt.bar, deferred_interrupt() as opt.interrupt:
+                try:
+                    for k, (phase, iters, hold) in enumerate(phases):
+                        iters = max_iters - opt.iteration if iters is None else iters
+                        if (iters <= 0 or opt.stopped or opt.interrupted
+                                or (k == 1 and not self._hold_helps(x))):
+                            continue
+                        held = [n for n in self._init_held if n in layout.slices and n not in layout.frozen]
+                        held = held if hold else []
+                        layout.freeze(*held)
+                        try:
+                            x = opt.run(fun, x, layout.free_mask(), iters, phase)
+                        finally:
+                            layout.unfreeze(*held)
+                except BaseException as e:  # a second Ctrl-C (Numba: SystemError), a callback's error
+                    error = e
+                    x = opt.best_x if opt.best_x is not None else x
+        finally:
+            self._fitting = False
         aborted = error is not None and caused_by_interrupt(error)
         interrupted = aborted or opt.interrupted
         self._set_x(x)  # the best point, whatever ended the fit

@@ -51,7 +51,7 @@ def test_an_experiment_depends_on_the_reproduce_modules_it_imports():
     from bgplvm.reproduce.report import module_closure
 
     # cmu35-static reuses cmu35's rows, which use the shared protocol and model helpers
-    assert module_closure("cmu35_static") == {"cmu35_static", "cmu35", "cmu35_protocol", "models"}
+    assert module_closure("cmu35_static") == {"cmu35_static", "cmu35", "cmu35_protocol", "models", "forms"}
     # the report and plotting helpers format numbers; they do not make them
     assert module_closure("mackey_glass") == {"mackey_glass"}
     assert module_closure("no_such_module") == set()
