@@ -302,7 +302,9 @@ def test_invalid_upload_shows_error_and_page_keeps_working(page, server, tmp_pat
     big = tmp_path / "big.npy"
     big.write_bytes(b"\0" * (51 * 1024 * 1024))
     page.locator(".upload-array input[type=file]").set_input_files(str(big))
-    page.get_by_text("File is too large").first.wait_for(timeout=15000)
+    # the first match may be a hidden status span (drop areas are replaced after a refusal):
+    # wait for one the user can see
+    page.get_by_text("File is too large").filter(visible=True).first.wait_for(timeout=15000)
     page.screenshot(path=str(ARTIFACTS / "browser-07-too-large.png"), full_page=True)
     # the session still works: a click in the latent view still generates
     lat = plot_info(page, LATENT)
