@@ -235,12 +235,14 @@ class ModelPanel(pn.viewable.Viewer):
         def dropper(multiple, css, on_value, slot):
             # small chunks: a file still arriving is then in the widget's buffer between
             # chunks, which _renew checks before replacing the widget
-            # no previews (data files have none): FilePond's pdf-preview plugin reads a file
-            # view's item every frame, also once the item is gone (a duplicate taken off the
-            # list, a replaced drop area): "Cannot read properties of null (reading 'file')"
+            # image previews only: FilePond's pdf-preview plugin reads a file view's item every
+            # frame, also once the item is gone (a duplicate taken off the list, a replaced
+            # drop area): "Cannot read properties of null (reading 'file')". (previews=[] does
+            # not do it: Panel 1.9 leaves an empty list unsent, and the browser's default
+            # ["image", "pdf"] applies; the image plugin checks for a removed item.)
             w = pn.widgets.FileDropper(max_file_size=f"{MAX_UPLOAD_MB}MB", multiple=multiple, width=250,
                                        min_height=90, layout="compact", css_classes=[css],
-                                       chunk_size=UPLOAD_CHUNK, previews=[])
+                                       chunk_size=UPLOAD_CHUNK, previews=["image"])
             w.param.watch(on_value, "value")
             slot.objects = [w]
             return w

@@ -90,7 +90,12 @@ def _page_stays_on_the_machine(request):
     page = request.getfixturevalue("page")
     off: list[str] = []
     errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
+
+    def on_error(e):  # the message and where it was thrown (the first frames of its stack)
+        stack = [ln.strip() for ln in (getattr(e, "stack", "") or "").splitlines()[1:5]]
+        errors.append(str(e) + (f" [{' | '.join(stack)}]" if stack else ""))
+
+    page.on("pageerror", on_error)
 
     def route(r):
         url = r.request.url

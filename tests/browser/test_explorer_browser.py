@@ -306,6 +306,17 @@ def test_invalid_upload_shows_error_and_page_keeps_working(page, server, tmp_pat
     # wait for one the user can see
     page.get_by_text("File is too large").filter(visible=True).first.wait_for(timeout=15000)
     page.screenshot(path=str(ARTIFACTS / "browser-07-too-large.png"), full_page=True)
+    # a picture is not a data file: refused with a message; its preview (FilePond's image
+    # plugin) and the drop area replaced under it raise no page error (the fixture checks)
+    png = io.BytesIO()
+    Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(png, format="PNG")
+    page.locator(".upload-array input[type=file]").set_input_files(
+        files=[{"name": "photo.png", "mimeType": "image/png", "buffer": png.getvalue()}])
+    page.get_by_text(re.compile(r"unsupported file type \.png")).first.wait_for(timeout=15000)
+    # the drop areas load no pdf-preview plugin: it reads each file view's item every frame,
+    # also once a replaced drop area has dropped it ("reading 'file'" of null, a page error)
+    assert page.evaluate("() => !('allowPdfPreview' in FilePond.getOptions())")
+    page.wait_for_timeout(2500)  # past the drop area's replacement
     # the session still works: a click in the latent view still generates
     lat = plot_info(page, LATENT)
     (x0, x1), (y0, y1) = lat["xrange"], lat["yrange"]
