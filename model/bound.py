@@ -73,6 +73,34 @@ class BoundTerms:
     dL_dbeta: float | None = None
 
 
+@dataclass
+class DataGrads:
+    """Gradients of F_hat w.r.t. what the model's parameters map to: mu, S (N, Q), Z (M, Q)
+    (through the psi statistics and Kuu), the kernel's parameters (name -> array) and beta."""
+
+    dmu: np.ndarray
+    dS: np.ndarray
+    dZ: np.ndarray
+    dtheta: dict
+    dbeta: float
+
+
+def data_bound(kernel, mu: np.ndarray, S: np.ndarray, Z: np.ndarray, beta: float,
+               data: "OutputStats", grad: bool = True):
+    """(F_hat, DataGrads or None) of complete outputs: the psi statistics of q(X) = N(mu, S)
+    (eq:psi0, eq:psi1, eq:psi2) into ``collapsed_bound``, and its gradients through the
+    kernel (``Kernel.psi_gradients``, ``Kernel.K_gradients``)."""
+    k = kernel
+    psi0, Psi1, Psi2 = k.psi0(mu, S), k.psi1(mu, S, Z), k.psi2(mu, S, Z)
+    terms = collapsed_bound(k.K(Z), psi0, Psi1, Psi2, beta, data, grad=grad)
+    if not grad:
+        return terms.F, None
+    dmu, dS, dZ, dth = k.psi_gradients(terms.dL_dpsi0, terms.dL_dPsi1, terms.dL_dPsi2, mu, S, Z)
+    dZ_K, dth_K = k.K_gradients(terms.dL_dKuu, Z)
+    return terms.F, DataGrads(dmu=dmu, dS=dS, dZ=dZ + dZ_K,
+                              dtheta={n: dth[n] + dth_K[n] for n in dth}, dbeta=terms.dL_dbeta)
+
+
 @dataclass(frozen=True)
 class Posterior:
     """Shared algebra of q(u) used by predictions (meanFstar, covFstar, eq:testPosteriorF).

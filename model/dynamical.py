@@ -177,7 +177,7 @@ class DynamicalGPLVM(BayesianGPLVM):
 
     Parameters
     ----------
-    Y : (N, D) outputs; t : (N,) time stamps.
+    Y : (N, D) outputs (NaN = missing, as in ``BayesianGPLVM``); t : (N,) time stamps.
     sequences : (N,) ids of independent sequences (rows of one id in time order), or None
         for one sequence. Kt is block-diagonal over them; the mapping is shared.
     time_kernel : "matern32" (default), "matern12", "matern52", "rbf", "periodic", "white", "bias" or
@@ -203,8 +203,8 @@ class DynamicalGPLVM(BayesianGPLVM):
     def __init__(self, Y, t, latent_dim: int = 2, num_inducing: int = 20, kernel="rbf",
                  time_kernel="matern32", sequences=None, seed: int | None = 0,
                  learn_time_variance: bool = False, time_prior: str = "auto",
-                 state_space_options: dict | None = None):
-        Y = _check_Y(Y)
+                 state_space_options: dict | None = None, mask=None):
+        Y, _ = _check_Y(Y, mask, missing_ok=True)  # the mask becomes NaN in Y
         self.t, self.sequences = check_times(t, Y.shape[0], sequences)
         self._time_kernel_arg = time_kernel
         # a kernel object is copied: the fit must not change the caller's object (or another

@@ -16,9 +16,10 @@ from numbers import Integral
 
 import numpy as np
 
-from .bound import OutputStats, collapsed_bound, fstar_moments, posterior_from_stats
+from .bound import OutputStats, data_bound, fstar_moments, posterior_from_stats
 from .init import init_params
 from .kernels import Kernel, make_kernel
+from .missing import MissingOutputs, check_training_outputs, column_variance, observed_mean
 from ._interrupt import aborts, caused_by_interrupt, deferred_interrupt
 from .optimize import Optimisation
 from ._threads import blas_single_threaded, single_threaded_blas
@@ -39,17 +40,20 @@ INIT_ITERS = 300
 INIT_CHECK = 100
 
 
+#: rows per batch of ``impute`` (its covFstar holds a (batch, M, M) array)
+IMPUTE_BATCH = 512
+
 #: Below this mean variance of Y's columns the fixed jitter on Kuu (``linalg.JITTER``) is
 #: no longer small against the kernel variance the data need.
 SMALL_DATA_VARIANCE = 1e-3
 
 
-def _warn_small_units(Yc: np.ndarray) -> None:
+def _warn_small_units(Yc: np.ndarray, observed: np.ndarray | None = None) -> None:
     """Warn when the data are in units so small that the jitter distorts the fit (data of
     unit scale x 1e-3 were fitted as pure noise). A jitter relative to the kernel scale was
     tried and dropped: the smaller jitter on real data sets (oil, CMU walks) made their fits
-    stall or end lower."""
-    var = float(np.mean(Yc.var(0)))
+    stall or end lower. ``observed``: the entries to count (Yc centred over them)."""
+    var = float(np.mean(column_variance(Yc, observed)))
     if 0.0 < var < SMALL_DATA_VARIANCE:
         warnings.warn(f"Y's columns have a mean variance of {var:.2g}: in units this small the "
                       "fixed jitter on the inducing-point kernel matrix (1e-6) is not small against "
@@ -57,7 +61,11 @@ def _warn_small_units(Yc: np.ndarray) -> None:
                       "to unit variance) before fitting.", stacklevel=3)
 
 
-def _check_Y(Y) -> np.ndarray:
+def _check_Y(Y, mask=None, missing_ok: bool = False):
+    """Y as a float64 (N, D) array; with ``missing_ok`` the pair (Y with NaN at the missing
+    entries, observed (N, D) bool or None) of ``missing.check_training_outputs``."""
+    if missing_ok:
+        return check_training_outputs(Y, mask)
     try:
         Y = np.array(Y, dtype=np.float64)  # a copy: the model must not change with the caller's array
     except (TypeError, ValueError) as e:
@@ -71,7 +79,8 @@ def _check_Y(Y) -> np.ndarray:
     if bad.any():
         rows = np.unique(np.nonzero(bad)[0])
         raise ValueError(f"Y contains {int(bad.sum())} NaN/inf values (first rows: {rows[:5].tolist()}); "
-                         "remove or impute those rows before fitting")
+                         "this model needs complete outputs: remove or impute those rows (BayesianGPLVM "
+                         "and DynamicalGPLVM fit with missing values)")
     return np.ascontiguousarray(Y)
 
 
@@ -100,11 +109,19 @@ class BayesianGPLVM:
     num_inducing : M inducing inputs, 1 <= M <= N.
     kernel : a kernel name ("rbf", "linear", "rbf+bias+white", ...) or a ``Kernel``.
     seed : seed of the initialisation (PCA means are deterministic; S, Z subset are drawn).
+    mask : (N, D) bool, True = observed (optional): entries to treat as missing beside NaN.
+
+    Missing values (NaN, or False in ``mask``): the bound is taken over the observed entries
+    of each output (``bgplvm.missing``), the data are centred with each column's observed
+    mean, and ``impute`` fills the missing entries from q(X).
     """
 
+    #: the observation pattern of Y and its grouped bound (None: Y is complete)
+    _missing: MissingOutputs | None = None
+
     def __init__(self, Y, latent_dim: int = 2, num_inducing: int = 20, kernel="rbf",
-                 seed: int | None = 0):
-        Y = _check_Y(Y)
+                 seed: int | None = 0, mask=None):
+        Y, observed = _check_Y(Y, mask, missing_ok=True)
         N, D = Y.shape
         Q = _check_int("latent_dim", latent_dim, 1)
         M = _check_int("num_inducing", num_inducing, 1, N, f" (the number of data points N={N})")
@@ -115,10 +132,14 @@ class BayesianGPLVM:
         # object (nor another model built from it)
         self.kernel: Kernel = make_kernel(kernel if isinstance(kernel, str) else copy.deepcopy(kernel), Q)
         self.Y = Y
-        self.Y_mean = Y.mean(0)
-        self._Yc = Y - self.Y_mean
-        _warn_small_units(self._Yc)
-        self._data = OutputStats.from_centred(self._Yc)
+        self.Y_mean = observed_mean(Y, observed)
+        self._Yc = Y - self.Y_mean if observed is None else np.where(observed, Y - self.Y_mean, 0.0)
+        _warn_small_units(self._Yc, observed)
+        if observed is None:
+            self._data = OutputStats.from_centred(self._Yc)
+        else:
+            self._data = None
+            self._missing = MissingOutputs(self._Yc, observed)
         self.seed = seed
         self.metadata: dict = {}
         self.fit_info: dict = {}
@@ -159,7 +180,7 @@ class BayesianGPLVM:
     def _initial_state(self, Q: int, M: int, rng: np.random.Generator) -> dict:
         """Initial values (``init_params``'s keys) from the data (subclasses whose inputs
         are observed start from those instead)."""
-        return init_params(self._Yc, Q, M, rng)
+        return init_params(self._Yc, Q, M, rng, observed=self._missing.observed if self._missing else None)
 
     def _make_prior(self, N: int, Q: int, init: dict) -> LatentPrior:
         """The latent prior owning q(X)'s parameters (subclasses replace it)."""
@@ -255,6 +276,16 @@ class BayesianGPLVM:
     def num_inducing(self) -> int:
         return self._layout.blocks[self._layout.names.index("Z")].shape[0]
 
+    @property
+    def Y_observed(self) -> np.ndarray:
+        """(N, D) bool: True where Y was observed (all True for complete data)."""
+        return self._missing.observed.copy() if self._missing else np.ones(self.Y.shape, dtype=bool)
+
+    @property
+    def missing_fraction(self) -> float:
+        """The fraction of Y's entries that are missing (0.0 for complete data)."""
+        return self._missing.fraction if self._missing else 0.0
+
     def _qx(self):
         """q(X) at the current parameters (marginals and KL; no gradient)."""
         if "qx" not in self._cache:
@@ -322,19 +353,17 @@ class BayesianGPLVM:
         free_only = free_only or self._fitting  # the fit reads the free entries only
         self.prior.skip_gradients = frozenset(self._layout.frozen) if free_only else frozenset()
         qx = self.prior.q(v, grad=grad)
-        k, mu, S, Z = self.kernel, qx.mu, qx.S, v["Z"]
         beta = 1.0 / float(v["noise_variance"])
-        psi0, Psi1, Psi2 = k.psi0(mu, S), k.psi1(mu, S, Z), k.psi2(mu, S, Z)
-        terms = collapsed_bound(k.K(Z), psi0, Psi1, Psi2, beta, self._data, grad=grad)
-        F = terms.F - qx.kl
+        if self._missing is None:
+            F_hat, d = data_bound(self.kernel, qx.mu, qx.S, v["Z"], beta, self._data, grad=grad)
+        else:  # the bound over the observed entries (model/missing.py)
+            F_hat, d = self._missing.bound(self.kernel, qx.mu, qx.S, v["Z"], beta, grad=grad)
+        F = F_hat - qx.kl
         if not grad:
             return F, None
-        dmu, dS, dZ, dth = k.psi_gradients(terms.dL_dpsi0, terms.dL_dPsi1, terms.dL_dPsi2, mu, S, Z)
-        dZ_K, dth_K = k.K_gradients(terms.dL_dKuu, Z)
-        grads = qx.chain(dmu, dS)
-        grads.update({"Z": dZ + dZ_K, "noise_variance": -beta**2 * terms.dL_dbeta})
-        for name in k.params:
-            grads["kernel." + name] = dth[name] + dth_K[name]
+        grads = qx.chain(d.dmu, d.dS)
+        grads.update({"Z": d.dZ, "noise_variance": -beta**2 * d.dbeta})
+        grads.update({"kernel." + name: d.dtheta[name] for name in self.kernel.params})
         return F, self._layout.chain(x, grads)
 
     def elbo(self) -> float:
@@ -475,9 +504,28 @@ class BayesianGPLVM:
 
     @blas_single_threaded
     def _posterior(self):
+        if self._missing:
+            raise NotImplementedError("a model fitted with missing values has one q(u) per group of "
+                                      "outputs observed on the same rows: use _posteriors()")
         if "posterior" not in self._cache:
             self._cache["posterior"] = posterior_from_stats(*self._posterior_stats())
         return self._cache["posterior"]
+
+    @blas_single_threaded
+    def _posteriors(self) -> list:
+        """[(columns, Posterior)]: the q(u) algebra of each group of outputs, one group
+        (``slice(None)``) for complete data, one per set of observed rows otherwise
+        (``MissingOutputs.posteriors``)."""
+        if "posteriors" not in self._cache:
+            if self._missing is None:
+                self._cache["posteriors"] = [(slice(None), self._posterior())]
+            else:
+                v = self._values()
+                self._sync_kernel(v)
+                self._cache["posteriors"] = self._missing.posteriors(
+                    self.kernel, self.latent_mean, self.latent_variance, v["Z"],
+                    1.0 / float(v["noise_variance"]))
+        return self._cache["posteriors"]
 
     def _check_latent(self, X, name: str) -> np.ndarray:
         """Latent (or input) points as a float64 (n, Q) array. A 1-D array is one point when
@@ -494,12 +542,16 @@ class BayesianGPLVM:
     @blas_single_threaded
     def predictive_variance(self, Xnew) -> np.ndarray:
         """(n,) variance of f at deterministic latent points (eq:testPosteriorF), the same
-        for every output: k(x,x) - k_u^T (Kuu^{-1} - (Kuu + beta Psi2)^{-1}) k_u."""
+        for every output: k(x,x) - k_u^T (Kuu^{-1} - (Kuu + beta Psi2)^{-1}) k_u. (Fitted
+        with missing values, each group of outputs has its own: their mean over the outputs.)"""
         Xnew = self._check_latent(Xnew, "Xnew")
         self._sync_kernel()
-        post = self._posterior()
-        var = post.projected_variance(self.kernel.Kdiag(Xnew), self.kernel.K(Xnew, self.inducing_inputs))
-        return np.maximum(var, 0.0)
+        kd, Kxu = self.kernel.Kdiag(Xnew), self.kernel.K(Xnew, self.inducing_inputs)
+        if self._missing is None:
+            return np.maximum(self._posterior().projected_variance(kd, Kxu), 0.0)
+        D = self.Y.shape[1]
+        return sum(np.maximum(post.projected_variance(kd, Kxu), 0.0) * (len(cols) / D)
+                   for cols, post in self._posteriors())
 
     @blas_single_threaded
     def predict(self, Xnew, Xnew_var=None, include_noise: bool = True):
@@ -511,24 +563,52 @@ class BayesianGPLVM:
         """
         Xnew = self._check_latent(Xnew, "Xnew")
         self._sync_kernel()  # e.g. called from a fit's callback, while the bound moves it
-        post = self._posterior()
         Z = self.inducing_inputs
         noise = self.noise_variance if include_noise else 0.0
-        D = self.Y.shape[1]
+        k = self.kernel
+        shape = (Xnew.shape[0], self.Y.shape[1])
+        mean, var = np.empty(shape), np.empty(shape)
         if Xnew_var is None:
-            mean = self.kernel.K(Xnew, Z) @ post.Bmat + self.Y_mean
-            var = self.predictive_variance(Xnew)[:, None] + noise
-            return mean, np.repeat(var, D, axis=1)
+            kd, Kxu = k.Kdiag(Xnew), k.K(Xnew, Z)
+            for cols, post in self._posteriors():  # one for complete data
+                mean[:, cols] = Kxu @ post.Bmat
+                var[:, cols] = np.maximum(post.projected_variance(kd, Kxu), 0.0)[:, None]
+            return mean + self.Y_mean, var + noise
         S = self._check_latent(Xnew_var, "Xnew_var")
         if S.shape != Xnew.shape or np.any(S < 0):
             raise ValueError("Xnew_var must be non-negative with the same shape as Xnew")
-        k = self.kernel
-        mean, var = fstar_moments(post, k.psi0(Xnew, S), k.psi1(Xnew, S, Z), k.psi2n_centred(Xnew, S, Z))
+        psi = k.psi0(Xnew, S), k.psi1(Xnew, S, Z), k.psi2n_centred(Xnew, S, Z)
+        for cols, post in self._posteriors():
+            mean[:, cols], var[:, cols] = fstar_moments(post, *psi)
         return mean + self.Y_mean, var + noise
+
+    @blas_single_threaded
+    def impute(self) -> tuple[np.ndarray, np.ndarray]:
+        """Y with its missing training entries filled in: (mean (N, D), variance (N, D)).
+        A missing entry gets meanFstar / covFstar (eqs. meanFstar, covFstar) at the row's
+        q(x_n) plus the noise variance; an observed one is passed through, variance 0."""
+        mean = np.array(self.Y)
+        var = np.zeros(self.Y.shape)
+        if self._missing is None:
+            return mean, var
+        obs = self._missing.observed
+        rows = np.flatnonzero(~obs.all(axis=1))
+        for start in range(0, rows.size, IMPUTE_BATCH):  # psi2n_centred: (batch, M, M)
+            r = rows[start:start + IMPUTE_BATCH]
+            m_r, v_r = self.predict(self.latent_mean[r], self.latent_variance[r])
+            hole = ~obs[r]
+            mean[r] = np.where(hole, m_r, mean[r])
+            var[r] = np.where(hole, v_r, 0.0)
+        return mean, var
 
     # --- new outputs: q(x*), reconstruction, density (model/testbound.py) ----------------------
     def _test_stats(self):
         """Training statistics of the test-time bound, computed once per parameter setting."""
+        if self._missing is not None:
+            raise NotImplementedError(
+                "infer_latent, reconstruct and log_density of new rows are not available yet for a "
+                "model fitted with missing values (its outputs have one q(u) per group of observed "
+                "rows); impute() fills the training data's own missing entries")
         if "test_stats" not in self._cache:
             self._sync_kernel()
             self._cache["test_stats"] = TrainingStats.from_model(self)

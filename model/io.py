@@ -316,6 +316,9 @@ def summary_text(m) -> str:
     lines = [f"{type(m).__name__}  N={N}  D={D}  Q={m.latent_dim}  M={m.num_inducing}  "
              f"kernel={kernel_spec(m.kernel)}",
              f"  bound (ELBO)      {m.elbo():.4f}",
+             *([f"  missing values    {m._missing.n_missing} of {N * D} entries "
+                f"({100 * m.missing_fraction:.1f}%), {len(m._missing.groups)} group(s) of outputs "
+                "observed on the same rows"] if m._missing else []),
              f"  noise variance    {m.noise_variance:.6g}",
              f"  kernel variance   {m.kernel_variance:.6g}",
              f"  signal-to-noise   {m.kernel_variance / m.noise_variance:.4g}"]

@@ -86,7 +86,7 @@ class UncertainInputGPR(BayesianGPLVM):
 
     Parameters
     ----------
-    Z : (N, Q) observed inputs;  Y : (N, D) outputs (centred inside, as ``BayesianGPLVM``).
+    Z : (N, Q) observed inputs;  Y : (N, D) outputs (centred inside; NaN = missing, as ``BayesianGPLVM``).
     num_inducing : M inducing inputs, 1 <= M <= N;  kernel : as ``BayesianGPLVM``.
     tie_mean : q(X)'s means held at Z (the paper's cheaper choice) instead of learned.
     fixed_inputs : q(X) = N(Z, 1e-9) held fixed and no input noise: plain (sparse
@@ -106,9 +106,9 @@ class UncertainInputGPR(BayesianGPLVM):
     _init_held = ("mu", "S", "Sigma_z")
 
     def __init__(self, Z, Y, num_inducing: int = 30, kernel="rbf", tie_mean: bool = False,
-                 fixed_inputs: bool = False, input_variance=None, seed: int | None = 0):
+                 fixed_inputs: bool = False, input_variance=None, seed: int | None = 0, mask=None):
         Z = check_inputs(Z, "Z")
-        Y = _check_Y(Y)
+        Y, _ = _check_Y(Y, mask, missing_ok=True)  # the mask becomes NaN in Y
         check_pairs(Z, Y)
         self.inputs = Z
         self.tie_mean = bool(tie_mean) or bool(fixed_inputs)

@@ -475,9 +475,12 @@ def _psi2_pass_4(n, mu, zbar, G, d2, T, st, stt):
 
 
 @njit(**_SERIAL)
-def _grad_rows(n0, n1, dL_dPsi1, w2, mu, S, ZT, zbar, shift, ZhT, ZpT, starts, sf2, alpha,
+def _grad_rows(n0, n1, dL_dPsi1, w2, wrow, mu, S, ZT, zbar, shift, ZhT, ZpT, starts, sf2, alpha,
                do1, do2, dmu, dS, dZT, T, Gacc, dth_out):
     """Gradient contributions of the points n0 <= n < n1.
+
+    The Psi2 part of point n is weighted by the pair weights w2[wrow[n]] (w2 (R, P)), or
+    by w2[0] for every point when ``wrow`` is empty (one dL/dPsi2 for all).
 
     Writes rows n of dmu, dS (N, Q); adds into this block's accumulators dZT (Q, M) (Psi1
     part, transposed), T (Q, P) and Gacc (P,) (Psi2 part, scattered to dZ by
@@ -524,9 +527,10 @@ def _grad_rows(n0, n1, dL_dPsi1, w2, mu, S, ZT, zbar, shift, ZhT, ZpT, starts, s
         G = Gbuf[:kc * P].reshape((kc, P))
         for j in range(kc):
             Gj = G[j]
+            wj = w2[wrow[c0 + j]] if wrow.size else w2[0]
             s = 0.0
             for p in range(P):
-                g = Gj[p] * w2[p]
+                g = Gj[p] * wj[p]
                 Gj[p] = g
                 s += g
                 Gacc[p] += g
@@ -570,12 +574,12 @@ def _grad_finalize(Z, alpha, pm, pm2, T, Gacc, dZ, dth):
 
 
 @njit(**_PARALLEL)
-def _psi_gradients_blocks(N, nchunks, dL_dPsi1, w2, mu, S, ZT, zbar, shift, ZhT, ZpT, starts,
+def _psi_gradients_blocks(N, nchunks, dL_dPsi1, w2, wrow, mu, S, ZT, zbar, shift, ZhT, ZpT, starts,
                           sf2, alpha, do1, do2, dmu, dS, dZc, Tc, Gc, dthc):
     """The only parallel code: one block of points per iteration (see psi_gradients)."""
     for c in prange(nchunks):
         _grad_rows(c * N // nchunks, (c + 1) * N // nchunks,
-            dL_dPsi1, w2, mu, S, ZT, zbar, shift, ZhT, ZpT, starts, sf2, alpha, do1, do2,
+            dL_dPsi1, w2, wrow, mu, S, ZT, zbar, shift, ZhT, ZpT, starts, sf2, alpha, do1, do2,
             dmu, dS, dZc[c], Tc[c], Gc[c], dthc[c])
 
 
@@ -586,11 +590,20 @@ def psi_gradients(dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z, sf2, alpha, do1, do2, 
     Returns (dL_dmu (N, Q), dL_dS (N, Q), dL_dZ (M, Q), dL_dsf2, dL_dalpha (Q,)).
     ``do1``/``do2`` skip the Psi1/Psi2 parts (when their weights are all zero).
     """
+    pm, pm2, zbar, D0 = pair_tables(Z, alpha)
+    w2 = pair_weights(dL_dPsi2, pm, pm2).reshape((1, pm.shape[0]))
+    return psi_gradients_w(dL_dpsi0, dL_dPsi1, w2, np.empty(0, np.int64), mu, S, Z, sf2, alpha,
+                           do1, do2, nchunks)
+
+
+@njit(**_SERIAL)
+def psi_gradients_w(dL_dpsi0, dL_dPsi1, w2, wrow, mu, S, Z, sf2, alpha, do1, do2, nchunks):
+    """``psi_gradients`` with the Psi2 weights as pair weights (``pair_weights``): point n
+    takes w2[wrow[n]] (w2 (R, P)), or w2[0] when ``wrow`` is empty."""
     N, Q = mu.shape
     M = Z.shape[0]
     pm, pm2, zbar, D0 = pair_tables(Z, alpha)
     shift, ZhT, ZpT, starts = factored_tables(Z)
-    w2 = pair_weights(dL_dPsi2, pm, pm2)
     P = pm.shape[0]
     dmu = np.empty((N, Q))
     dS = np.empty((N, Q))
@@ -599,7 +612,7 @@ def psi_gradients(dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z, sf2, alpha, do1, do2, 
     Tc = np.zeros((nchunks, Q, P if do2 else 0))
     Gc = np.zeros((nchunks, P if do2 else 0))
     dthc = np.zeros((nchunks, Q + 1))
-    _psi_gradients_blocks(N, nchunks, dL_dPsi1, w2, mu, S, ZT, zbar, shift, ZhT, ZpT, starts,
+    _psi_gradients_blocks(N, nchunks, dL_dPsi1, w2, wrow, mu, S, ZT, zbar, shift, ZhT, ZpT, starts,
                           sf2, alpha, do1, do2, dmu, dS, dZc, Tc, Gc, dthc)
     dZT = np.zeros((Q, M))
     T = np.zeros((Q, P))

@@ -108,6 +108,37 @@ class Kernel:
         """
         raise NotImplementedError
 
+    # --- groups of rows (missing outputs, ``bgplvm.missing``) ------------------------------
+    # Rows fall into R patterns (seg (N,) int, each row's pattern) and the sums are over the
+    # G groups of patterns given by the 0/1 incidence inc (G, R): group g holds the rows n
+    # with inc[g, seg[n]] = 1. Generic forms below (one pass per group); the RBF kernel
+    # overrides them with one pass over the rows.
+    def psi2_groups(self, mu, S, Z, seg, inc) -> np.ndarray:
+        """(G, M, M) Psi2_g = sum of Psi2^n over the rows of group g (eq:psi2)."""
+        return np.stack([self.psi2(mu[o], S[o], Z) for o in inc[:, seg] > 0])
+
+    def psi_gradients_groups(self, dL_dpsi0, dL_dPsi1, dL_dPsi2g, seg, inc, mu, S, Z):
+        """``psi_gradients`` with a dL/dPsi2 per group, dL_dPsi2g (G, M, M): row n's Psi2^n
+        is weighted by the sum over the groups holding it. Generic form: one pass over all
+        rows with the weights of the groups holding most rows, then one per other group,
+        over its rows (or, for those of the first kind, over the rows it lacks, subtracted)."""
+        obs = inc[:, seg] > 0  # (G, N)
+        big = obs.sum(1) * 2 > obs.shape[1]
+        M = Z.shape[0]
+        dmu, dS, dZ, dth = self.psi_gradients(dL_dpsi0, dL_dPsi1, dL_dPsi2g[big].sum(0), mu, S, Z)
+        for g in range(obs.shape[0]):
+            rows = np.flatnonzero(~obs[g] if big[g] else obs[g])
+            if rows.size == 0:
+                continue
+            W = -dL_dPsi2g[g] if big[g] else dL_dPsi2g[g]
+            gmu, gS, gZ, gth = self.psi_gradients(np.zeros(rows.size), np.zeros((rows.size, M)), W,
+                                                  mu[rows], S[rows], Z)
+            dmu[rows] += gmu
+            dS[rows] += gS
+            dZ += gZ
+            dth = {n: dth[n] + gth[n] for n in dth}
+        return dmu, dS, dZ, dth
+
     # --- ARD ------------------------------------------------------------------------------
     @property
     def ard_weights(self) -> np.ndarray | None:

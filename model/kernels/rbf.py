@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _rbf_groups_numba as _gnb
 from . import _rbf_numba as _nb
 from ._util import (as_array, as_gaussians, as_points, positive_scalar, positive_vector,
                     psi_gradient_inputs, psi_gradient_n_inputs, run_blocks)
@@ -143,6 +144,33 @@ class RBF(Kernel):
         do1, do2 = bool(dL_dPsi1.any()), bool(dL_dPsi2.any())
         dmu, dS, dZ, dsf2, dalpha = run_blocks(
             _nb.psi_gradients, N, dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z, self.sf2, self.alpha, do1, do2)
+        return dmu, dS, dZ, self._theta_grads(dsf2, dalpha)
+
+    def psi2_groups(self, mu, S, Z, seg, inc):
+        """See :meth:`Kernel.psi2_groups`: one pass over the rows sorted by pattern, then
+        the group sums of the pattern sums (``_rbf_groups_numba``)."""
+        mu, S = as_gaussians(mu, S, self.input_dim)
+        Z = as_points(Z, self.input_dim, "Z")
+        seg = np.asarray(seg, dtype=np.int64)
+        order = np.argsort(seg, kind="stable")
+        pairs = run_blocks(_gnb.psi2_patterns, mu.shape[0], np.ascontiguousarray(mu[order]),
+                           np.ascontiguousarray(S[order]), Z, self.sf2, self.alpha,
+                           np.ascontiguousarray(seg[order]), inc.shape[1])
+        _, pm, pm2, _, _ = self._pair_tables(Z)
+        M = Z.shape[0]
+        return np.stack([_nb.pairs_to_matrix(v, pm, pm2, M) for v in inc @ pairs])
+
+    def psi_gradients_groups(self, dL_dpsi0, dL_dPsi1, dL_dPsi2g, seg, inc, mu, S, Z):
+        """See :meth:`Kernel.psi_gradients_groups`: one pass over the rows, each weighted
+        by its pattern's pair weights sum_g inc[g, r] w_g (``_rbf_numba.psi_gradients_w``)."""
+        dL_dpsi0, dL_dPsi1, _, mu, S, Z = psi_gradient_inputs(
+            self, dL_dpsi0, dL_dPsi1, dL_dPsi2g[0], mu, S, Z)
+        _, pm, pm2, _, _ = self._pair_tables(Z)
+        w2 = np.ascontiguousarray(inc.T @ np.stack([_nb.pair_weights(W, pm, pm2) for W in dL_dPsi2g]))
+        do1, do2 = bool(dL_dPsi1.any()), bool(w2.any())
+        dmu, dS, dZ, dsf2, dalpha = run_blocks(
+            _nb.psi_gradients_w, mu.shape[0], dL_dpsi0, dL_dPsi1, w2, np.asarray(seg, dtype=np.int64),
+            mu, S, Z, self.sf2, self.alpha, do1, do2)
         return dmu, dS, dZ, self._theta_grads(dsf2, dalpha)
 
     def psi_gradients_n(self, dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, Z):

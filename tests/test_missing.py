@@ -1,0 +1,332 @@
+"""Missing values in the training outputs (model/missing.py).
+
+- values: the grouped bound equals the sum over columns of the collapsed bound of each
+  column's observed rows, computed directly (real data: oil; random and block patterns);
+  with nothing missing the grouped code is today's arithmetic, bit for bit (bound, gradient,
+  a fit);
+- gradients by central differences, random and block patterns, several kernels, the
+  dynamical prior in both forms;
+- the rules at the boundary (inf, empty rows, thin columns, mostly missing, masks);
+- imputation, predictions per group of outputs, files.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from gradcheck import assert_model_block_gradients
+from mirror import needs_data
+from bgplvm import BayesianGPLVM, DynamicalGPLVM
+from bgplvm.bound import OutputStats, collapsed_bound, data_bound
+from bgplvm.missing import MissingOutputs
+
+
+def _data(N, D, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((N, 2))
+    return np.sin(X @ rng.standard_normal((2, D))) + 0.5 * X[:, :1] + 0.1 * rng.standard_normal((N, D))
+
+
+def random_holes(Y, frac, seed=1):
+    Y = Y.copy()
+    Y[np.random.default_rng(seed).random(Y.shape) < frac] = np.nan
+    return Y
+
+
+def block_holes(Y, n_blocks, seed=2):
+    """Whole readings (a few columns) missing for blocks of consecutive rows."""
+    rng = np.random.default_rng(seed)
+    Y = Y.copy()
+    N, D = Y.shape
+    size = max(2, N // (2 * n_blocks))
+    for b in range(n_blocks):
+        r0 = rng.integers(0, N - size)
+        Y[r0:r0 + size, rng.choice(D, max(1, D // 3), replace=False)] = np.nan
+    return Y
+
+
+def per_column_bound(m) -> float:
+    """The reference: sum_j of the collapsed bound (FdFinal) of column j over the rows that
+    observe it, each from its own psi statistics (no groups, no complements)."""
+    v = m._values()
+    m._sync_kernel(v)
+    k = m.kernel
+    qx = m.prior.q(v, grad=False)
+    mu, S, Z = qx.mu, qx.S, v["Z"]
+    beta = 1.0 / float(v["noise_variance"])
+    obs = m.Y_observed
+    F = 0.0
+    for j in range(m.Y.shape[1]):
+        r = np.flatnonzero(obs[:, j])
+        yc = (m.Y[r, j] - m.Y_mean[j])[:, None]
+        F += collapsed_bound(k.K(Z), k.psi0(mu[r], S[r]), k.psi1(mu[r], S[r], Z), k.psi2(mu[r], S[r], Z),
+                             beta, OutputStats.from_centred(yc), grad=False).F
+    return F - qx.kl
+
+
+# ------------------------------------------------------------------------------------------
+# values
+# ------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def oil():
+    from bgplvm.datasets import load
+
+    return np.asarray(load("oil").Y)
+
+
+@needs_data("oil")
+@pytest.mark.parametrize("pattern", ["random 10%", "random 30%", "random 50%", "blocks"])
+def test_grouped_bound_equals_the_sum_of_per_column_bounds_on_oil(oil, pattern):
+    """At the start of a fit to 1e-10; after 20 iterations to 1e-8: there Kuu + beta Psi2_g
+    has a condition number of ~1e10, and the bound itself moves by ~1e-9 (relative) when
+    Psi2 is summed in another order (a 1e-16 relative change of one column's Psi2 moves F
+    by 1.7e-11 of |F|)."""
+    Y = block_holes(oil, 20) if pattern == "blocks" else random_holes(oil, float(pattern[7:-1]) / 100)
+    m = BayesianGPLVM(Y, latent_dim=10, num_inducing=50, seed=0)
+    F, ref = m.elbo(), per_column_bound(m)
+    assert abs(F - ref) <= 1e-10 * abs(ref), (F, ref)
+    m.fit(max_iters=20, progress=False)  # away from the start
+    F, ref = m.elbo(), per_column_bound(m)
+    assert abs(F - ref) <= 1e-8 * abs(ref), (F, ref)
+    assert sum(g.cols.size for g in m._missing.groups) == 12
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "rbf+bias+white", "linear"])
+def test_grouped_bound_equals_per_column_bounds_with_few_observed_rows(kernel):
+    """Groups observed on few rows and on most, with the RBF kernel's one pass and the
+    generic one pass per group."""
+    Y = _data(40, 6)
+    Y[5:, 0] = np.nan  # column 0: 5 rows
+    Y[:30, 1] = np.nan  # column 1: 10 rows
+    Y[::3, 2] = np.nan
+    m = BayesianGPLVM(Y, latent_dim=2, num_inducing=6, kernel=kernel, seed=0)
+    assert sorted(g.rows.size for g in m._missing.groups) == [5, 10, 26, 40]
+    assert m.elbo() == pytest.approx(per_column_bound(m), rel=1e-12)
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "rbf+bias+white"])  # the RBF pass and the generic one
+def test_with_nothing_missing_the_grouped_bound_is_todays_bit_for_bit(kernel):
+    Y = _data(80, 7)
+    m = BayesianGPLVM(Y, latent_dim=3, num_inducing=10, kernel=kernel, seed=1)
+    assert m._missing is None and m.missing_fraction == 0.0
+    grouped = MissingOutputs(m._Yc, np.ones(Y.shape, dtype=bool))
+    v = m._values()
+    qx = m.prior.q(v, grad=False)
+    beta = 1.0 / float(v["noise_variance"])
+    F0, d0 = data_bound(m.kernel, qx.mu, qx.S, v["Z"], beta, m._data)
+    F1, d1 = grouped.bound(m.kernel, qx.mu, qx.S, v["Z"], beta)
+    assert F0 == F1 and d0.dbeta == d1.dbeta
+    for a, b in [(d0.dmu, d1.dmu), (d0.dS, d1.dS), (d0.dZ, d1.dZ)] + [
+            (d0.dtheta[n], d1.dtheta[n]) for n in d0.dtheta]:
+        assert np.array_equal(a, b)
+    # and a whole fit: the model on the grouped code path ends where today's does
+    m2 = BayesianGPLVM(Y, latent_dim=3, num_inducing=10, kernel=kernel, seed=1)
+    m2._missing, m2._data = grouped, None
+    m.fit(max_iters=25, progress=False)
+    m2.fit(max_iters=25, progress=False)
+    assert np.array_equal(m._x, m2._x)
+    assert m.fit_info["iterations"] == m2.fit_info["iterations"]
+
+
+def test_a_mask_of_all_true_is_complete_data():
+    Y = _data(30, 4)
+    a = BayesianGPLVM(Y, num_inducing=5)
+    b = BayesianGPLVM(Y, num_inducing=5, mask=np.ones(Y.shape, dtype=bool))
+    assert b._missing is None
+    assert a.elbo() == b.elbo()
+
+
+def test_the_rbf_kernels_one_pass_equals_one_pass_per_group():
+    """``RBF.psi2_groups`` / ``psi_gradients_groups`` (rows sorted by pattern, one compiled
+    pass) against the generic ``Kernel`` forms (one ``psi2`` / ``psi_gradients`` per group)."""
+    from bgplvm.kernels import RBF, Kernel
+
+    rng = np.random.default_rng(0)
+    N, Q, M, R, G = 203, 3, 9, 7, 5
+    k = RBF(Q, variance=1.3, lengthscale=rng.uniform(0.5, 2.0, Q))
+    mu, S, Z = rng.standard_normal((N, Q)), rng.uniform(0.05, 0.5, (N, Q)), rng.standard_normal((M, Q))
+    seg = rng.integers(0, R, N)
+    inc = (rng.random((G, R)) < 0.6).astype(float)
+    inc[0] = 1.0  # a group every pattern observes
+    fast, slow = k.psi2_groups(mu, S, Z, seg, inc), Kernel.psi2_groups(k, mu, S, Z, seg, inc)
+    assert np.allclose(fast, slow, rtol=1e-13, atol=1e-15 * np.abs(slow).max())
+    W = rng.standard_normal((G, M, M))
+    W = W + W.transpose(0, 2, 1)
+    d0, d1 = rng.standard_normal(N), rng.standard_normal((N, M))
+    a = k.psi_gradients_groups(d0, d1, W, seg, inc, mu, S, Z)
+    b = Kernel.psi_gradients_groups(k, d0, d1, W, seg, inc, mu, S, Z)
+    for x, y in zip(a[:3], b[:3]):
+        assert np.allclose(x, y, rtol=1e-10, atol=1e-10 * np.abs(y).max())
+    for n in a[3]:
+        assert np.allclose(a[3][n], b[3][n], rtol=1e-10)
+
+
+# ------------------------------------------------------------------------------------------
+# gradients
+# ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kernel", ["rbf", "linear", "rbf+bias+white", "linear+bias"])
+@pytest.mark.parametrize("pattern", ["random", "blocks"])
+def test_gradients_by_central_differences(kernel, pattern):
+    Y = _data(50, 8, seed=3)
+    Y = random_holes(Y, 0.3) if pattern == "random" else block_holes(Y, 4)
+    m = BayesianGPLVM(Y, latent_dim=3, num_inducing=7, kernel=kernel, seed=2)
+    m.fit(max_iters=10, progress=False)
+    assert_model_block_gradients(m, rtol=1e-5)
+
+
+@pytest.mark.parametrize("time_prior", ["dense", "state_space"])
+def test_dynamical_gradients_and_bound_with_missing_values(time_prior):
+    Y = random_holes(_data(60, 6, seed=4), 0.25)
+    Y[10:25, :3] = np.nan  # a marker lost for a while
+    t = np.linspace(0.0, 3.0, 60)
+    m = DynamicalGPLVM(Y, t, latent_dim=2, num_inducing=6, sequences=np.repeat([0, 1], 30),
+                       time_prior=time_prior)
+    m.fit(max_iters=10, progress=False)
+    assert m.elbo() == pytest.approx(per_column_bound(m), rel=1e-11)
+    assert_model_block_gradients(m, rtol=1e-5)
+
+
+def test_uncertain_input_regression_with_missing_outputs():
+    from bgplvm import UncertainInputGPR
+
+    rng = np.random.default_rng(7)
+    Z = rng.standard_normal((40, 2))
+    Y = random_holes(np.c_[np.sin(Z[:, :1] * 2), Z[:, 1:] ** 2, Z.sum(1, keepdims=True)]
+                     + 0.05 * rng.standard_normal((40, 3)), 0.2)
+    m = UncertainInputGPR(Z, Y, num_inducing=8, input_variance=0.01)
+    m.fit(max_iters=10, progress=False)
+    assert m.elbo() == pytest.approx(per_column_bound(m), rel=1e-11)
+    # a larger step: with inputs this sure the differences at 1e-6 carry ~1e-5 of rounding
+    # noise, with or without missing outputs
+    assert_model_block_gradients(m, rtol=1e-5, eps=1e-4)
+
+
+# ------------------------------------------------------------------------------------------
+# the rules at the boundary
+# ------------------------------------------------------------------------------------------
+def test_inf_is_refused_with_its_positions():
+    Y = _data(20, 3)
+    Y[4, 1] = np.inf
+    Y[7, 2] = -np.inf
+    with pytest.raises(ValueError, match=r"2 infinite value\(s\) at \(row, column\) \(4, 1\), \(7, 2\)"):
+        BayesianGPLVM(Y)
+
+
+def test_a_row_with_nothing_observed_is_refused_with_its_index():
+    Y = _data(20, 3)
+    Y[6] = np.nan
+    with pytest.raises(ValueError, match=r"rows \[6\]"):
+        BayesianGPLVM(Y)
+
+
+def test_a_column_observed_on_fewer_than_two_rows_is_refused_with_its_index():
+    Y = _data(20, 3)
+    Y[1:, 2] = np.nan
+    with pytest.raises(ValueError, match=r"columns \[2\]"):
+        BayesianGPLVM(Y)
+
+
+def test_mostly_missing_data_warn_with_the_fraction():
+    rng = np.random.default_rng(0)
+    Y = np.full((80, 40), np.nan)
+    for i in range(80):  # every row one entry, every column two
+        Y[i, i % 40] = rng.standard_normal()
+    with pytest.warns(UserWarning, match=r"97\.5% of Y's entries are missing"):
+        BayesianGPLVM(Y, num_inducing=5)
+
+
+def test_mask_marks_entries_missing_beside_nan():
+    Y = _data(30, 4)
+    mask = np.ones(Y.shape, dtype=bool)
+    mask[3, 1] = mask[8, 2] = False
+    Yn = Y.copy()
+    Yn[3, 1] = Yn[8, 2] = np.nan
+    a = BayesianGPLVM(Y, num_inducing=5, mask=mask)
+    b = BayesianGPLVM(Yn, num_inducing=5)
+    assert a.elbo() == b.elbo()
+    assert np.isnan(a.Y[3, 1]) and a.missing_fraction == pytest.approx(2 / 120)
+    with pytest.raises(ValueError, match="mask must be a bool array"):
+        BayesianGPLVM(Y, mask=mask.astype(int))
+    with pytest.raises(ValueError, match="mask must be a bool array"):
+        BayesianGPLVM(Y, mask=mask[:-1])
+
+
+def test_the_observed_mean_centres_the_data():
+    Y = _data(30, 3)
+    Y[:10, 0] = np.nan
+    m = BayesianGPLVM(Y, num_inducing=5)
+    assert m.Y_mean[0] == pytest.approx(Y[10:, 0].mean(), rel=1e-14)
+    assert np.all(m._Yc[:10, 0] == 0.0)
+
+
+def test_models_that_need_complete_outputs_say_so():
+    from bgplvm import GPLVMClassifier
+
+    Y = random_holes(_data(30, 3), 0.2)
+    with pytest.raises(ValueError, match="this model needs complete outputs"):
+        GPLVMClassifier(latent_dim=2, num_inducing=4).fit(Y, np.repeat([0, 1], 15))
+
+
+# ------------------------------------------------------------------------------------------
+# imputation, predictions, files
+# ------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def fitted():
+    full = _data(120, 8, seed=5)
+    Y = random_holes(full, 0.2, seed=6)
+    m = BayesianGPLVM(Y, latent_dim=2, num_inducing=15, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m.fit(max_iters=300, progress=False)
+    return m, full
+
+
+def test_impute_fills_the_holes_better_than_the_column_means(fitted):
+    m, full = fitted
+    mean, var = m.impute()
+    obs = m.Y_observed
+    assert np.array_equal(mean[obs], m.Y[obs]) and np.all(var[obs] == 0.0)
+    holes = ~obs
+    assert np.all(np.isfinite(mean)) and np.all(var[holes] > m.noise_variance * 0.999)
+    rmse = np.sqrt(np.mean((mean[holes] - full[holes]) ** 2))
+    rmse_mean = np.sqrt(np.mean((np.broadcast_to(m.Y_mean, full.shape)[holes] - full[holes]) ** 2))
+    assert rmse < 0.5 * rmse_mean, (rmse, rmse_mean)
+    # the stated variances fit the errors (standardised errors of about unit scale)
+    z = (mean[holes] - full[holes]) / np.sqrt(var[holes])
+    assert 0.3 < np.sqrt(np.mean(z**2)) < 3.0
+
+
+def test_predictions_follow_each_group_of_outputs(fitted):
+    """A column's prediction is that of a model fitted on its observed rows alone: q(u) of
+    its group (Bmat column, variance)."""
+    m, _ = fitted
+    X = m.latent_mean[:4]
+    mean, var = m.predict(X)
+    for cols, post in m._posteriors():
+        Kxu = m.kernel.K(X, m.inducing_inputs)
+        assert np.allclose(mean[:, cols], Kxu @ post.Bmat + m.Y_mean[cols], rtol=1e-12, atol=1e-12)
+        v = np.maximum(post.projected_variance(m.kernel.Kdiag(X), Kxu), 0.0) + m.noise_variance
+        assert np.allclose(var[:, cols], v[:, None], rtol=1e-12)
+    pv = m.predictive_variance(X)
+    assert np.allclose(pv, (var - m.noise_variance).mean(1), rtol=1e-10)
+    mean_u, var_u = m.predict(X, m.latent_variance[:4])
+    assert mean_u.shape == var_u.shape == (4, 8) and np.all(var_u > 0)
+
+
+def test_test_time_inference_says_it_is_not_there_yet(fitted):
+    m, _ = fitted
+    with pytest.raises(NotImplementedError, match="impute"):
+        m.reconstruct(m.Y[:2])
+
+
+def test_a_model_with_missing_values_saves_and_loads(fitted, tmp_path):
+    m, _ = fitted
+    m.save(tmp_path / "m.npz")
+    m2 = BayesianGPLVM.load(tmp_path / "m.npz")
+    assert np.array_equal(m2.Y_observed, m.Y_observed)
+    assert m2.elbo() == m.elbo()
+    assert np.array_equal(m2.impute()[0], m.impute()[0])
+    assert "missing" in m2.summary()
