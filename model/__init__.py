@@ -29,6 +29,11 @@ def warmup() -> None:
     m.predict(m.latent_mean[:2])
     m.predict(m.latent_mean[:2], m.latent_variance[:2])
     m.infer_latent(m.Y[:2], max_iters=2)  # the test-time bound (model/testbound.py)
+    Ym = np.array(m.Y)
+    Ym[0, 1] = Ym[3, 2] = np.nan  # missing training values: the grouped bound (model/missing.py)
+    mm = BayesianGPLVM(Ym, latent_dim=2, num_inducing=3, seed=0)
+    mm.elbo_and_gradient()
+    mm.impute()
     t = np.arange(6.0)
     dm = DynamicalGPLVM(m.Y, t, latent_dim=2, num_inducing=3, seed=0)  # state space, d = 2
     dm.elbo_and_gradient()

@@ -503,6 +503,28 @@ class BayesianGPLVM:
         return self._cache["posterior_stats"]
 
     @blas_single_threaded
+    def _column_stats(self) -> tuple:
+        """(Kuu, beta, Psi2g (G, M, M), col_group (D,), PsiY (M, D)): the statistics of each
+        output's q(u): output j's are Psi2g[col_group[j]] and PsiY[:, j] = Psi1_g^T y_j over
+        the rows of its group (one group, all rows, for complete data)."""
+        if self._missing is None:
+            Kuu, Psi2, beta, PsiY = self._posterior_stats()
+            return Kuu, beta, Psi2[None], np.zeros(self.Y.shape[1], dtype=np.int64), PsiY
+        if "column_stats" not in self._cache:
+            v = self._values()
+            self._sync_kernel(v)
+            k, mu, S, Z, mo = self.kernel, self.latent_mean, self.latent_variance, v["Z"], self._missing
+            Psi1 = k.psi1(mu, S, Z)
+            PsiY = np.empty((Z.shape[0], self.Y.shape[1]))
+            col_group = np.empty(self.Y.shape[1], dtype=np.int64)
+            for i, g in enumerate(mo.groups):
+                PsiY[:, g.cols] = Psi1[g.rows].T @ self._Yc[np.ix_(g.rows, g.cols)]
+                col_group[g.cols] = i
+            self._cache["column_stats"] = (k.K(Z), 1.0 / float(v["noise_variance"]),
+                                           k.psi2_groups(mu, S, Z, mo.seg, mo.inc), col_group, PsiY)
+        return self._cache["column_stats"]
+
+    @blas_single_threaded
     def _posterior(self):
         if self._missing:
             raise NotImplementedError("a model fitted with missing values has one q(u) per group of "
@@ -520,11 +542,9 @@ class BayesianGPLVM:
             if self._missing is None:
                 self._cache["posteriors"] = [(slice(None), self._posterior())]
             else:
-                v = self._values()
-                self._sync_kernel(v)
-                self._cache["posteriors"] = self._missing.posteriors(
-                    self.kernel, self.latent_mean, self.latent_variance, v["Z"],
-                    1.0 / float(v["noise_variance"]))
+                Kuu, beta, Psi2g, _, PsiY = self._column_stats()
+                self._cache["posteriors"] = [(g.cols, posterior_from_stats(Kuu, Psi2g[i], beta, PsiY[:, g.cols]))
+                                             for i, g in enumerate(self._missing.groups)]
         return self._cache["posteriors"]
 
     def _check_latent(self, X, name: str) -> np.ndarray:
@@ -604,11 +624,6 @@ class BayesianGPLVM:
     # --- new outputs: q(x*), reconstruction, density (model/testbound.py) ----------------------
     def _test_stats(self):
         """Training statistics of the test-time bound, computed once per parameter setting."""
-        if self._missing is not None:
-            raise NotImplementedError(
-                "infer_latent, reconstruct and log_density of new rows are not available yet for a "
-                "model fitted with missing values (its outputs have one q(u) per group of observed "
-                "rows); impute() fills the training data's own missing entries")
         if "test_stats" not in self._cache:
             self._sync_kernel()
             self._cache["test_stats"] = TrainingStats.from_model(self)

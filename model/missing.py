@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .bound import DataGrads, OutputStats, collapsed_bound, posterior_from_stats
+from .bound import DataGrads, OutputStats, collapsed_bound
 
 #: above this fraction of missing entries a data set gets a warning (the fit has little to go on)
 MOSTLY_MISSING = 0.95
@@ -194,13 +194,3 @@ class MissingOutputs:
         dZ_K, dth_K = k.K_gradients(dKuu, Z)
         return F, DataGrads(dmu=dmu, dS=dS, dZ=dZ + dZ_K,
                             dtheta={n: dth[n] + dth_K[n] for n in dth}, dbeta=dbeta)
-
-    def posteriors(self, kernel, mu, S, Z, beta: float) -> list:
-        """[(columns, Posterior)]: the q(u) algebra of each group (``bound.Posterior``: its
-        Bmat has the group's columns), for predictions (meanFstar, covFstar)."""
-        k = kernel
-        Kuu, Psi1 = k.K(Z), k.psi1(mu, S, Z)
-        Psi2g = k.psi2_groups(mu, S, Z, self.seg, self.inc)
-        return [(g.cols, posterior_from_stats(Kuu, Psi2g[i], beta,
-                                              Psi1[g.rows].T @ self.Yc[np.ix_(g.rows, g.cols)]))
-                for i, g in enumerate(self.groups)]

@@ -176,19 +176,23 @@ def conditioned_predict(model, mu, S, Ys, observed, include_noise: bool = True):
     vargplvmDynamicsUpdateModelTestVar.) Columns with the same pattern of observed frames
     share one q(u); columns observed in no frame use the training q(u). Returns (mean, var)
     (n*, D), the noise included with ``include_noise``."""
-    Kuu, Psi2, beta, PsiY = model._posterior_stats()
+    Kuu, beta, Psi2g, col_group, PsiY = model._column_stats()  # one group unless fitted with NaN
     Z = model.inducing_inputs
     psi0, Psi1, Psi2n = model.kernel.psi_stats_n(mu, S, Z)
     Psi2c = model.kernel.psi2n_centred(mu, S, Z)
     Yc = np.where(observed, Ys - model.Y_mean, 0.0)
     n, D = Ys.shape
     mean, var = np.empty((n, D)), np.empty((n, D))
-    patterns, which = np.unique(observed.T, axis=0, return_inverse=True)
-    for p, rows in enumerate(patterns):
+    # columns share a q(u) when their new frames' pattern and their training group agree
+    patterns, which = np.unique(np.vstack([observed, col_group[None, :]]).T, axis=0, return_inverse=True)
+    for p, key in enumerate(patterns):
+        rows, g = key[:-1].astype(bool), int(key[-1])
         cols = np.flatnonzero(which.ravel() == p)
         if rows.any():
-            post = posterior_from_stats(Kuu, Psi2 + Psi2n[rows].sum(0), beta,
+            post = posterior_from_stats(Kuu, Psi2g[g] + Psi2n[rows].sum(0), beta,
                                         PsiY[:, cols] + Psi1[rows].T @ Yc[np.ix_(rows, cols)])
+        elif Psi2g.shape[0] > 1:
+            post = posterior_from_stats(Kuu, Psi2g[g], beta, PsiY[:, cols])
         else:
             base = model._posterior()
             post = replace(base, Bmat=base.Bmat[:, cols])

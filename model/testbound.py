@@ -69,103 +69,8 @@ from . import _numba_config as cfg
 from ._numba_config import PARALLEL_OPTIONS as _PARALLEL
 from ._numba_config import SERIAL_OPTIONS as _SERIAL
 from ._threads import blas_single_threaded, single_threaded_blas
-from .bound import LOG_2PI, _factors
-from .kernels import Kernel
 from .kernels._util import run_blocks
-from .linalg import solve_lower
-
-
-# ==========================================================================================
-# training statistics
-# ==========================================================================================
-@dataclass(frozen=True)
-class TrainingStats:
-    """What the test bound needs of a fitted model, computed once (O(N M^2 + N M D)).
-
-    kernel : a copy of the model's kernel;  Z (M, Q);  beta = 1 / noise variance
-    mu, S : (N, Q) the training q(X) (for initialising test points);  Yc (N, D) centred
-    Y_mean : (D,);  N, D
-    Luu, LB0 : (M, M) Cholesky factors of Kuu (+ jitter) and of B0 (bound.py)
-    R0 : (M, M) LB0^-1 Luu^-1 (lower triangular);  R0T its transpose (contiguous)
-    Kinv : (M, M) Kuu^-1 = Luu^-T Luu^-1
-    Psi2 : (M, M);  psi0_sum : sum_n psi0_n;  E : (M, D) Psi1^T Yc
-    C : (M, D) R0 E, column j the c of FdFinal for output j;  yy : (D,) column sums of Yc^2
-    F_hat : the training F_hat (FdFinal summed over j, without KL)
-    """
-
-    kernel: Kernel
-    Z: np.ndarray
-    beta: float
-    mu: np.ndarray
-    S: np.ndarray
-    Yc: np.ndarray
-    Y_mean: np.ndarray
-    Luu: np.ndarray
-    LB0: np.ndarray
-    R0: np.ndarray
-    R0T: np.ndarray
-    Kinv: np.ndarray
-    Psi2: np.ndarray
-    psi0_sum: float
-    E: np.ndarray
-    C: np.ndarray
-    yy: np.ndarray
-    F_hat: float
-
-    @property
-    def N(self) -> int:
-        return self.Yc.shape[0]
-
-    @property
-    def D(self) -> int:
-        return self.Yc.shape[1]
-
-    @property
-    def M(self) -> int:
-        return self.Z.shape[0]
-
-    @property
-    def Q(self) -> int:
-        return self.Z.shape[1]
-
-    @classmethod
-    def from_model(cls, m) -> "TrainingStats":
-        """From a fitted model's public attributes: ``kernel``, ``inducing_inputs``,
-        ``latent_mean``, ``latent_variance`` (the marginals of q(X)), ``noise_variance``,
-        ``Y`` and ``Y_mean``. The kernel must hold the model's current parameters."""
-        return cls.from_arrays(m.kernel, m.inducing_inputs, m.latent_mean, m.latent_variance,
-                               m.noise_variance, m.Y, m.Y_mean)
-
-    @classmethod
-    @blas_single_threaded
-    def from_arrays(cls, kernel: Kernel, Z, mu, S, noise_variance: float, Y, Y_mean) -> "TrainingStats":
-        kernel = copy.deepcopy(kernel)
-        Z = np.ascontiguousarray(Z, dtype=np.float64)
-        mu = np.ascontiguousarray(mu, dtype=np.float64)
-        S = np.ascontiguousarray(S, dtype=np.float64)
-        Y_mean = np.asarray(Y_mean, dtype=np.float64).copy()
-        Yc = np.ascontiguousarray(np.asarray(Y, dtype=np.float64) - Y_mean)
-        N, D = Yc.shape
-        M = Z.shape[0]
-        beta = 1.0 / float(noise_variance)
-        psi0 = kernel.psi0(mu, S)
-        Psi1 = kernel.psi1(mu, S, Z)
-        Psi2 = kernel.psi2(mu, S, Z)
-        Luu, A, LB0 = _factors(kernel.K(Z), Psi2, beta)
-        Li = solve_lower(Luu, np.eye(M))  # Luu^-1
-        R0 = np.tril(solve_lower(LB0, Li))
-        Kinv = Li.T @ Li
-        E = Psi1.T @ Yc
-        C = R0 @ E
-        yy = np.sum(Yc * Yc, axis=0)
-        psi0_sum = float(np.sum(psi0))
-        F = (-0.5 * N * D * LOG_2PI + 0.5 * N * D * math.log(beta)
-             - D * float(np.sum(np.log(np.diag(LB0)))) - 0.5 * beta * float(yy.sum())
-             + 0.5 * beta**2 * float(np.sum(C * C)) - 0.5 * beta * D * psi0_sum
-             + 0.5 * beta * D * float(np.trace(A)))
-        return cls(kernel=kernel, Z=Z, beta=beta, mu=mu, S=S, Yc=Yc, Y_mean=Y_mean, Luu=Luu,
-                   LB0=LB0, R0=R0, R0T=np.ascontiguousarray(R0.T), Kinv=0.5 * (Kinv + Kinv.T),
-                   Psi2=Psi2, psi0_sum=psi0_sum, E=E, C=np.ascontiguousarray(C), yy=yy, F_hat=F)
+from .training_stats import TrainingStats
 
 
 # ==========================================================================================
@@ -277,14 +182,15 @@ def _solve_lower_tri_inplace(L, X):
 
 
 @njit(**_SERIAL)
-def _group_rows(i0, i1, g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_flat, g_ysq,
-                pat_foff, pat_k, F_flat, pos, psi0, Psi1, Psi2n, R0, R0T, Kinv,
+def _group_rows(i0, i1, g_ptr, g_rows, g_d, g_pat, g_tg, g_yoff, g_width, Yc_flat, g_ysq,
+                pat_foff, pat_k, F_flat, pos, psi0, Psi1, Psi2n, R0s, R0Ts, Kinv,
                 beta, grad, gain, dP, dPsi1):
     """Groups g = i0..i1-1: gain[g] = Delta_g and, with ``grad``, dP[g] = dDelta/dP (M, M) and
     dPsi1[e] = dDelta/dPsi1*_row (M,) for each entry e = g_ptr[g]..g_ptr[g+1]-1 of the group
     (its rows g_rows[e]). psi0 (n,), Psi1 (n, M), Psi2n (n, M, M) hold the statistics of
-    row r at position pos[r]. Formulas: module docstring."""
-    M = R0.shape[0]
+    row r at position pos[r]. Group g's outputs belong to the training group g_tg[g]
+    (R0s, R0Ts (G, M, M): ``TrainingStats``). Formulas: module docstring."""
+    M = R0s.shape[1]
     P = np.empty((M, M))
     T = np.empty((M, M))
     L = np.empty((M, M))
@@ -293,6 +199,8 @@ def _group_rows(i0, i1, g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_flat, g_y
     G = np.empty((M, M))
     log_beta_2pi = math.log(beta) - math.log(2.0 * math.pi)
     for g in range(i0, i1):
+        R0 = R0s[g_tg[g]]
+        R0T = R0Ts[g_tg[g]]
         e0, e1 = g_ptr[g], g_ptr[g + 1]
         nr = e1 - e0
         d = g_d[g]
@@ -399,27 +307,27 @@ def _group_rows(i0, i1, g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_flat, g_y
 
 
 @njit(**_PARALLEL)
-def _groups_blocks(n, nchunks, g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_flat, g_ysq,
-                   pat_foff, pat_k, F_flat, pos, psi0, Psi1, Psi2n, R0, R0T, Kinv,
+def _groups_blocks(n, nchunks, g_ptr, g_rows, g_d, g_pat, g_tg, g_yoff, g_width, Yc_flat, g_ysq,
+                   pat_foff, pat_k, F_flat, pos, psi0, Psi1, Psi2n, R0s, R0Ts, Kinv,
                    beta, grad, gain, dP, dPsi1):
     """The only parallel code: one block of groups per iteration (see groups)."""
     for c in prange(nchunks):
-        _group_rows(c * n // nchunks, (c + 1) * n // nchunks, g_ptr, g_rows, g_d, g_pat,
+        _group_rows(c * n // nchunks, (c + 1) * n // nchunks, g_ptr, g_rows, g_d, g_pat, g_tg,
                     g_yoff, g_width, Yc_flat, g_ysq, pat_foff, pat_k, F_flat, pos,
-                    psi0, Psi1, Psi2n, R0, R0T, Kinv, beta, grad, gain, dP, dPsi1)
+                    psi0, Psi1, Psi2n, R0s, R0Ts, Kinv, beta, grad, gain, dP, dPsi1)
 
 
 @njit(**_SERIAL)
-def groups(g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_flat, g_ysq, pat_foff, pat_k, F_flat,
-           pos, psi0, Psi1, Psi2n, R0, R0T, Kinv, beta, grad, n_entries, nchunks):
+def groups(g_ptr, g_rows, g_d, g_pat, g_tg, g_yoff, g_width, Yc_flat, g_ysq, pat_foff, pat_k,
+           F_flat, pos, psi0, Psi1, Psi2n, R0s, R0Ts, Kinv, beta, grad, n_entries, nchunks):
     """(gain (G,), dP (G, M, M), dPsi1 (n_entries, M)) of the G = len(g_ptr) - 1 groups."""
     n = g_ptr.shape[0] - 1
-    M = R0.shape[0]
+    M = R0s.shape[1]
     gain = np.empty(n)
     dP = np.zeros((n if grad else 0, M, M))
     dPsi1 = np.zeros((n_entries if grad else 0, M))
-    _groups_blocks(n, nchunks, g_ptr, g_rows, g_d, g_pat, g_yoff, g_width, Yc_flat, g_ysq,
-                   pat_foff, pat_k, F_flat, pos, psi0, Psi1, Psi2n, R0, R0T, Kinv,
+    _groups_blocks(n, nchunks, g_ptr, g_rows, g_d, g_pat, g_tg, g_yoff, g_width, Yc_flat, g_ysq,
+                   pat_foff, pat_k, F_flat, pos, psi0, Psi1, Psi2n, R0s, R0Ts, Kinv,
                    beta, grad, gain, dP, dPsi1)
     return gain, dP, dPsi1
 
@@ -489,7 +397,7 @@ class TestBound:
         obs = self.observed
         pat_of: dict[bytes, int] = {}
         F_list, pat_k = [], []
-        g_rows, g_ptr, g_d, g_pat, g_batch, Y_list, g_ysq = [], [0], [], [], [], [], []
+        g_rows, g_ptr, g_d, g_pat, g_tg, g_batch, Y_list, g_ysq = [], [0], [], [], [], [], [], []
 
         pat_Q: list = []
 
@@ -508,15 +416,21 @@ class TestBound:
             return pat_of[key]
 
         def add_group(rows: np.ndarray, J: np.ndarray, b: int) -> None:
-            p = pattern(J)
-            YJ = Yc[np.ix_(rows, np.flatnonzero(J))]
-            g_rows.extend(rows.tolist())
-            g_ptr.append(len(g_rows))
-            g_d.append(int(J.sum()))
-            g_pat.append(p)
-            g_batch.append(b)
-            Y_list.append(np.ascontiguousarray(YJ) if pat_Q[p] is None else _compress_rows(YJ, pat_Q[p]))
-            g_ysq.append(float(np.sum(YJ * YJ)))
+            """Rows observing the columns J; split by the training groups of the columns
+            (one for complete training data)."""
+            tgs = np.unique(st.col_group[J]) if st.n_groups > 1 else [0]
+            for tg in tgs:
+                Jg = J & (st.col_group == tg) if st.n_groups > 1 else J
+                p = pattern(Jg)
+                YJ = Yc[np.ix_(rows, np.flatnonzero(Jg))]
+                g_rows.extend(rows.tolist())
+                g_ptr.append(len(g_rows))
+                g_d.append(int(Jg.sum()))
+                g_pat.append(p)
+                g_tg.append(int(tg))
+                g_batch.append(b)
+                Y_list.append(np.ascontiguousarray(YJ) if pat_Q[p] is None else _compress_rows(YJ, pat_Q[p]))
+                g_ysq.append(float(np.sum(YJ * YJ)))
 
         if self.independent:
             for i in np.flatnonzero(obs.any(axis=1)):
@@ -540,6 +454,7 @@ class TestBound:
         self.g_rows = np.asarray(g_rows, dtype=np.int64)
         self.g_d = np.asarray(g_d, dtype=np.int64)
         self.g_pat = np.asarray(g_pat, dtype=np.int64)
+        self.g_tg = np.asarray(g_tg, dtype=np.int64)
         self.g_batch = np.asarray(g_batch, dtype=np.int64)
         self.g_ysq = np.asarray(g_ysq, dtype=np.float64)
         self.g_width = np.asarray([y.shape[1] for y in Y_list], dtype=np.int64)
@@ -555,9 +470,11 @@ class TestBound:
         self.b_groups = order
         self.b_gptr = np.searchsorted(self.g_batch[order], np.arange(len(self.batch_ids) + 1))
         self.n_groups = G
-        self._single_row = self.independent
+        # one group per row: independent rows, unless their outputs span several training
+        # groups (a model fitted with missing values)
+        self._single_row = self.independent and st.n_groups == 1
         self._row_group = np.full(self.n, -1, dtype=np.int64)
-        if self.independent:
+        if self._single_row:
             self._row_group[self.g_rows] = np.arange(G)
 
     # --- evaluation ----------------------------------------------------------------------------
@@ -619,9 +536,9 @@ class TestBound:
         np.cumsum(lens, out=l_ptr[1:])
         gain_g, dP, dPsi1_e = _groups(
             gsel.size, l_ptr, erows, self.g_d[gsel],
-            self.g_pat[gsel], self.g_yoff[gsel], self.g_width[gsel], self.Yc_flat,
+            self.g_pat[gsel], self.g_tg[gsel], self.g_yoff[gsel], self.g_width[gsel], self.Yc_flat,
             self.g_ysq[gsel], self.pat_foff, self.pat_k, self.F_flat, pos, psi0, Psi1, Psi2n,
-            st.R0, st.R0T, st.Kinv, st.beta, bool(grad), int(entries.size))
+            st.R0s, st.R0Ts, st.Kinv, st.beta, bool(grad), int(entries.size))
         # sums per selected batch
         bpos = np.full(len(self.batch_ids), -1, dtype=np.int64)
         bpos[bsel] = np.arange(bsel.size)
@@ -650,19 +567,33 @@ class TestBound:
         of the optimiser (no scatter; the caller limits BLAS to one thread)."""
         st = self.stats
         k = st.kernel
+        if not self._single_row:  # several groups per row: the general path
+            return self._evaluate_rows_grouped(mu_r, S_r, rows, grad)
         g = self._row_group[rows]
         n = g.size
         ar = self._arange(n + 1)
         psi0, Psi1, Psi2n = k.psi_stats_n(mu_r, S_r, st.Z)
         gain, dP, dPsi1 = _groups(
-            n, ar, ar[:n], self.g_d[g], self.g_pat[g], self.g_yoff[g], self.g_width[g],
+            n, ar, ar[:n], self.g_d[g], self.g_pat[g], self.g_tg[g], self.g_yoff[g], self.g_width[g],
             self.Yc_flat, self.g_ysq[g], self.pat_foff, self.pat_k, self.F_flat, ar[:n], psi0,
-            Psi1, Psi2n, st.R0, st.R0T, st.Kinv, st.beta, bool(grad), n)
+            Psi1, Psi2n, st.R0s, st.R0Ts, st.Kinv, st.beta, bool(grad), n)
         if not grad:
             return gain, None, None
         dpsi0 = (-0.5 * st.beta) * self.g_d[g]
         dmu, dS = k.psi_gradients_n(dpsi0, dPsi1, dP, mu_r, S_r, st.Z)
         return gain, dmu, dS
+
+    def _evaluate_rows_grouped(self, mu_r, S_r, rows: np.ndarray, grad: bool):
+        """``evaluate_rows`` where a row has several groups (its batch is the row itself)."""
+        Q = self.stats.Q
+        mu = np.zeros((self.n, Q))
+        S = np.ones((self.n, Q))
+        mu[rows], S[rows] = mu_r, S_r
+        gain, done, gmu, gS = self._evaluate(mu, S, grad, np.asarray(rows, dtype=np.int64))
+        if not grad:
+            return gain, None, None
+        at = np.searchsorted(done, rows)  # done: the sorted rows that observe something
+        return gain, gmu[at], gS[at]
 
     def _arange(self, n: int) -> np.ndarray:
         if getattr(self, "_ar", np.zeros(0)).size < n:
@@ -772,15 +703,23 @@ def _objective_rows(idx, mu, S, dSds, scale, gain, dmu, dS):
 def nearest_rows(stats: TrainingStats, Ys: np.ndarray, observed: np.ndarray, k: int = 1,
                  chunk: int = 2048) -> np.ndarray:
     """(n*, k) indices of the training rows nearest to each test row in its observed dims
-    (squared Euclidean distance over those dims only), nearest first."""
+    (squared Euclidean distance over those dims only), nearest first. Training data with
+    missing entries: the mean squared difference over the dims both observe (a training row
+    sharing none with the test row comes last)."""
     Yc = stats.Yc
     k = max(1, min(int(k), Yc.shape[0]))
     Y2 = (Yc * Yc).T  # (D, N)
+    T = None if stats.observed is None else stats.observed.T.astype(np.float64)  # (D, N)
     out = np.empty((Ys.shape[0], k), dtype=np.int64)
     for a in range(0, Ys.shape[0], chunk):
         o = observed[a:a + chunk]
         yc = np.where(o, Ys[a:a + chunk] - stats.Y_mean, 0.0)
-        dist = o.astype(np.float64) @ Y2 - 2.0 * yc @ Yc.T  # + |y*_O|^2, the same for a row
+        if T is None:
+            dist = o.astype(np.float64) @ Y2 - 2.0 * yc @ Yc.T  # + |y*_O|^2, the same for a row
+        else:  # Yc is 0 where the training row misses a dim
+            both = o.astype(np.float64) @ T
+            dist = ((yc * yc) @ T + o.astype(np.float64) @ Y2 - 2.0 * yc @ Yc.T) / np.maximum(both, 1.0)
+            dist[both == 0] = np.inf
         if k == 1:
             out[a:a + chunk, 0] = np.argmin(dist, axis=1)
         else:

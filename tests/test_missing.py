@@ -316,10 +316,71 @@ def test_predictions_follow_each_group_of_outputs(fitted):
     assert mean_u.shape == var_u.shape == (4, 8) and np.all(var_u > 0)
 
 
-def test_test_time_inference_says_it_is_not_there_yet(fitted):
+def test_training_stats_keep_each_group_of_outputs(fitted):
+    """The test bound's training statistics: F_hat is the model's bound without KL, and
+    column j's c_j is that of its own group's factorisation."""
     m, _ = fitted
-    with pytest.raises(NotImplementedError, match="impute"):
-        m.reconstruct(m.Y[:2])
+    st = m._test_stats()
+    assert st.n_groups == len(m._missing.groups) > 1
+    assert st.F_hat == pytest.approx(m.elbo() + m.prior.q(m._values(), grad=False).kl, rel=1e-12)
+    for i, g in enumerate(m._missing.groups):
+        assert np.all(st.col_group[g.cols] == i)
+
+
+@pytest.mark.parametrize("batch", [None, "pairs"])
+def test_the_test_bound_is_the_per_column_bound_of_the_enlarged_data(fitted, batch):
+    """A test row joins, in each output j it observes, the training rows observing j:
+    F_hat(q(X), q(x*)) = sum_j FdFinal over those rows (computed directly), with test rows
+    alone and in batches, and its gradient by central differences."""
+    from bgplvm.testbound import TestBound
+
+    m, full = fitted
+    st = m._test_stats()
+    rng = np.random.default_rng(11)
+    Ys = random_holes(full[:4] + 0.05, 0.3, seed=12)
+    Ys[0] = full[0]  # one complete row: it spans every training group
+    b = None if batch is None else np.array([0, 0, 1, 1])
+    tb = TestBound(st, Ys, batch=b)
+    mu_s = m.latent_mean[:4] + 0.1 * rng.standard_normal((4, 2))
+    S_s = rng.uniform(0.05, 0.3, (4, 2))
+    gain, dmu, dS = tb.evaluate(mu_s, S_s)
+    k, Z, beta = st.kernel, st.Z, st.beta
+    obs_t, obs_s = m.Y_observed, ~np.isnan(Ys)
+    batches = [[0], [1], [2], [3]] if batch is None else [[0, 1], [2, 3]]
+    for i, rows in enumerate(batches):
+        F = 0.0
+        for j in range(m.Y.shape[1]):
+            rt = np.flatnonzero(obs_t[:, j])
+            rs = [r for r in rows if obs_s[r, j]]
+            mu = np.vstack([m.latent_mean[rt], mu_s[rs]])
+            S = np.vstack([m.latent_variance[rt], S_s[rs]])
+            y = np.r_[m.Y[rt, j], Ys[rs, j]] - m.Y_mean[j]
+            F += collapsed_bound(k.K(Z), k.psi0(mu, S), k.psi1(mu, S, Z), k.psi2(mu, S, Z), beta,
+                                 OutputStats.from_centred(y[:, None]), grad=False).F
+        assert st.F_hat + gain[i] == pytest.approx(F, rel=1e-10)
+    x = np.concatenate([mu_s.ravel(), S_s.ravel()])
+
+    def f(x):
+        return float(np.sum(tb.evaluate(x[:8].reshape(4, 2), x[8:].reshape(4, 2), grad=False)[0]))
+
+    h = 1e-6
+    num = np.array([(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(x.size)])
+    assert np.allclose(np.concatenate([dmu.ravel(), dS.ravel()]), num, rtol=1e-5, atol=1e-5 * np.abs(num).max())
+
+
+def test_reconstruct_infer_and_log_density_after_a_fit_with_missing_values(fitted):
+    m, full = fitted
+    Ys = full[:6].copy()
+    Ys[:, 4:] = np.nan
+    mean, var = m.reconstruct(Ys)
+    assert np.array_equal(mean[:, :4], Ys[:, :4]) and np.all(var[:, :4] == 0)
+    err = np.sqrt(np.mean((mean[:, 4:] - full[:6, 4:]) ** 2))
+    err_mean = np.sqrt(np.mean((m.Y_mean[4:] - full[:6, 4:]) ** 2))
+    assert err < 0.6 * err_mean, (err, err_mean)
+    mu, S = m.infer_latent(Ys)
+    assert mu.shape == S.shape == (6, 2) and np.all(S > 0)
+    ld = m.log_density(Ys)
+    assert np.all(np.isfinite(ld))
 
 
 def test_a_model_with_missing_values_saves_and_loads(fitted, tmp_path):
@@ -330,3 +391,31 @@ def test_a_model_with_missing_values_saves_and_loads(fitted, tmp_path):
     assert m2.elbo() == m.elbo()
     assert np.array_equal(m2.impute()[0], m.impute()[0])
     assert "missing" in m2.summary()
+
+
+@pytest.mark.parametrize("time_prior", ["dense", "state_space"])
+def test_a_dynamical_model_fitted_with_holes_reconstructs_and_forecasts(time_prior):
+    """Training frames with holes (a marker lost for a while): new frames are reconstructed
+    (the test bound and the conditioned q(u) per training group), forecasts are finite and
+    the training holes are imputed."""
+    t = np.linspace(0.0, 6.0, 90)
+    full = np.c_[np.sin(t), np.cos(t), np.sin(2 * t), np.cos(0.5 * t)]
+    full += 0.03 * np.random.default_rng(0).standard_normal(full.shape)
+    Y = full.copy()
+    Y[20:40, 1] = np.nan
+    Y[::7, 3] = np.nan
+    m = DynamicalGPLVM(Y[:80], t[:80], latent_dim=2, num_inducing=10, time_prior=time_prior)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m.fit(max_iters=150, progress=False)
+    Ys = full[80:].copy()
+    Ys[:, 2:] = np.nan
+    mean, var = m.reconstruct(Ys, t[80:], sequence=0, max_iters=100)
+    assert np.all(np.isfinite(mean)) and np.all(var[:, 2:] > 0)
+    err = np.sqrt(np.mean((mean[:, 2:] - full[80:, 2:]) ** 2))
+    assert err < 0.6 * np.sqrt(np.mean((m.Y_mean[2:] - full[80:, 2:]) ** 2)), err
+    f_mean, f_var = m.forecast(t[80:83])
+    assert np.all(np.isfinite(f_mean)) and np.all(f_var > 0)
+    imputed, ivar = m.impute()
+    hole = np.isnan(Y[:80])
+    assert np.sqrt(np.mean((imputed[hole] - full[:80][hole]) ** 2)) < 0.5 * np.std(full[:80][hole])

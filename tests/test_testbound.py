@@ -183,9 +183,9 @@ def test_group_kernel_derivatives_wrt_psi_statistics(model_small):
     Psi1 = k.psi1(mu_s, S_s, st.Z)
     Psi2n = k.psi2n(mu_s, S_s, st.Z)
     def run(Psi1, Psi2n, grad):
-        return tbm.groups(tb.g_ptr, tb.g_rows, tb.g_d, tb.g_pat, tb.g_yoff, tb.g_width,
+        return tbm.groups(tb.g_ptr, tb.g_rows, tb.g_d, tb.g_pat, tb.g_tg, tb.g_yoff, tb.g_width,
                           tb.Yc_flat, tb.g_ysq, tb.pat_foff, tb.pat_k, tb.F_flat,
-                          np.arange(2), psi0, Psi1, Psi2n, st.R0, st.R0T, st.Kinv, st.beta,
+                          np.arange(2), psi0, Psi1, Psi2n, st.R0s, st.R0Ts, st.Kinv, st.beta,
                           grad, tb.g_rows.size, 1)
 
     gain, dP, dPsi1 = run(Psi1, Psi2n, True)
