@@ -96,13 +96,15 @@ def _check_magic(path: Path, ext: str) -> None:
         raise DatasetError(why)
 
 
-def load_array(path: str | os.PathLike, key: str | None = None) -> np.ndarray:
+def load_array(path: str | os.PathLike, key: str | None = None, allow_missing: bool = False) -> np.ndarray:
     """Read a user data matrix Y (N, D) as float64 and validate it.
 
     .npy: one array. .npz: the array ``key``, else the one named ``Y``, else the only
     array in the file. .csv: comma separated; .txt/.tsv/.dat: whitespace/tab separated;
-    an optional header line of column names and ``#`` comment lines are skipped.
-    Raises DatasetError unless the result is a 2-D, non-empty, finite, real matrix.
+    an optional header line of column names and ``#`` comment lines are skipped; an empty
+    cell or ``nan`` is a missing value (NaN).
+    Raises DatasetError unless the result is a 2-D, non-empty, finite, real matrix (with
+    ``allow_missing``: finite or NaN, for models that fit with missing values).
     """
     path = Path(path).expanduser()
     if not path.is_file():
@@ -139,12 +141,12 @@ def load_array(path: str | os.PathLike, key: str | None = None) -> np.ndarray:
         if "allow_pickle" in msg:
             msg = "it holds Python objects, not a numeric array"
         raise DatasetError(f"could not read {path}: {msg}.") from e
-    return validate_array(A, str(path))
+    return validate_array(A, str(path), allow_missing=allow_missing)
 
 
-def validate_array(A, what: str = "array") -> np.ndarray:
-    """Check that ``A`` is a 2-D, non-empty, finite, real numeric matrix; return it as
-    a C-contiguous float64 array."""
+def validate_array(A, what: str = "array", allow_missing: bool = False) -> np.ndarray:
+    """Check that ``A`` is a 2-D, non-empty, finite, real numeric matrix (``allow_missing``:
+    NaN allowed, as missing values); return it as a C-contiguous float64 array."""
     A = np.asarray(A)
     if not (np.issubdtype(A.dtype, np.number) or A.dtype == bool) or np.iscomplexobj(A):
         raise DatasetError(f"{what}: expected real numbers, got dtype {A.dtype}.")
@@ -160,9 +162,12 @@ def validate_array(A, what: str = "array") -> np.ndarray:
     if A.shape[0] < 1 or A.shape[1] < 1:
         raise DatasetError(f"{what}: the array is empty (shape {A.shape}).")
     A = np.ascontiguousarray(A, dtype=np.float64)
-    bad = ~np.isfinite(A)
+    bad = np.isinf(A) if allow_missing else ~np.isfinite(A)
     if bad.any():
         r, c = np.argwhere(bad)[0]
+        if allow_missing:
+            raise DatasetError(f"{what}: {int(bad.sum())} value(s) are infinite (first at row {r}, "
+                               f"column {c}); mark missing values with NaN or an empty cell.")
         raise DatasetError(
             f"{what}: {int(bad.sum())} value(s) are NaN or infinite (first at row {r}, column {c}); "
             f"remove or impute them first."

@@ -29,7 +29,8 @@ def _fit(args) -> int:
     if args.data:
         from bgplvm.datasets import load_array
 
-        Y, source = load_array(args.data, key=args.key), {"data_file": str(args.data)}
+        # empty cells and NaN are missing values: the model fits over the observed ones
+        Y, source = load_array(args.data, key=args.key, allow_missing=True), {"data_file": str(args.data)}
     else:
         from bgplvm.datasets import load
 
@@ -46,6 +47,10 @@ def _fit(args) -> int:
     m.metadata.update(source)
     print(f"fitting {m!r} for {iters} iterations (Ctrl-C stops and keeps the best point)",
           file=sys.stderr)
+    if m.missing_fraction:
+        print(f"{int(round(m.missing_fraction * m.Y.size))} of {m.Y.size} entries are missing "
+              f"({100 * m.missing_fraction:.1f}%): the bound is taken over the observed ones",
+              file=sys.stderr)
     m.fit(max_iters=iters, progress=None if not args.quiet else False)
     m.save(args.out)
     print(m.summary())
@@ -74,7 +79,8 @@ def _parser() -> argparse.ArgumentParser:
     f = sub.add_parser("fit", help="train a model and save it")
     src = f.add_mutually_exclusive_group(required=True)
     src.add_argument("--dataset", help="a data set name (see `bgplvm datasets list`)")
-    src.add_argument("--data", help="your own data: .npy, .npz or .csv, N rows x D columns")
+    src.add_argument("--data", help="your own data: .npy, .npz or .csv, N rows x D columns "
+                                    "(NaN or an empty cell: a missing value)")
     f.add_argument("--key", default=None,
                    help="the array of a --data .npz file to fit (default: the one named Y, or its only one)")
     f.add_argument("--latent-dim", "-q", type=int, default=10)

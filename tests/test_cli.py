@@ -24,6 +24,29 @@ def test_fit_and_summary_on_user_data(tmp_path, capsys):
     assert f"{m.elbo():.4f}" in text
 
 
+def test_fit_reads_empty_csv_cells_and_nan_as_missing(tmp_path, capsys):
+    rng = np.random.default_rng(1)
+    t = rng.uniform(0, 2 * np.pi, 30)
+    Y = np.c_[np.cos(t), np.sin(t), np.cos(2 * t)]
+    lines = ["a,b,c"] + [",".join(f"{v:.6f}" for v in row) for row in Y]
+    lines[3] = lines[3].split(",", 1)[0] + ",,0.5"  # an empty cell
+    lines[7] = "nan," + lines[7].split(",", 1)[1]
+    (tmp_path / "y.csv").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "m.npz"
+    assert main(["fit", "--data", str(tmp_path / "y.csv"), "-q", "2", "-m", "6", "--iters", "20",
+                 "--quiet", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "2 of 90 entries are missing (2.2%)" in err
+    m = BayesianGPLVM.load(out)
+    assert np.isnan(m.Y[2, 1]) and np.isnan(m.Y[6, 0]) and m.Y_observed.sum() == 88
+    capsys.readouterr()
+    assert main(["summary", str(out)]) == 0
+    assert "missing values    2 of 90 entries (2.2%)" in capsys.readouterr().out
+    (tmp_path / "inf.csv").write_text("1,2\n3,inf\n4,5\n")
+    assert main(["fit", "--data", str(tmp_path / "inf.csv"), "--out", str(tmp_path / "o.npz")]) == 2
+    assert "infinite (first at row 1, column 1)" in capsys.readouterr().err
+
+
 def test_fit_on_embedded_dataset(tmp_path):
     out = tmp_path / "walk.npz"
     assert main(["fit", "--dataset", "synth_walk", "-q", "2", "-m", "10", "--iters", "10",
