@@ -41,7 +41,7 @@ def work(spec: dict) -> dict:
     ls = np.asarray(m.kern.lengthscale, dtype=float)
     ls = np.broadcast_to(ls, (int(spec["Q"]),)) if ls.size == 1 else ls
     np.savez(spec["out"], mean=mean, latent_mean=np.asarray(m.X.mean), ard=1.0 / ls ** 2)
-    return {"bound": float(m.log_likelihood()), "fit_s": fit_s, "prediction": how,
+    return {"bound": float(np.sum(m.log_likelihood())), "fit_s": fit_s, "prediction": how,
             "gpy_version": GPy.__version__, "iterations_cap": int(spec["max_iters"]),
             "noise_variance": float(np.asarray(m.likelihood.variance).ravel()[0])}
 
