@@ -92,7 +92,7 @@ class StickFigureRenderer:
 class Dataset:
     """A loaded data set.
 
-    Y : (N, D) float64, finite.
+    Y : (N, D) float64, finite or NaN (a missing value: a user's upload may have them).
     labels : (N,) int class index per row, or None; ``label_names[labels[n]]`` names it.
     sequence : (N,) int sequence id per row (motion trials, video), or None.
     times : (N,) float64 time stamp of each row within its sequence, or None.
@@ -113,8 +113,8 @@ class Dataset:
         Y = np.ascontiguousarray(self.Y, dtype=np.float64)
         if Y.ndim != 2:
             raise ValueError(f"Dataset {self.name!r}: Y must be 2-D (N, D), got shape {Y.shape}")
-        if not np.all(np.isfinite(Y)):
-            raise ValueError(f"Dataset {self.name!r}: Y contains NaN or inf")
+        if np.isinf(Y).any():
+            raise ValueError(f"Dataset {self.name!r}: Y contains inf (NaN marks a missing value)")
         object.__setattr__(self, "Y", Y)
         N = Y.shape[0]
         for attr in ("labels", "sequence", "times"):

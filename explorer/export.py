@@ -24,6 +24,10 @@ from .state import ExplorerState
 from .user_input import UserError
 
 
+#: RGB of missing pixels in exported images (``plots.MISSING_COLOR``)
+_MISSING_RGB = tuple(int(plots.MISSING_COLOR[k:k + 2], 16) for k in (1, 3, 5))
+
+
 def _need_model(state: ExplorerState):
     if state.model is None:
         raise UserError("nothing to export yet: train or open a model first")
@@ -181,19 +185,23 @@ def output_figure(state: ExplorerState, fmt: str = "png") -> bytes:
         panels = [(img, "gray", vmin, vmax, "Generated", "intensity"),  # where: below (a narrow panel)
                   (_log_sd(sd, lo), "magma", lo, hi, f"Per-pixel sd (max {sd.max():.3g})", "log10 sd of f")]
         if n >= 0:
-            panels.append((r.image(ds.Y[n]), "gray", vmin, vmax, f"Training point #{n}", "intensity"))
+            own = r.image(ds.Y[n])
+            holes = int(np.isnan(own).sum())
+            panels.append((own, "gray", vmin, vmax, f"Training point #{n}" + (f" ({holes} missing)" if holes else ""),
+                           "intensity"))
         step = pw + 110
         c = new_canvas(fmt, int(20 + step * len(panels)), ph + 70)
         for i, (im, cm, lo, hi, title, lab) in enumerate(panels):
             ax = Axes(c, (20 + i * step, 40, pw, ph), (0, Ww), (0, Hh))
-            c.image(ax.x, ax.y, ax.w, ax.h, colormap(im, cm, lo, hi))
+            # missing pixels of the data (NaN) in the page's colour for them
+            c.image(ax.x, ax.y, ax.w, ax.h, colormap(im, cm, lo, hi, nan_rgb=_MISSING_RGB))
             ax.frame(title=title, xticks=False, yticks=False)
             ax.colorbar(cm, lo, hi, lab, x=ax.x + ax.w + 8, width=10)
         c.text(20 + pw / 2, 40 + ph + 20, where, size=11, anchor="middle", color="#333333")
         return c.to_bytes()
     D = mean.size
-    lo = float(min(ds.Y.min(), (mean - 2 * std).min()))
-    hi = float(max(ds.Y.max(), (mean + 2 * std).max()))
+    lo = float(min(np.nanmin(ds.Y), (mean - 2 * std).min()))
+    hi = float(max(np.nanmax(ds.Y), (mean + 2 * std).max()))
     pad = 0.05 * (hi - lo or 1)
     c = new_canvas(fmt, 900, 360)  # the legend right of the plot: inside, it covered the curve
     ax = Axes(c, (80, 40, 590, 250), (-0.5, D - 0.5), (lo - pad, hi + pad))
@@ -204,7 +212,8 @@ def output_figure(state: ExplorerState, fmt: str = "png") -> bytes:
     c.polyline(ax.pts(np.column_stack([d, mean])), plots.CURSOR_COLOR, width=2)
     legend = [("generated (+-2 sd band)", plots.CURSOR_COLOR)]
     if n >= 0:
-        for X, Y in ax.pts(np.column_stack([d, ds.Y[n]])):
+        seen = np.isfinite(ds.Y[n])  # missing values: no mark
+        for X, Y in ax.pts(np.column_stack([d[seen], ds.Y[n][seen]])):
             c.circle(X, Y, 3.5, fill="#000000")
         legend.append((f"training point #{n}", "#000000"))
     ax.unclip()

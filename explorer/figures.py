@@ -37,8 +37,8 @@ def palette(name: str) -> np.ndarray:
     return np.array([_hex(c) for c in table], dtype=np.uint8)
 
 
-def colormap(values: np.ndarray, name: str, vmin=None, vmax=None) -> np.ndarray:
-    """Values -> (..., 3) uint8 RGB; NaN -> white."""
+def colormap(values: np.ndarray, name: str, vmin=None, vmax=None, nan_rgb=(255, 255, 255)) -> np.ndarray:
+    """Values -> (..., 3) uint8 RGB; NaN -> ``nan_rgb`` (white)."""
     v = np.asarray(values, dtype=np.float64)
     if not np.isfinite(v).any():  # e.g. the latent view's background switched off
         return np.full(v.shape + (3,), 255, dtype=np.uint8)
@@ -47,7 +47,7 @@ def colormap(values: np.ndarray, name: str, vmin=None, vmax=None) -> np.ndarray:
     t = (v - lo) / (hi - lo) if hi > lo else np.zeros_like(v)
     idx = np.clip(np.nan_to_num(t, nan=0.0) * 255, 0, 255).astype(int)
     rgb = palette(name)[idx]
-    rgb[~np.isfinite(v)] = 255
+    rgb[~np.isfinite(v)] = nan_rgb
     return rgb
 
 

@@ -120,15 +120,24 @@ def masked(Y: np.ndarray, cols) -> np.ndarray:
 def nearest_neighbour_fill(Y_train: np.ndarray, Ym: np.ndarray, exclude=None) -> np.ndarray:
     """Each row's hidden entries from the training row nearest in its observed entries;
     ``exclude[i]`` (a training row index, or -1) is left out for row i (a training frame
-    must not be its own neighbour)."""
+    must not be its own neighbour). Training data with missing values: the distance is the
+    mean squared difference over the entries both observe, and each hidden entry comes
+    from the nearest row that observes it."""
     obs = ~np.isnan(Ym)
+    has = ~np.isnan(Y_train)
+    Yt = np.where(has, Y_train, 0.0)
     out = Ym.copy()
     for i in range(Ym.shape[0]):
         o = obs[i]
-        d = ((Y_train[:, o] - Ym[i, o]) ** 2).sum(1)
+        both = has[:, o]
+        d = (both * (Yt[:, o] - Ym[i, o]) ** 2).sum(1) / np.maximum(both.sum(1), 1)
+        d[~both.any(1)] = np.inf
         if exclude is not None and exclude[i] >= 0:
             d[exclude[i]] = np.inf
-        out[i, ~o] = Y_train[int(np.argmin(d)), ~o]
+        order = np.argsort(d, kind="stable")
+        for j in np.flatnonzero(~o):
+            r = order[np.argmax(has[order, j])]
+            out[i, j] = Y_train[r, j]
     return out
 
 

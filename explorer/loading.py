@@ -114,7 +114,7 @@ def dataset_for_model(model) -> Dataset:
 def same_data(Y_model, Y) -> bool:
     """The model's training outputs are the data set's (a model keeps its own copy)."""
     Y_model, Y = np.asarray(Y_model), np.asarray(Y)
-    return Y_model.shape == Y.shape and np.array_equal(Y_model, Y)
+    return Y_model.shape == Y.shape and np.array_equal(Y_model, Y, equal_nan=True)  # NaN: missing
 
 
 def label_text(ds: Dataset, n: int) -> str:

@@ -159,7 +159,8 @@ def angle_columns(ds) -> np.ndarray | None:
 
 def reconstruction_error(ds, pred: np.ndarray, truth: np.ndarray, cols) -> dict:
     """Error of the hidden entries: RA (degrees, over hidden joint angles) for skeletons
-    with angles, else RMSE in the data's units. pred, truth: (n, D) or (D,)."""
+    with angles, else RMSE in the data's units. pred, truth: (n, D) or (D,). Entries the
+    data themselves miss (NaN in truth) have nothing to compare with and are left out."""
     pred = np.atleast_2d(pred)
     truth = np.atleast_2d(truth)
     cols = np.asarray(cols, dtype=int)
@@ -169,8 +170,11 @@ def reconstruction_error(ds, pred: np.ndarray, truth: np.ndarray, cols) -> dict:
         use = np.intersect1d(cols, acols)
         if use.size:
             e = (pred[:, use] - truth[:, use]) * scale
-            return {"value": float(np.sqrt(np.mean(e ** 2))), "unit": "deg", "n": int(e.size),
+            e = e[np.isfinite(e)]
+            return {"value": float(np.sqrt(np.mean(e ** 2))) if e.size else float("nan"), "unit": "deg",
+                    "n": int(e.size),
                     "name": "RA error (root mean square error of the hidden joint angles, in degrees)"}
     e = pred[:, cols] - truth[:, cols]
+    e = e[np.isfinite(e)]
     return {"value": float(np.sqrt(np.mean(e ** 2))) if e.size else float("nan"), "unit": "", "n": int(e.size),
             "name": "RMS error of the hidden values"}

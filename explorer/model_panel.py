@@ -391,7 +391,8 @@ class ModelPanel(pn.viewable.Viewer):
         self._save.disabled = False
         self._save.filename = f"bgplvm-{self.state.dataset_name or 'model'}-Q{info['Q']}.npz"
         self._summary.object = (
-            f"- **data**: {self.state.dataset_name} ({info['N']} x {info['D']})\n"
+            f"- **data**: {self.state.dataset_name} ({info['N']} x {info['D']}"
+            + (f", {100 * info['missing']:.1f}% missing" if info.get("missing") else "") + ")\n"
             f"- **lower bound**: {info['bound']:,.2f}\n"
             f"- **noise variance**: {info['noise_variance']:.4g}\n"
             f"- **signal variance**: {info['kernel_variance']:.4g}\n"

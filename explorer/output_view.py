@@ -75,7 +75,7 @@ class OutputView(Rebuilding):
             self._zc, R = shared(ds, "pose_extent", lambda: seqs.pose_extent(ds.renderer, Y))
             self._limits = (-R, -R, R, R)
         elif self.kind == "vector":
-            lo, hi = float(Y.min()), float(Y.max())
+            lo, hi = float(np.nanmin(Y)), float(np.nanmax(Y))
             pad = 0.1 * (hi - lo or 1.0)
             self._ylim = (lo - pad, hi + pad)
         # The generated output is drawn once per rebuild; after that every cursor move
@@ -236,7 +236,8 @@ class OutputView(Rebuilding):
             vmin, vmax = seqs.image_range(ds)
             # no point yet: a blank (white) frame; NaN made HoloViews warn "All-NaN slice"
             img = r.image(ds.Y[n]) if n >= 0 else np.full(r.image(ds.Y[0]).shape, vmax)
-            return plots.image_plot(img, title, vmin, vmax)
+            holes = n >= 0 and bool(np.isnan(img).any())  # (how many: the readout says)
+            return plots.image_plot(img, title, vmin, vmax, missing_color=plots.MISSING_COLOR if holes else None)
         return hv.Curve([])
 
     def _update_readout(self, *events):

@@ -272,10 +272,14 @@ def spread_columns(d: np.ndarray, mean: np.ndarray, half_width: np.ndarray) -> d
             "y": np.concatenate([mean + half_width, (mean - half_width)[::-1]])}
 
 
+#: colour of missing pixels (NaN) in a data set's own images: not a grey of the scale
+MISSING_COLOR = "#e000a0"
+
+
 def image_plot(img: np.ndarray, title: str, vmin=None, vmax=None, cmap: str = "gray",
-               label: str = "intensity", log: bool = False) -> hv.Image:
+               label: str = "intensity", log: bool = False, missing_color: str | None = None) -> hv.Image:
     """An (H, W) upright image with pixel bounds, fixed colour range when given (``log``: a
-    log colour scale)."""
+    log colour scale). NaN pixels are transparent, or ``missing_color`` (missing data)."""
     H, W = img.shape
     im = hv.Image(np.ascontiguousarray(img), bounds=(0, 0, W, H),
                   kdims=[hv.Dimension("col", label="column"), hv.Dimension("row", label="row")],
@@ -290,6 +294,8 @@ def image_plot(img: np.ndarray, title: str, vmin=None, vmax=None, cmap: str = "g
         # "0.01", "0.001" ("1.000e-2" by default)
         extra["colorbar_opts"] = {"ticker": FixedTicker(ticks=[float(v) for v in dec]),
                                   "formatter": PrintfTickFormatter(format="%g")}
+    if missing_color is not None:
+        extra["clipping_colors"] = {"NaN": missing_color}
     return im.opts(cmap=cmap, clim=clim, title=title, xaxis=None, yaxis=None, logz=log,
                    colorbar=True, tools=["hover"], **extra)
 

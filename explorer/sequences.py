@@ -188,7 +188,7 @@ def principal_coords(Y: np.ndarray, k: int = 2) -> np.ndarray:
     where Y has fewer), each axis's sign chosen so that its largest loading is positive
     (the same picture on every call)."""
     Yc = np.asarray(Y, dtype=np.float64)
-    Yc = Yc - Yc.mean(axis=0)
+    Yc = np.nan_to_num(Yc - np.nanmean(Yc, axis=0))  # missing values: filled with the column mean
     out = np.zeros((Yc.shape[0], k))
     if min(Yc.shape) > 1000:
         # the leading k only (ARPACK, from a fixed start): a full SVD of a 2000 x 3000 upload
@@ -294,7 +294,7 @@ def image_range(ds) -> tuple[float, float]:
     r = ds.renderer
     if getattr(r, "vmin", None) is not None and getattr(r, "vmax", None) is not None:
         return float(r.vmin), float(r.vmax)
-    return float(np.min(ds.Y)), float(np.max(ds.Y))
+    return float(np.nanmin(ds.Y)), float(np.nanmax(ds.Y))
 
 
 #: decades of sd an sd image's (log) colour scale spans below its top

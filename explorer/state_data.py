@@ -69,7 +69,7 @@ class DataState(param.Parameterized):
             self.selected_index = -1
             self._reset_sequence()
             self.error = ""
-            self.info = f"Loaded {ds.name}: {ds.N} rows x {ds.D} columns." + (
+            self.info = f"Loaded {ds.name}: {ds.N} rows x {ds.D} columns." + missing_note(ds) + (
                 "" if self.model is not None else " Press Train to fit a model" + (
                     "; meanwhile Play & forecast plays the data as recorded." if self.play_sequence is not None
                     else "."))
@@ -147,3 +147,12 @@ class DataState(param.Parameterized):
                    else "every k-th of the AMC's frames" if meta.get("frame_rate_hz") else "the frames/s box")
             rate = f" Plays at {float(fps):.3g} frames/s ({src})."
         return f" {n} sequence(s) with time stamps: {what}.{rate}"
+
+
+def missing_note(ds) -> str:
+    """" 120 of 3,000 entries (4.0%) are missing: ..." for a data set with NaN, else ""."""
+    n = int(np.isnan(np.asarray(ds.Y, dtype=np.float64)).sum())
+    if not n:
+        return ""
+    return (f" {n:,} of {ds.Y.size:,} entries ({100 * n / ds.Y.size:.1f}%) are missing: the model is "
+            "fitted to the observed ones, and missing values are drawn as gaps (magenta in images).")

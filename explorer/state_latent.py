@@ -184,4 +184,7 @@ class LatentState(param.Parameterized):
             ds = self.dataset
             if ds is not None and ds.labels is not None:
                 text += f" ({label_text(ds, self.selected_index)})"
+            holes = int(np.isnan(ds.Y[self.selected_index]).sum()) if ds is not None else 0
+            if holes:
+                text += f": {holes} missing"
         return text

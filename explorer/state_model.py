@@ -122,6 +122,7 @@ class ModelState(param.Parameterized):
                     N=int(np.asarray(m.Y).shape[0]), D=int(np.asarray(m.Y).shape[1]),
                     Q=int(m.latent_dim), M=int(m.num_inducing),
                     active=int((~off).sum()), kernel=str(getattr(m, "kernel", "") or ""),
+                    missing=float(getattr(m, "missing_fraction", 0.0)),
                     time_prior=_time_prior_line(m))
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import io
 import os
 import tempfile
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -73,7 +74,7 @@ def _read_array_upload(filename: str, data: bytes) -> tuple[np.ndarray, np.ndarr
         try:
             from bgplvm.datasets import validate_array
 
-            Y = validate_array(Y, filename)
+            Y = validate_array(Y, filename, allow_missing=True)
         except DatasetError as e:
             raise UserError(str(e)) from None
     else:
@@ -82,7 +83,7 @@ def _read_array_upload(filename: str, data: bytes) -> tuple[np.ndarray, np.ndarr
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
             try:
-                Y = load_array(path)
+                Y = load_array(path, allow_missing=True)  # NaN / empty cells: missing values
             except DatasetError as e:
                 msg = str(e).replace(path, filename).replace(os.path.basename(path), filename)
                 raise UserError(msg if filename in msg else f"{filename}: {msg}") from None
@@ -93,10 +94,16 @@ def _read_array_upload(filename: str, data: bytes) -> tuple[np.ndarray, np.ndarr
     Y = np.asarray(Y, dtype=np.float64)
     if Y.ndim != 2:
         raise UserError(f"{filename}: expected a 2-D array (N rows, D columns), got shape {Y.shape}")
-    if not np.all(np.isfinite(Y)):
-        raise UserError(f"{filename}: the array contains NaN or infinite values")
     if Y.shape[0] < 3 or Y.shape[1] < 1:
         raise UserError(f"{filename}: need at least 3 rows and 1 column, got shape {Y.shape}")
+    try:  # missing values (NaN) train; what the model cannot take is refused now, with its indices
+        from bgplvm.missing import check_training_outputs
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a mostly-missing upload: said on the page instead
+            check_training_outputs(Y, name=filename)
+    except ValueError as e:
+        raise UserError(str(e)) from None
     return Y, t, seq
 
 
@@ -175,8 +182,11 @@ def array_dataset(filename: str, data: bytes, kind: str = "vector", height: int 
     name = os.path.splitext(os.path.basename(filename))[0] or "upload"
     meta = {"title": f"{filename} (uploaded)", "fps": float(fps), "time_unit": "s", "uploaded": True,
             "own_times": own_times}
+    missing = int(np.isnan(Y).sum())
+    if missing:
+        meta["missing"] = missing
     if kind == "image":
-        lo, hi = float(Y.min()), float(Y.max())
+        lo, hi = float(np.nanmin(Y)), float(np.nanmax(Y))
         renderer = image_renderer(D, height, width, order, lo, hi, filename)
         meta["title"] = f"{filename} (uploaded image sequence, {renderer.height} x {renderer.width})"
     else:

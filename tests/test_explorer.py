@@ -270,9 +270,39 @@ def test_upload_good_csv_and_npy():
     assert s.dataset.Y.shape == (10, 2)
 
 
+def test_an_upload_with_missing_values_loads_trains_and_imputes():
+    """NaN (or an empty CSV cell) is a missing value: the page says how many, the model
+    trains on the observed entries, and observe-and-infer leaves them out of its error."""
+    rng = np.random.default_rng(3)
+    t = rng.uniform(0, 2 * np.pi, 40)
+    Y = np.c_[np.cos(t), np.sin(t), np.cos(2 * t), np.sin(2 * t)] + 0.02 * rng.standard_normal((40, 4))
+    Y[rng.random(Y.shape) < 0.1] = np.nan
+    n_missing = int(np.isnan(Y).sum())
+    s = ExplorerState()
+    s.load_upload("holes.npy", _npy(Y))
+    assert np.array_equal(s.dataset.Y, Y, equal_nan=True)
+    assert f"{n_missing} of 160 entries" in s.info and "missing" in s.info
+    csv = "a,b,c\n1,,3\n4,5,6\n7,8,\n1,2,3\n"
+    s.load_upload("cells.csv", csv.encode())
+    assert np.isnan(s.dataset.Y[0, 1]) and np.isnan(s.dataset.Y[2, 2]) and "2 of 12 entries" in s.info
+    s.load_upload("holes.npy", _npy(Y))
+    s.latent_dim, s.num_inducing, s.max_iters = 2, 8, 60
+    s.start_training()
+    _wait(s)
+    assert s.model is not None and s.model.missing_fraction == pytest.approx(n_missing / 160)
+    assert np.isfinite(s.model.elbo())
+    from bgplvm.explorer.inference import nearest_neighbour_fill
+
+    filled = nearest_neighbour_fill(Y, np.where(np.arange(4) < 2, Y[:3], np.nan), exclude=np.arange(3))
+    assert np.all(np.isfinite(filled[:, 2:]))
+
+
 @pytest.mark.parametrize("name,data,match", [
     ("bad.npy", _npy(np.zeros((3, 2, 2))), "2-D"),
-    ("nan.npy", _npy(np.array([[1.0, np.nan], [1, 2], [3, 4]])), "NaN"),
+    ("inf.npy", _npy(np.array([[1.0, np.inf], [1, 2], [3, 4]])), r"infinite.*mark missing values with NaN"),
+    # NaN is a missing value (below), but not a whole row or a column seen once
+    ("nanrow.npy", _npy(np.array([[np.nan, np.nan], [1, 2], [3, 4]])), r"nothing observed \(rows \[0\]\)"),
+    ("nancol.npy", _npy(np.array([[1.0, np.nan], [1, np.nan], [3, 4]])), r"fewer than 2 rows \(columns \[1\]\)"),
     ("x.txt.exe", b"123", "unsupported file type"),
     ("garbage.npy", b"\x00\x01garbage", "could not|not|read"),
     ("empty.csv", b"", "empty"),

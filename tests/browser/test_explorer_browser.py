@@ -292,12 +292,12 @@ def test_invalid_upload_shows_error_and_page_keeps_working(page, server, tmp_pat
     # the refused file is not left in the drop area as a green "Upload complete": a fresh one
     wait_for(lambda: page.locator(".upload-array .filepond--item").count() == 0, timeout=10,
              what="a fresh drop area after a refused upload")
-    # NaN file: another clear message
+    # inf: another clear message (NaN is a missing value: the next file)
     buf = io.BytesIO()
-    np.save(buf, np.array([[1.0, np.nan], [2, 3], [4, 5]]))
+    np.save(buf, np.array([[1.0, np.inf], [2, 3], [4, 5]]))
     page.locator(".upload-array input[type=file]").set_input_files(
-        files=[{"name": "nan.npy", "mimeType": "application/octet-stream", "buffer": buf.getvalue()}])
-    page.get_by_text("NaN or infinite").wait_for(timeout=15000)
+        files=[{"name": "inf.npy", "mimeType": "application/octet-stream", "buffer": buf.getvalue()}])
+    page.get_by_text(re.compile("infinite")).first.wait_for(timeout=15000)
     # beyond the documented limit: refused in the browser, nothing is sent
     big = tmp_path / "big.npy"
     big.write_bytes(b"\0" * (51 * 1024 * 1024))
@@ -323,6 +323,12 @@ def test_invalid_upload_shows_error_and_page_keeps_working(page, server, tmp_pat
     px, py = plot_info(page, LATENT, [0.5 * (x0 + x1)], [0.5 * (y0 + y1)])["pts"][0]
     page.mouse.click(px, py)
     wait_for(lambda: "pinned" in readout(page), what="readout after a bad upload")
+    # NaN is a missing value: the array loads, and the page says how many
+    buf = io.BytesIO()
+    np.save(buf, np.array([[1.0, np.nan], [2, 3], [4, 5], [6, 7]]))
+    page.locator(".upload-array input[type=file]").set_input_files(
+        files=[{"name": "nan.npy", "mimeType": "application/octet-stream", "buffer": buf.getvalue()}])
+    page.get_by_text(re.compile(r"1 of 8 entries \(12\.5%\) are missing")).first.wait_for(timeout=15000)
 
 
 def test_a_motion_dropped_twice_is_listed_once(page, server):

@@ -226,6 +226,67 @@ def test_image_sequence_upload_with_wrong_size_gets_a_message(page, server):
     wait_for(lambda: len(page.evaluate("() => window.__bgplvm_frames || []")) > 5, what="playback after an error")
 
 
+def test_image_upload_with_missing_pixels_trains_and_shows_them_as_missing(page, server):
+    """Frames with a hole each (NaN): the page says how many pixels are missing, a model
+    trains on the rest, and a training frame is drawn with its hole in the missing colour
+    (magenta), not as black or white."""
+    open_app(page, server)
+    page.get_by_role("button", name="image sequence").click()
+    page.wait_for_timeout(300)
+    yy, xx = np.mgrid[0:8, 0:8]
+    frames = []
+    for k in range(30):
+        c = 2 + 4 * (0.5 + 0.5 * np.sin(k / 5))
+        f = np.exp(-((xx - c) ** 2 + (yy - 3.5) ** 2) / 6.0)
+        f[(k % 4) * 2:(k % 4) * 2 + 2, 5:7] = np.nan  # a 2 x 2 hole, moving
+        frames.append(f.ravel())
+    buf = io.BytesIO()
+    np.save(buf, np.array(frames))
+    page.locator(".upload-array input[type=file]").set_input_files(
+        files=[{"name": "holes.npy", "mimeType": "application/octet-stream", "buffer": buf.getvalue()}])
+    page.get_by_text(re.compile(r"120 of 1,920 entries \(6\.2%\) are missing")).first.wait_for(timeout=20000)
+    iters = page.locator(".iters-input input")
+    iters.fill("15")
+    iters.press("Enter")
+    page.wait_for_timeout(300)
+    page.get_by_role("button", name="Train", exact=True).click()
+    status = page.get_by_text(re.compile(r"^(Starting|Iteration|Finished|Stopped|Training failed)")).first
+    wait_for(lambda: "Finished" in status.inner_text() or "failed" in status.inner_text(), timeout=180,
+             what="training to finish")
+    assert re.search(r"Finished after \d+ iterations", status.inner_text()), status.inner_text()
+    wait_for(lambda: plot_info(page, LATENT)["title"].endswith("holes"), timeout=30, what="the new latent view")
+    x, y = page.evaluate(JS_FIRST_TRAINING_POINT)  # click on a training point: it is selected
+    px, py = plot_info(page, LATENT, [x], [y])["pts"][0]
+    page.mouse.click(px, py)
+    wait_for(lambda: "pinned" in readout(page), what="pinned readout")
+    page.locator(".bk-tab").filter(has_text="Training point").first.click()
+    info = plot_info(page, "Training #", timeout=20)
+    wait_for(lambda: re.search(r"training #\d+: 4 missing", readout(page)), what="the count of missing values")
+    assert page.get_by_text(re.compile(r"holes \(30 x 64, 6\.2% missing\)")).count() == 1  # the model panel
+    img = shot_of(page, info, "frame")
+    magenta = (np.abs(img[..., 0] - 0xE0) < 40) & (img[..., 1] < 60) & (np.abs(img[..., 2] - 0xA0) < 40)
+    assert magenta.sum() > 20, "the missing pixels are not drawn in the missing colour"
+    page.screenshot(path=str(ARTIFACTS / "explorer2-04b-missing-pixels.png"), full_page=True)
+
+
+JS_FIRST_TRAINING_POINT = """() => {
+  for (const v of Bokeh.index.all_views()) {
+    const m = v.model;
+    if (!(m.title && m.title.text && m.title.text.startsWith('Latent space'))) continue;
+    let best = null;
+    for (const r of m.renderers) {  // the scatter of q(x_n) means: the most markers
+      const d = r.data_source && r.data_source.data;
+      const g = r.glyph;
+      if (!(g && g.type === 'Scatter' && d && g.x && g.x.field)) continue;
+      const xs = d[g.x.field], ys = d[g.y.field];
+      if (xs && ys && (!best || xs.length > best[0].length)) best = [xs, ys];
+    }
+    if (best) return [best[0][0], best[1][0]];
+  }
+  return null;
+}"""
+
+
 JS_INFER = """() => {
   for (const v of Bokeh.index.all_views()) {
     const m = v.model;
