@@ -131,10 +131,23 @@ class Posterior:
         return solve_upper_t(self.Luu, a - solve_upper_t(self.LB, solve_lower(self.LB, a)))
 
 
-def _factors(Kuu: np.ndarray, Psi2: np.ndarray, beta: float):
-    Luu = jittered_cholesky(Kuu, JITTER, what="Kuu (the inducing-point kernel matrix)",
-                            hint="Likely cause: two inducing inputs nearly coincide or the "
-                                 "lengthscales became extreme.")
+def kuu_cholesky(Kuu: np.ndarray) -> np.ndarray:
+    """Luu, the Cholesky factor of Kuu + jitter (``linalg.JITTER``)."""
+    return jittered_cholesky(Kuu, JITTER, what="Kuu (the inducing-point kernel matrix)",
+                             hint="Likely cause: two inducing inputs nearly coincide or the "
+                                  "lengthscales became extreme.")
+
+
+def kuu_factors(Kuu: np.ndarray) -> tuple:
+    """(Luu, Luu^-1, Kuu^-1) by triangular solves: what every group of outputs of a model
+    with missing values shares (``collapsed_bound``'s ``kuu``)."""
+    Luu = kuu_cholesky(Kuu)
+    Li = solve_lower(Luu, np.eye(Kuu.shape[0]))
+    return Luu, Li, Li.T @ Li
+
+
+def _factors(Kuu: np.ndarray, Psi2: np.ndarray, beta: float, Luu: np.ndarray | None = None):
+    Luu = kuu_cholesky(Kuu) if Luu is None else Luu
     M = Kuu.shape[0]
     A = solve_lower(Luu, solve_lower(Luu, Psi2).T)  # Luu^{-1} Psi2 Luu^{-T} (symmetric)
     A = 0.5 * (A + A.T)
@@ -162,16 +175,17 @@ def _check_nystrom_residual(psi0_sum: float, trA: float) -> None:
 
 
 def collapsed_bound(Kuu: np.ndarray, psi0: np.ndarray, Psi1: np.ndarray, Psi2: np.ndarray,
-                    beta: float, data: OutputStats, grad: bool = True) -> BoundTerms:
+                    beta: float, data: OutputStats, grad: bool = True, kuu: tuple | None = None) -> BoundTerms:
     """F_hat(q(X)) = sum_j F_j (FdFinal) from the psi statistics (psis).
 
     Kuu (M, M) without jitter (added here), psi0 (N,), Psi1 (N, M), Psi2 (M, M); beta the
     noise precision. With ``grad`` also the gradients listed in the module docstring.
+    ``kuu``: ``kuu_factors(Kuu)`` computed once by a caller with several calls per Kuu.
     """
     N = Psi1.shape[0]
     D = data.D
     M = Kuu.shape[0]
-    Luu, A, LB = _factors(Kuu, Psi2, beta)
+    Luu, A, LB = _factors(Kuu, Psi2, beta, None if kuu is None else kuu[0])
     E = Psi1.T @ data.Yf  # (M, r)
     c = solve_lower(LB, solve_lower(Luu, E))  # R E
     psi0_sum = float(np.sum(psi0))
@@ -184,9 +198,11 @@ def collapsed_bound(Kuu: np.ndarray, psi0: np.ndarray, Psi1: np.ndarray, Psi2: n
     if not grad:
         return BoundTerms(F=F)
 
-    eye = np.eye(M)
-    Li = solve_lower(Luu, eye)  # Luu^{-1}
-    Kinv = Li.T @ Li  # Kuu^{-1} (from triangular solves)
+    if kuu is None:
+        Li = solve_lower(Luu, np.eye(M))  # Luu^{-1}
+        Kinv = Li.T @ Li  # Kuu^{-1} (from triangular solves)
+    else:
+        _, Li, Kinv = kuu
     R = solve_lower(LB, Li)  # LB^{-1} Luu^{-1}
     G = R.T @ R  # (Kuu + beta Psi2)^{-1}
     GE = R.T @ c  # G E  (M, r)

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .bound import DataGrads, OutputStats, collapsed_bound
+from .bound import DataGrads, OutputStats, collapsed_bound, kuu_factors
 
 #: above this fraction of missing entries a data set gets a warning (the fit has little to go on)
 MOSTLY_MISSING = 0.95
@@ -170,6 +170,7 @@ class MissingOutputs:
         k = kernel
         psi0, Psi1 = k.psi0(mu, S), k.psi1(mu, S, Z)
         Kuu = k.K(Z)
+        kuu = kuu_factors(Kuu)  # shared by the groups
         Psi2g = k.psi2_groups(mu, S, Z, self.seg, self.inc)
         F = 0.0
         N, M = Psi1.shape
@@ -179,7 +180,7 @@ class MissingOutputs:
             dPsi2g = np.empty_like(Psi2g)
         for i, g in enumerate(self.groups):
             r = g.rows
-            t = collapsed_bound(Kuu, psi0[r], Psi1[r], Psi2g[i], beta, g.data, grad=grad)
+            t = collapsed_bound(Kuu, psi0[r], Psi1[r], Psi2g[i], beta, g.data, grad=grad, kuu=kuu)
             F += t.F
             if not grad:
                 continue
