@@ -19,7 +19,7 @@ import numpy as np
 from .bound import OutputStats, data_bound, fstar_moments, posterior_from_stats
 from .init import init_params
 from .kernels import Kernel, make_kernel
-from .missing import MissingOutputs, check_training_outputs, column_variance, observed_mean
+from .missing import MissingOutputs, as_outputs, check_training_outputs, column_variance, observed_mean
 from ._interrupt import aborts, caused_by_interrupt, deferred_interrupt
 from .optimize import Optimisation
 from ._threads import blas_single_threaded, single_threaded_blas
@@ -66,15 +66,7 @@ def _check_Y(Y, mask=None, missing_ok: bool = False):
     entries, observed (N, D) bool or None) of ``missing.check_training_outputs``."""
     if missing_ok:
         return check_training_outputs(Y, mask)
-    try:
-        Y = np.array(Y, dtype=np.float64)  # a copy: the model must not change with the caller's array
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"Y must be a numeric (N, D) array: {e}") from None
-    if Y.ndim != 2:
-        raise ValueError(f"Y must be 2-D (N points x D outputs), got an array of shape {Y.shape}; "
-                         "reshape a single series with Y.reshape(-1, 1)")
-    if Y.shape[0] < 2 or Y.shape[1] < 1:
-        raise ValueError(f"Y needs at least 2 rows and 1 column, got shape {Y.shape}")
+    Y = as_outputs(Y)
     bad = ~np.isfinite(Y)
     if bad.any():
         rows = np.unique(np.nonzero(bad)[0])

@@ -41,6 +41,21 @@ from .bound import DataGrads, OutputStats, collapsed_bound, kuu_factors
 MOSTLY_MISSING = 0.95
 
 
+def as_outputs(Y, name: str = "Y") -> np.ndarray:
+    """A float64 copy of Y, checked to be an (N, D) array with N >= 2, D >= 1 (values not
+    checked: the model must not change with the caller's array)."""
+    try:
+        Y = np.array(Y, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{name} must be a numeric (N, D) array: {e}") from None
+    if Y.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (N points x D outputs), got an array of shape {Y.shape}; "
+                         "reshape a single series with Y.reshape(-1, 1)")
+    if Y.shape[0] < 2 or Y.shape[1] < 1:
+        raise ValueError(f"{name} needs at least 2 rows and 1 column, got shape {Y.shape}")
+    return Y
+
+
 def check_training_outputs(Y, mask=None, name: str = "Y"):
     """(Y (N, D) float64, observed (N, D) bool or None when nothing is missing).
 
@@ -48,15 +63,7 @@ def check_training_outputs(Y, mask=None, name: str = "Y"):
     inf (an error naming its positions), a row with nothing observed and a column observed
     on fewer than 2 rows (errors naming them). More than ``MOSTLY_MISSING`` missing: a
     warning with the fraction."""
-    try:
-        Y = np.array(Y, dtype=np.float64)  # a copy: the model must not change with the caller's array
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"{name} must be a numeric (N, D) array (NaN = missing): {e}") from None
-    if Y.ndim != 2:
-        raise ValueError(f"{name} must be 2-D (N points x D outputs), got an array of shape {Y.shape}; "
-                         "reshape a single series with Y.reshape(-1, 1)")
-    if Y.shape[0] < 2 or Y.shape[1] < 1:
-        raise ValueError(f"{name} needs at least 2 rows and 1 column, got shape {Y.shape}")
+    Y = as_outputs(Y, name)
     inf = np.argwhere(np.isinf(Y))
     if inf.size:
         pos = ", ".join(f"({r}, {c})" for r, c in inf[:5])
