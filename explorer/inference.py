@@ -125,6 +125,7 @@ def nearest_neighbour_fill(Y_train: np.ndarray, Ym: np.ndarray, exclude=None) ->
     from the nearest row that observes it."""
     obs = ~np.isnan(Ym)
     has = ~np.isnan(Y_train)
+    complete = bool(has.all())
     Yt = np.where(has, Y_train, 0.0)
     out = Ym.copy()
     for i in range(Ym.shape[0]):
@@ -134,10 +135,12 @@ def nearest_neighbour_fill(Y_train: np.ndarray, Ym: np.ndarray, exclude=None) ->
         d[~both.any(1)] = np.inf
         if exclude is not None and exclude[i] >= 0:
             d[exclude[i]] = np.inf
+        if complete:
+            out[i, ~o] = Y_train[int(np.argmin(d)), ~o]
+            continue
         order = np.argsort(d, kind="stable")
-        for j in np.flatnonzero(~o):
-            r = order[np.argmax(has[order, j])]
-            out[i, j] = Y_train[r, j]
+        for j in np.flatnonzero(~o):  # the nearest row that observes j
+            out[i, j] = Y_train[order[np.argmax(has[order, j])], j]
     return out
 
 
