@@ -6,12 +6,16 @@ them). A group's Psi2 is the sum of Psi2^n over the patterns that observe it:
 
     Psi2_g = sum_r inc[g, r] Psi2_r,    Psi2_r = sum_{n in pattern r} Psi2^n
 
-``psi2_patterns`` gives every Psi2_r (as pair sums, (R, P), P = M(M+1)/2) in one pass over
-the rows, sorted by pattern so that each pattern is a contiguous run: a block of rows
-accumulates into the patterns it spans only, and the blocks are added in block order.
-The group sums are then one GEMM (G, R) @ (R, P). No subtraction: every Psi2_g is a sum of
-positive terms, as accurate as the complete-data Psi2 (the bound is sensitive to Psi2: a
-group's Psi2 taken as Psi2 minus its missing rows moved it by 1e-9 relative on oil).
+``psi2_groups`` sums them in one pass over the rows, sorted by pattern so that each
+pattern is a contiguous run: a run is summed in a (P,) buffer (P = M(M+1)/2 pairs), then
+added to the (G, P) accumulators of the groups its pattern observes; a block of rows per
+thread, the blocks added in block order. The cost over complete data's Psi2 is one
+(G_r x P) addition per run of a pattern (none per row), and no (R, P) array: an earlier
+form kept every pattern's sum and took the group sums by a GEMM, and moving those R x P
+values through memory cost 3-4x the pass itself on oil with entries missing at random
+(R = 650 patterns). No subtraction: every Psi2_g is a sum of positive terms, as accurate
+as the complete-data Psi2 (the bound is sensitive to Psi2: a group's Psi2 taken as Psi2
+minus its missing rows moved it by 1e-9 relative on oil).
 
 The gradient needs no kernel of its own: row n takes the pair weights of its pattern,
 sum_g inc[g, r] w_g (``_rbf_numba.psi_gradients_w``).
@@ -29,8 +33,20 @@ from ._rbf_numba import CHUNK, _psi2_chunk_log, factored_tables
 
 
 @njit(**_SERIAL)
-def _psi2_pattern_rows(n0, n1, seg, mu, S, shift, ZhT, ZpT, starts, sf2, alpha, acc):
-    """Rows n0 <= n < n1 (sorted by pattern): acc[seg[n] - seg[n0]] += Psi2^n (pairs)."""
+def _flush(run, r, pg_ptr, pg_idx, acc):
+    """acc[g] += run for every group g that pattern r observes; run <- 0."""
+    P = run.shape[0]
+    for e in range(pg_ptr[r], pg_ptr[r + 1]):
+        a = acc[pg_idx[e]]
+        for p in range(P):
+            a[p] += run[p]
+    run[:] = 0.0
+
+
+@njit(**_SERIAL)
+def _psi2_group_rows(n0, n1, seg, pg_ptr, pg_idx, mu, S, shift, ZhT, ZpT, starts, sf2, alpha, acc):
+    """Rows n0 <= n < n1 (sorted by pattern): the run of each pattern is summed in ``run``
+    (P,), then added to the accumulators acc (G, P) of the groups the pattern observes."""
     Q = mu.shape[1]
     P = ZpT.shape[1]
     M = ZhT.shape[1]
@@ -42,50 +58,44 @@ def _psi2_pattern_rows(n0, n1, seg, mu, S, shift, ZhT, ZpT, starts, sf2, alpha, 
     Xbuf = np.empty(CH * P)
     Ebuf = np.empty(CH * P)
     scratch = np.empty(CH * P)
-    base = seg[n0]
+    run = np.zeros(P)
+    cur = seg[n0]
     for c0 in range(n0, n1, CH):
         k = min(CH, n1 - c0)
         _psi2_chunk_log(c0, k, mu, S, shift, ZhT, ZpT, starts, sf2, alpha, Ah, Gam, d2, H,
                         Xbuf[:k * P].reshape((k, P)))
         exp_into(Xbuf[:k * P], Ebuf[:k * P], scratch[:k * P])
         for j in range(k):
-            a = acc[seg[c0 + j] - base]
+            r = seg[c0 + j]
+            if r != cur:
+                _flush(run, cur, pg_ptr, pg_idx, acc)
+                cur = r
+            o = j * P
             for p in range(P):
-                a[p] += Ebuf[j * P + p]
+                run[p] += Ebuf[o + p]
+    _flush(run, cur, pg_ptr, pg_idx, acc)
 
 
 @njit(**_PARALLEL)
-def _psi2_pattern_blocks(N, nchunks, seg, off, mu, S, shift, ZhT, ZpT, starts, sf2, alpha, buf):
-    """The only parallel code: one block of rows per iteration (see psi2_patterns)."""
-    P = ZpT.shape[1]
+def _psi2_group_blocks(N, nchunks, seg, pg_ptr, pg_idx, mu, S, shift, ZhT, ZpT, starts, sf2, alpha, acc):
+    """The only parallel code: one block of rows per iteration (see psi2_groups)."""
     for c in prange(nchunks):
         n0, n1 = c * N // nchunks, (c + 1) * N // nchunks
         if n1 > n0:
-            span = off[c + 1] - off[c]
-            _psi2_pattern_rows(n0, n1, seg, mu, S, shift, ZhT, ZpT, starts, sf2, alpha,
-                               buf[off[c] * P:off[c + 1] * P].reshape((span, P)))
+            _psi2_group_rows(n0, n1, seg, pg_ptr, pg_idx, mu, S, shift, ZhT, ZpT, starts, sf2, alpha, acc[c])
 
 
 @njit(**_SERIAL)
-def psi2_patterns(mu, S, Z, sf2, alpha, seg, R, nchunks):
-    """(R, P) pair sums of Psi2^n over each pattern's rows; mu, S (N, Q) sorted by pattern,
-    seg (N,) their non-decreasing pattern ids in 0..R-1."""
+def psi2_groups(mu, S, Z, sf2, alpha, seg, pg_ptr, pg_idx, G, nchunks):
+    """(G, P) pair sums of Psi2^n over the rows of each group; mu, S (N, Q) sorted by
+    pattern, seg (N,) their non-decreasing pattern ids; pattern r observes the groups
+    pg_idx[pg_ptr[r]:pg_ptr[r + 1]]."""
     N = mu.shape[0]
     shift, ZhT, ZpT, starts = factored_tables(Z)
     P = ZpT.shape[1]
-    off = np.zeros(nchunks + 1, np.int64)
-    for c in range(nchunks):
-        n0, n1 = c * N // nchunks, (c + 1) * N // nchunks
-        off[c + 1] = off[c] + (seg[n1 - 1] - seg[n0] + 1 if n1 > n0 else 0)
-    buf = np.zeros(off[nchunks] * P)
-    _psi2_pattern_blocks(N, nchunks, seg, off, mu, S, shift, ZhT, ZpT, starts, sf2, alpha, buf)
-    out = np.zeros((R, P))
+    acc = np.zeros((nchunks, G, P))
+    _psi2_group_blocks(N, nchunks, seg, pg_ptr, pg_idx, mu, S, shift, ZhT, ZpT, starts, sf2, alpha, acc)
+    out = np.zeros((G, P))
     for c in range(nchunks):  # block order: the same sums whatever the threads
-        n0, n1 = c * N // nchunks, (c + 1) * N // nchunks
-        if n1 > n0:
-            base = seg[n0]
-            for r in range(off[c + 1] - off[c]):
-                o = (off[c] + r) * P
-                for p in range(P):
-                    out[base + r, p] += buf[o + p]
+        out += acc[c]
     return out

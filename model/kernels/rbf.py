@@ -147,18 +147,20 @@ class RBF(Kernel):
         return dmu, dS, dZ, self._theta_grads(dsf2, dalpha)
 
     def psi2_groups(self, mu, S, Z, seg, inc):
-        """See :meth:`Kernel.psi2_groups`: one pass over the rows sorted by pattern, then
-        the group sums of the pattern sums (``_rbf_groups_numba``)."""
+        """See :meth:`Kernel.psi2_groups`: one pass over the rows sorted by pattern, each
+        pattern's run added to its groups (``_rbf_groups_numba``)."""
         mu, S = as_gaussians(mu, S, self.input_dim)
         Z = as_points(Z, self.input_dim, "Z")
         seg = np.asarray(seg, dtype=np.int64)
         order = np.argsort(seg, kind="stable")
-        pairs = run_blocks(_gnb.psi2_patterns, mu.shape[0], np.ascontiguousarray(mu[order]),
+        pat, grp = np.nonzero(inc.T > 0)  # pattern r observes groups grp[pat == r] (row-major)
+        pg_ptr = np.searchsorted(pat, np.arange(inc.shape[1] + 1)).astype(np.int64)
+        pairs = run_blocks(_gnb.psi2_groups, mu.shape[0], np.ascontiguousarray(mu[order]),
                            np.ascontiguousarray(S[order]), Z, self.sf2, self.alpha,
-                           np.ascontiguousarray(seg[order]), inc.shape[1])
+                           np.ascontiguousarray(seg[order]), pg_ptr, grp.astype(np.int64), inc.shape[0])
         _, pm, pm2, _, _ = self._pair_tables(Z)
         M = Z.shape[0]
-        return np.stack([_nb.pairs_to_matrix(v, pm, pm2, M) for v in inc @ pairs])
+        return np.stack([_nb.pairs_to_matrix(v, pm, pm2, M) for v in pairs])
 
     def psi_gradients_groups(self, dL_dpsi0, dL_dPsi1, dL_dPsi2g, seg, inc, mu, S, Z):
         """See :meth:`Kernel.psi_gradients_groups`: one pass over the rows, each weighted
