@@ -298,6 +298,9 @@ def test_invalid_upload_shows_error_and_page_keeps_working(page, server, tmp_pat
     page.locator(".upload-array input[type=file]").set_input_files(
         files=[{"name": "inf.npy", "mimeType": "application/octet-stream", "buffer": buf.getvalue()}])
     page.get_by_text(re.compile("infinite")).first.wait_for(timeout=15000)
+    # a file dropped while the refused one's drop area is being replaced would be lost with it
+    wait_for(lambda: page.locator(".upload-array .filepond--item").count() == 0, timeout=10,
+             what="a fresh drop area after a refused upload")
     # beyond the documented limit: refused in the browser, nothing is sent
     big = tmp_path / "big.npy"
     big.write_bytes(b"\0" * (51 * 1024 * 1024))
