@@ -461,8 +461,11 @@ def test_switching_video_and_pose_models_redraws_the_player(page, server):
     page.locator(".bk-tab").filter(has_text="Play & forecast").first.click()
     for word, key, width in (("Frey", "frey", 100), ("CMU", "cmu35", OUT_W)):
         _open_pretrained(page, word, key)
+        # the frame / pose figure is the one shown (once the page has redrawn the player: CI's
+        # fresh clone once read the previous figure, 148 px wide, while it was being replaced)
+        wait_for(lambda: abs(plot_info(page, PLAYING)["box"][2] - width) < 30, timeout=20,
+                 what=f"the {key} player figure")
         play = plot_info(page, PLAYING)
-        assert abs(play["box"][2] - width) < 30, (key, play)  # the frame / pose figure is the one shown
         before = shot_of(page, play, "frame")
         page.locator(".play-toggle button").first.click()
         page.wait_for_timeout(1200)
