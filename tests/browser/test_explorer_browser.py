@@ -319,7 +319,11 @@ def test_invalid_upload_shows_error_and_page_keeps_working(page, server, tmp_pat
     # the drop areas load no pdf-preview plugin: it reads each file view's item every frame,
     # also once a replaced drop area has dropped it ("reading 'file'" of null, a page error)
     assert page.evaluate("() => !('allowPdfPreview' in FilePond.getOptions())")
-    page.wait_for_timeout(2500)  # past the drop area's replacement
+    # past the drop area's replacement (the picture's preview made it taller: a click aimed
+    # before it shrinks back misses the latent view)
+    wait_for(lambda: page.locator(".upload-array .filepond--item").count() == 0, timeout=15,
+             what="a fresh drop area after the refused picture")
+    page.wait_for_timeout(500)
     # the session still works: a click in the latent view still generates
     lat = plot_info(page, LATENT)
     (x0, x1), (y0, y1) = lat["xrange"], lat["yrange"]
