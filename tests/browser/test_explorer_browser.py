@@ -64,6 +64,16 @@ def open_app(page, server):
     page.wait_for_timeout(300)
 
 
+def start_training(page, iters: int):
+    """Set the iterations, press Train; returns the training status text's locator."""
+    box = page.locator(".iters-input input")
+    box.fill(str(iters))
+    box.press("Enter")
+    page.wait_for_timeout(300)
+    page.get_by_role("button", name="Train", exact=True).click()
+    return page.get_by_text(re.compile(r"^(Starting|Iteration|Finished|Stopped|Training failed)")).first
+
+
 def show_tab(page, name):
     page.locator(".bk-tab").filter(has_text=name).first.click()
     page.wait_for_timeout(300)
@@ -196,12 +206,7 @@ def test_training_from_the_page_shows_progress_and_finishes(page, server):
     frame = shot_of(page, plot_info(page, PLAYING), "frame")
     assert len(np.unique(frame.reshape(-1, 3), axis=0)) > 20, "the video's first frame is not drawn"
     page.screenshot(path=str(ARTIFACTS / "browser-03b-data-before-a-model.png"), full_page=True)
-    iters = page.locator(".iters-input input")
-    iters.fill("12")
-    iters.press("Enter")
-    page.wait_for_timeout(300)
-    page.get_by_role("button", name="Train", exact=True).click()
-    status = page.get_by_text(re.compile(r"^(Starting|Iteration|Finished|Stopped|Training failed)")).first
+    status = start_training(page, 12)
     wait_for(lambda: "Iteration" in status.inner_text() or "Finished" in status.inner_text(),
              timeout=60, what="training progress")
     saw_progress = "Iteration" in status.inner_text()

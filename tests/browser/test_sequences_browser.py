@@ -18,7 +18,7 @@ from mirror import needs_data
 
 from .conftest import ARTIFACTS
 from .test_explorer_browser import (LATENT, OUTPUT, PLAYING, TIMELINE, open_app, plot_info, readout, shot_of,
-                                    wait_for)
+                                    start_training, wait_for)
 
 pytestmark = pytest.mark.browser
 
@@ -245,12 +245,7 @@ def test_image_upload_with_missing_pixels_trains_and_shows_them_as_missing(page,
     page.locator(".upload-array input[type=file]").set_input_files(
         files=[{"name": "holes.npy", "mimeType": "application/octet-stream", "buffer": buf.getvalue()}])
     page.get_by_text(re.compile(r"120 of 1,920 entries \(6\.2%\) are missing")).first.wait_for(timeout=20000)
-    iters = page.locator(".iters-input input")
-    iters.fill("15")
-    iters.press("Enter")
-    page.wait_for_timeout(300)
-    page.get_by_role("button", name="Train", exact=True).click()
-    status = page.get_by_text(re.compile(r"^(Starting|Iteration|Finished|Stopped|Training failed)")).first
+    status = start_training(page, 15)
     wait_for(lambda: "Finished" in status.inner_text() or "failed" in status.inner_text(), timeout=180,
              what="training to finish")
     assert re.search(r"Finished after \d+ iterations", status.inner_text()), status.inner_text()
