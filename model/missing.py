@@ -13,22 +13,25 @@ and columns. Complete data are one group: today's bound.
 
 Cost. psi0 and Psi1 are per row and computed once. The rows fall into R observation
 patterns (the sets of columns they observe); with the RBF kernel one pass over the rows,
-sorted by pattern, sums each pattern's run of rows and adds it to the groups the pattern
-observes (no subtraction: as accurate as complete data's Psi2); the chain rule is one pass
-over the rows too, each row weighted by the sum of its groups' dF/dPsi2_g
-(``Kernel.psi2_groups``, ``Kernel.psi_gradients_groups``). So an evaluation costs the
-complete one's row passes plus
+sorted by pattern, sums each pattern's run of rows and adds it to subset sums of its
+groups (chunks of 4 groups, one addition per chunk; no subtraction: as accurate as
+complete data's Psi2); the chain rule is one pass over the rows too, each row weighted by
+the sum of its groups' dF/dPsi2_g, taken from the same subset sums
+(``Kernel.psi2_groups``, ``Kernel.psi_gradients_groups``, ``_rbf_groups_numba``). The
+groups' M x M algebra runs on stacks of all G groups at once (``grouped_bound``). So an
+evaluation costs the complete one's row passes plus
 
-    G factorisations of M x M (Kuu's is shared),  O(R G_r M^2) additions for the group
-    sums and the rows' weights (G_r <= G groups per pattern),  R M^2 memory (weights),
+    G factorisations of M x M (Kuu's is shared),  O(N ceil(G / 4) M^2) additions for the
+    group sums and the rows' weights (once per run of rows with one pattern),
+    O(ceil(G / 4) 16 M^2) memory per thread for the subset sums,
 
 with G <= D and R <= N: a few missing readings, whole markers or blocks (small G and R)
 cost little more than complete data; entries missing at random make every column a group
 of its own (G = D) and most rows a pattern of their own (R -> min(N, 2^D)). Measured
-(bench/bench_missing.py): oil with 30 % missing at random 1.6-2.3x a complete evaluation,
-20 blocks of rows 1.5x. Other kernels (linear, sums) take one pass per group instead (the
-generic ``Kernel`` forms): at most N (1 + G / 2) rows for the gradient and sum_g |R_g| for
-Psi2.
+(bench/bench_missing.py, README): oil with 30 % missing at random and with 20 blocks of
+rows missing readings, Frey faces with 4 x 4 blocks missing. Other kernels (linear, sums)
+take one pass per group instead (the generic ``Kernel`` forms): at most N (1 + G / 2) rows
+for the gradient and sum_g |R_g| for Psi2.
 """
 
 from __future__ import annotations
@@ -38,7 +41,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .bound import DataGrads, OutputStats, collapsed_bound, kuu_factors
+from .bound import (LOG_2PI, BoundTerms, DataGrads, OutputStats, _check_nystrom_residual,
+                    kuu_factors)
+from .linalg import jittered_cholesky, solve_lower
 
 #: above this fraction of missing entries a data set gets a warning (the fit has little to go on)
 MOSTLY_MISSING = 0.95
@@ -158,6 +163,24 @@ class MissingOutputs:
         self.seg = np.ascontiguousarray(seg.ravel(), dtype=np.int64)
         first_col = np.array([g.cols[0] for g in groups])
         self.inc = np.ascontiguousarray(row_pats[:, first_col].T, dtype=np.float64)  # (G, R)
+        self._side_by_side(observed[:, first_col])
+
+    def _side_by_side(self, member: np.ndarray) -> None:
+        """The groups' outputs side by side, for whole-matrix products in ``bound``: group
+        g's factor Yf_g (``OutputStats``) fills columns foff[g]:foff[g + 1] of Yf (N, sum_g r_g)
+        on its rows and is 0 elsewhere, so that E_g = Psi1[R_g]^T Yf_g is a block of Psi1^T Yf
+        and the rows' dF/dPsi1 is one product too. member (N, G): row n observes group g."""
+        gs = self.groups
+        self._foff = np.concatenate([[0], np.cumsum([g.data.Yf.shape[1] for g in gs])]).astype(np.int64)
+        Yf = np.zeros((self.N, int(self._foff[-1])))
+        for i, g in enumerate(gs):
+            Yf[g.rows, self._foff[i]:self._foff[i + 1]] = g.data.Yf
+        self._Yf = Yf
+        self._member = np.ascontiguousarray(member, dtype=np.float64)
+        self._Dg = np.array([g.data.D for g in gs], dtype=np.float64)
+        self._Ng = np.array([g.rows.size for g in gs], dtype=np.float64)
+        self._trYYT = np.array([g.data.trYYT for g in gs])
+        self._row_D = self._member @ self._Dg  # (N,) outputs observed per row
 
     @property
     def n_missing(self) -> int:
@@ -180,28 +203,85 @@ class MissingOutputs:
         k = kernel
         psi0, Psi1 = k.psi0(mu, S), k.psi1(mu, S, Z)
         Kuu = k.K(Z)
-        kuu = kuu_factors(Kuu)  # shared by the groups
         Psi2g = k.psi2_groups(mu, S, Z, self.seg, self.inc)
-        F = 0.0
-        N, M = Psi1.shape
-        if grad:
-            dpsi0, dPsi1 = np.zeros(N), np.zeros((N, M))
-            dKuu, dbeta = np.zeros((M, M)), 0.0
-            dPsi2g = np.empty_like(Psi2g)
-        for i, g in enumerate(self.groups):
-            r = g.rows
-            t = collapsed_bound(Kuu, psi0[r], Psi1[r], Psi2g[i], beta, g.data, grad=grad, kuu=kuu)
-            F += t.F
-            if not grad:
-                continue
-            dpsi0[r] += t.dL_dpsi0
-            dPsi1[r] += t.dL_dPsi1
-            dKuu += t.dL_dKuu
-            dbeta += t.dL_dbeta
-            dPsi2g[i] = t.dL_dPsi2
+        t = grouped_bound(Kuu, psi0, Psi1, Psi2g, beta, self, grad=grad)
         if not grad:
-            return F, None
-        dmu, dS, dZ, dth = k.psi_gradients_groups(dpsi0, dPsi1, dPsi2g, self.seg, self.inc, mu, S, Z)
-        dZ_K, dth_K = k.K_gradients(dKuu, Z)
-        return F, DataGrads(dmu=dmu, dS=dS, dZ=dZ + dZ_K,
-                            dtheta={n: dth[n] + dth_K[n] for n in dth}, dbeta=dbeta)
+            return t.F, None
+        dmu, dS, dZ, dth = k.psi_gradients_groups(t.dL_dpsi0, t.dL_dPsi1, t.dL_dPsi2, self.seg, self.inc,
+                                                  mu, S, Z)
+        dZ_K, dth_K = k.K_gradients(t.dL_dKuu, Z)
+        return t.F, DataGrads(dmu=dmu, dS=dS, dZ=dZ + dZ_K,
+                              dtheta={n: dth[n] + dth_K[n] for n in dth}, dbeta=t.dL_dbeta)
+
+
+def _sym(X: np.ndarray) -> np.ndarray:
+    return 0.5 * (X + np.swapaxes(X, -1, -2))
+
+
+def _group_factors(A: np.ndarray, beta: float) -> np.ndarray:
+    """(G, M, M) Cholesky factors LB_g of B_g = I + beta A_g, all at once; where one fails,
+    each by ``jittered_cholesky`` as ``collapsed_bound`` does (its jitter and its error)."""
+    B = beta * A
+    i = np.arange(A.shape[1])
+    B[:, i, i] += 1.0
+    if np.isfinite(B).all():
+        try:
+            return np.linalg.cholesky(B)
+        except np.linalg.LinAlgError:
+            pass
+    return np.stack([jittered_cholesky(b, 0.0, what="B = I + beta Luu^-1 Psi2 Luu^-T",
+                                       hint="Likely cause: a non-finite or extreme noise precision.")
+                     for b in B])
+
+
+def grouped_bound(Kuu: np.ndarray, psi0: np.ndarray, Psi1: np.ndarray, Psi2g: np.ndarray, beta: float,
+                  mo: MissingOutputs, grad: bool = True) -> BoundTerms:
+    """sum_g ``collapsed_bound``(Kuu, psi0[R_g], Psi1[R_g], Psi2g[g], beta, Y[R_g, C_g]) and
+    its gradients, the G groups at once (``bound``'s notation, per group g):
+
+        A_g = Li Psi2_g Li^T,  LB_g = chol(I + beta A_g),  c_g = LB_g^-1 Li E_g,
+        E_g = Psi1^T Yf_g (a block of Psi1^T Yf, ``MissingOutputs._side_by_side``),
+        R_g = LB_g^-1 Li,  G_g = R_g^T R_g,  GE_g = R_g^T c_g.
+
+    Kuu's factors Luu, Li = Luu^-1, Kinv are shared; stacks of M x M products, one Cholesky
+    call for all B_g, and whole-matrix products for E, the rows' dF/dPsi1 (beta^2 Yf GE^T)
+    and dF/dpsi0 (-beta/2 times the number of outputs each row observes). dF/dKuu summed
+    over the groups is sum_g dF/dPsi2_g / beta - beta/2 Li^T (sum_g D_g A_g) Li: one product.
+    Psi2g (G, M, M); returns BoundTerms with dL_dPsi2 (G, M, M), one per group."""
+    Luu, Li, Kinv = kuu_factors(Kuu)
+    G = Psi2g.shape[0]
+    Dg, Ng, foff = mo._Dg, mo._Ng, mo._foff
+    A = _sym(Li @ Psi2g @ Li.T)
+    trA = np.einsum("gii->g", A)
+    psi0g = psi0 @ mo._member  # (G,)
+    for g in range(G):
+        _check_nystrom_residual(float(psi0g[g]), float(trA[g]))
+    LB = _group_factors(A, beta)
+    LiE = Li @ (Psi1.T @ mo._Yf)  # (M, sum r_g)
+    c = np.empty_like(LiE)
+    for g in range(G):
+        c[:, foff[g]:foff[g + 1]] = solve_lower(LB[g], LiE[:, foff[g]:foff[g + 1]])
+    csq = np.array([float(np.sum(c[:, foff[g]:foff[g + 1]] ** 2)) for g in range(G)])
+    logdet = np.sum(np.log(np.diagonal(LB, axis1=1, axis2=2)), axis=1)
+    F = float(np.sum(-0.5 * Ng * Dg * LOG_2PI + 0.5 * Ng * Dg * np.log(beta) - Dg * logdet
+                     - 0.5 * beta * mo._trYYT + 0.5 * beta**2 * csq
+                     - 0.5 * beta * Dg * psi0g + 0.5 * beta * Dg * trA))
+    if not grad:
+        return BoundTerms(F=F)
+    R = np.stack([solve_lower(LB[g], Li) for g in range(G)])  # (G, M, M)
+    Gm = np.swapaxes(R, 1, 2) @ R  # (Kuu + beta Psi2_g)^-1
+    GE = np.empty_like(c)
+    dPsi2g = (0.5 * beta) * Dg[:, None, None] * (Kinv - Gm)
+    psi2GE = np.empty(G)
+    for g in range(G):
+        s = slice(foff[g], foff[g + 1])
+        GE[:, s] = R[g].T @ c[:, s]
+        dPsi2g[g] -= (0.5 * beta**3) * (GE[:, s] @ GE[:, s].T)
+        psi2GE[g] = float(np.sum(GE[:, s] * (Psi2g[g] @ GE[:, s])))
+    dPsi2g = _sym(dPsi2g)
+    dKuu = _sym(dPsi2g.sum(0) / beta - (0.5 * beta) * (Li.T @ np.tensordot(Dg, A, axes=1) @ Li))
+    trGPsi2 = np.einsum("gij,gij->g", Gm, Psi2g)
+    dbeta = float(np.sum(0.5 * Ng * Dg / beta - 0.5 * Dg * trGPsi2 - 0.5 * mo._trYYT + beta * csq
+                         - 0.5 * beta**2 * psi2GE - 0.5 * Dg * psi0g + 0.5 * Dg * trA))
+    return BoundTerms(F=F, dL_dpsi0=(-0.5 * beta) * mo._row_D, dL_dPsi1=beta**2 * (mo._Yf @ GE.T),
+                      dL_dPsi2=dPsi2g, dL_dKuu=dKuu, dL_dbeta=dbeta)

@@ -108,7 +108,11 @@ def test_grouped_bound_equals_per_column_bounds_with_few_observed_rows(kernel):
 
 
 @pytest.mark.parametrize("kernel", ["rbf", "rbf+bias+white"])  # the RBF pass and the generic one
-def test_with_nothing_missing_the_grouped_bound_is_todays_bit_for_bit(kernel):
+def test_with_nothing_missing_the_grouped_bound_is_todays(kernel):
+    """Complete data never take the grouped path (a fit with 0 % missing is today's, bit
+    for bit: ``m._missing is None``); forced onto it, one group of every row and column,
+    the bound and gradients equal today's to rounding (the groups' algebra is batched:
+    Li Psi2 Li^T by products, not by triangular solves), and a fit ends where today's does."""
     Y = _data(80, 7)
     m = BayesianGPLVM(Y, latent_dim=3, num_inducing=10, kernel=kernel, seed=1)
     assert m._missing is None and m.missing_fraction == 0.0
@@ -118,17 +122,17 @@ def test_with_nothing_missing_the_grouped_bound_is_todays_bit_for_bit(kernel):
     beta = 1.0 / float(v["noise_variance"])
     F0, d0 = data_bound(m.kernel, qx.mu, qx.S, v["Z"], beta, m._data)
     F1, d1 = grouped.bound(m.kernel, qx.mu, qx.S, v["Z"], beta)
-    assert F0 == F1 and d0.dbeta == d1.dbeta
+    assert F1 == pytest.approx(F0, rel=1e-12) and d1.dbeta == pytest.approx(d0.dbeta, rel=1e-10)
     for a, b in [(d0.dmu, d1.dmu), (d0.dS, d1.dS), (d0.dZ, d1.dZ)] + [
             (d0.dtheta[n], d1.dtheta[n]) for n in d0.dtheta]:
-        assert np.array_equal(a, b)
+        assert np.max(np.abs(a - b)) <= 1e-9 * np.max(np.abs(a))
     # and a whole fit: the model on the grouped code path ends where today's does
     m2 = BayesianGPLVM(Y, latent_dim=3, num_inducing=10, kernel=kernel, seed=1)
     m2._missing, m2._data = grouped, None
     m.fit(max_iters=25, progress=False)
     m2.fit(max_iters=25, progress=False)
-    assert np.array_equal(m._x, m2._x)
-    assert m.fit_info["iterations"] == m2.fit_info["iterations"]
+    assert m2.elbo() == pytest.approx(m.elbo(), rel=1e-9)
+    assert np.allclose(m._x, m2._x, rtol=1e-6, atol=1e-6)
 
 
 def test_a_mask_of_all_true_is_complete_data():
@@ -139,13 +143,15 @@ def test_a_mask_of_all_true_is_complete_data():
     assert a.elbo() == b.elbo()
 
 
-def test_the_rbf_kernels_one_pass_equals_one_pass_per_group():
+@pytest.mark.parametrize("G", [1, 4, 5, 11])  # the subset sums' chunks of 4 groups: 1, 1, 2, 3
+def test_the_rbf_kernels_one_pass_equals_one_pass_per_group(G):
     """``RBF.psi2_groups`` / ``psi_gradients_groups`` (rows sorted by pattern, one compiled
-    pass) against the generic ``Kernel`` forms (one ``psi2`` / ``psi_gradients`` per group)."""
+    pass, subset sums per chunk of groups) against the generic ``Kernel`` forms (one
+    ``psi2`` / ``psi_gradients`` per group)."""
     from bgplvm.kernels import RBF, Kernel
 
-    rng = np.random.default_rng(0)
-    N, Q, M, R, G = 203, 3, 9, 7, 5
+    rng = np.random.default_rng(G)
+    N, Q, M, R = 203, 3, 9, 7
     k = RBF(Q, variance=1.3, lengthscale=rng.uniform(0.5, 2.0, Q))
     mu, S, Z = rng.standard_normal((N, Q)), rng.uniform(0.05, 0.5, (N, Q)), rng.standard_normal((M, Q))
     seg = rng.integers(0, R, N)

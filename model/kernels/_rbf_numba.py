@@ -67,6 +67,10 @@ from ._fastexp import exp_into
 #: Points per chunk of the Psi2 kernels: the (CHUNK, P) exponent block is one GEMM and
 #: stays in cache (16 x 1275 doubles = 160 kB at M = 50).
 CHUNK = 16
+#: Groups per chunk of the subset sums of missing outputs (``_rbf_groups_numba``): a row
+#: pattern's Psi2 weights (and its Psi2 run) take one (P,) addition per chunk of B groups,
+#: for 2^B subset sums per chunk (B = 4: 16 x 1275 doubles = 160 kB at M = 50).
+SUBSET_BITS = 4
 
 # --------------------------------------------------------------------------------------
 # K(X, X2) and its gradients
@@ -475,12 +479,50 @@ def _psi2_pass_4(n, mu, zbar, G, d2, T, st, stt):
 
 
 @njit(**_SERIAL)
-def _grad_rows(n0, n1, dL_dPsi1, w2, wrow, mu, S, ZT, zbar, shift, ZhT, ZpT, starts, sf2, alpha,
-               do1, do2, dmu, dS, dZT, T, Gacc, dth_out):
+def subset_sums(w2, B):
+    """(C, 2^B, P) sums of the rows of w2 (G, P) over every subset of each chunk of B
+    consecutive rows (C = ceil(G / B); subset m of chunk c holds rows c B + i for the bits i
+    of m): one addition of P values per subset."""
+    G, P = w2.shape
+    C = (G + B - 1) // B
+    out = np.zeros((C, 1 << B, P))
+    for c in range(C):
+        for m in range(1, 1 << B):
+            i = 0
+            while not (m >> i) & 1:
+                i += 1
+            g = c * B + i
+            if g < G:
+                out[c, m] = out[c, m & (m - 1)] + w2[g]
+            else:
+                out[c, m] = out[c, m & (m - 1)]
+    return out
+
+
+@njit(**_SERIAL)
+def _pattern_weights(Wsub, sub, r, out):
+    """out (P,) = the pair weights of pattern r: the sum over the chunks c of the subset
+    sums Wsub[c, sub[r, c]] (``subset_sums``)."""
+    out[:] = 0.0
+    P = out.shape[0]
+    for c in range(sub.shape[1]):
+        m = sub[r, c]
+        if m == 0:
+            continue
+        w = Wsub[c, m]
+        for p in range(P):
+            out[p] += w[p]
+
+
+@njit(**_SERIAL)
+def _grad_rows(n0, n1, dL_dPsi1, w2, Wsub, wrow, sub, mu, S, ZT, zbar, shift, ZhT, ZpT, starts,
+               sf2, alpha, do1, do2, dmu, dS, dZT, T, Gacc, dth_out):
     """Gradient contributions of the points n0 <= n < n1.
 
-    The Psi2 part of point n is weighted by the pair weights w2[wrow[n]] (w2 (R, P)), or
-    by w2[0] for every point when ``wrow`` is empty (one dL/dPsi2 for all).
+    The Psi2 part of point n is weighted by the pair weights w2[0] (w2 (1, P)) when
+    ``wrow`` is empty (one dL/dPsi2 for all), else by the sum of the groups' weights its
+    pattern r = wrow[n] observes, from their subset sums Wsub (``_pattern_weights``),
+    summed again only where the pattern changes.
 
     Writes rows n of dmu, dS (N, Q); adds into this block's accumulators dZT (Q, M) (Psi1
     part, transposed), T (Q, P) and Gacc (P,) (Psi2 part, scattered to dZ by
@@ -508,6 +550,8 @@ def _grad_rows(n0, n1, dL_dPsi1, w2, wrow, mu, S, ZT, zbar, shift, ZhT, ZpT, sta
     st = np.empty((4, Q))
     stt = np.empty((4, Q))
     gsum = np.empty(CH)
+    wbuf = np.empty(P if wrow.size else 0)  # the current pattern's weights
+    cur = -1
     for c0 in range(n0, n1, CH):
         kc = min(CH, n1 - c0)
         for n in range(c0, c0 + kc):
@@ -527,7 +571,14 @@ def _grad_rows(n0, n1, dL_dPsi1, w2, wrow, mu, S, ZT, zbar, shift, ZhT, ZpT, sta
         G = Gbuf[:kc * P].reshape((kc, P))
         for j in range(kc):
             Gj = G[j]
-            wj = w2[wrow[c0 + j]] if wrow.size else w2[0]
+            if wrow.size:
+                r = wrow[c0 + j]
+                if r != cur:
+                    _pattern_weights(Wsub, sub, r, wbuf)
+                    cur = r
+                wj = wbuf
+            else:
+                wj = w2[0]
             s = 0.0
             for p in range(P):
                 g = Gj[p] * wj[p]
@@ -574,13 +625,13 @@ def _grad_finalize(Z, alpha, pm, pm2, T, Gacc, dZ, dth):
 
 
 @njit(**_PARALLEL)
-def _psi_gradients_blocks(N, nchunks, dL_dPsi1, w2, wrow, mu, S, ZT, zbar, shift, ZhT, ZpT, starts,
-                          sf2, alpha, do1, do2, dmu, dS, dZc, Tc, Gc, dthc):
+def _psi_gradients_blocks(N, nchunks, dL_dPsi1, w2, Wsub, wrow, sub, mu, S, ZT, zbar, shift, ZhT,
+                          ZpT, starts, sf2, alpha, do1, do2, dmu, dS, dZc, Tc, Gc, dthc):
     """The only parallel code: one block of points per iteration (see psi_gradients)."""
     for c in prange(nchunks):
         _grad_rows(c * N // nchunks, (c + 1) * N // nchunks,
-            dL_dPsi1, w2, wrow, mu, S, ZT, zbar, shift, ZhT, ZpT, starts, sf2, alpha, do1, do2,
-            dmu, dS, dZc[c], Tc[c], Gc[c], dthc[c])
+            dL_dPsi1, w2, Wsub, wrow, sub, mu, S, ZT, zbar, shift, ZhT, ZpT, starts, sf2,
+            alpha, do1, do2, dmu, dS, dZc[c], Tc[c], Gc[c], dthc[c])
 
 
 @njit(**_SERIAL)
@@ -592,14 +643,16 @@ def psi_gradients(dL_dpsi0, dL_dPsi1, dL_dPsi2, mu, S, Z, sf2, alpha, do1, do2, 
     """
     pm, pm2, zbar, D0 = pair_tables(Z, alpha)
     w2 = pair_weights(dL_dPsi2, pm, pm2).reshape((1, pm.shape[0]))
-    return psi_gradients_w(dL_dpsi0, dL_dPsi1, w2, np.empty(0, np.int64), mu, S, Z, sf2, alpha,
-                           do1, do2, nchunks)
+    return psi_gradients_w(dL_dpsi0, dL_dPsi1, w2, np.empty(0, np.int64), np.empty((0, 0), np.int64),
+                           mu, S, Z, sf2, alpha, do1, do2, nchunks)
 
 
 @njit(**_SERIAL)
-def psi_gradients_w(dL_dpsi0, dL_dPsi1, w2, wrow, mu, S, Z, sf2, alpha, do1, do2, nchunks):
-    """``psi_gradients`` with the Psi2 weights as pair weights (``pair_weights``): point n
-    takes w2[wrow[n]] (w2 (R, P)), or w2[0] when ``wrow`` is empty."""
+def psi_gradients_w(dL_dpsi0, dL_dPsi1, w2, wrow, sub, mu, S, Z, sf2, alpha, do1, do2, nchunks):
+    """``psi_gradients`` with the Psi2 weights as pair weights (``pair_weights``): w2[0]
+    for every point when ``wrow`` is empty, else point n takes the sum of the groups' rows
+    of w2 (G, P) that its pattern r = wrow[n] observes: group g = c B + i where bit i of
+    sub[r, c] is set (B = SUBSET_BITS; ``_grad_rows``)."""
     N, Q = mu.shape
     M = Z.shape[0]
     pm, pm2, zbar, D0 = pair_tables(Z, alpha)
@@ -612,8 +665,9 @@ def psi_gradients_w(dL_dpsi0, dL_dPsi1, w2, wrow, mu, S, Z, sf2, alpha, do1, do2
     Tc = np.zeros((nchunks, Q, P if do2 else 0))
     Gc = np.zeros((nchunks, P if do2 else 0))
     dthc = np.zeros((nchunks, Q + 1))
-    _psi_gradients_blocks(N, nchunks, dL_dPsi1, w2, wrow, mu, S, ZT, zbar, shift, ZhT, ZpT, starts,
-                          sf2, alpha, do1, do2, dmu, dS, dZc, Tc, Gc, dthc)
+    Wsub = subset_sums(w2, SUBSET_BITS) if wrow.size else np.empty((0, 0, P))
+    _psi_gradients_blocks(N, nchunks, dL_dPsi1, w2, Wsub, wrow, sub, mu, S, ZT, zbar, shift, ZhT,
+                          ZpT, starts, sf2, alpha, do1, do2, dmu, dS, dZc, Tc, Gc, dthc)
     dZT = np.zeros((Q, M))
     T = np.zeros((Q, P))
     Gacc = np.zeros(P)

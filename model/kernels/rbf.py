@@ -153,26 +153,24 @@ class RBF(Kernel):
         Z = as_points(Z, self.input_dim, "Z")
         seg = np.asarray(seg, dtype=np.int64)
         order = np.argsort(seg, kind="stable")
-        pat, grp = np.nonzero(inc.T > 0)  # pattern r observes groups grp[pat == r] (row-major)
-        pg_ptr = np.searchsorted(pat, np.arange(inc.shape[1] + 1)).astype(np.int64)
         pairs = run_blocks(_gnb.psi2_groups, mu.shape[0], np.ascontiguousarray(mu[order]),
                            np.ascontiguousarray(S[order]), Z, self.sf2, self.alpha,
-                           np.ascontiguousarray(seg[order]), pg_ptr, grp.astype(np.int64), inc.shape[0])
+                           np.ascontiguousarray(seg[order]), _subsets(inc), inc.shape[0])
         _, pm, pm2, _, _ = self._pair_tables(Z)
         M = Z.shape[0]
         return np.stack([_nb.pairs_to_matrix(v, pm, pm2, M) for v in pairs])
 
     def psi_gradients_groups(self, dL_dpsi0, dL_dPsi1, dL_dPsi2g, seg, inc, mu, S, Z):
         """See :meth:`Kernel.psi_gradients_groups`: one pass over the rows, each weighted
-        by its pattern's pair weights sum_g inc[g, r] w_g (``_rbf_numba.psi_gradients_w``)."""
+        by the sum of its groups' pair weights (``_rbf_numba.psi_gradients_w``)."""
         dL_dpsi0, dL_dPsi1, _, mu, S, Z = psi_gradient_inputs(
             self, dL_dpsi0, dL_dPsi1, dL_dPsi2g[0], mu, S, Z)
         _, pm, pm2, _, _ = self._pair_tables(Z)
-        w2 = np.ascontiguousarray(inc.T @ np.stack([_nb.pair_weights(W, pm, pm2) for W in dL_dPsi2g]))
+        w2 = np.stack([_nb.pair_weights(W, pm, pm2) for W in dL_dPsi2g])  # (G, P)
         do1, do2 = bool(dL_dPsi1.any()), bool(w2.any())
         dmu, dS, dZ, dsf2, dalpha = run_blocks(
             _nb.psi_gradients_w, mu.shape[0], dL_dpsi0, dL_dPsi1, w2, np.asarray(seg, dtype=np.int64),
-            mu, S, Z, self.sf2, self.alpha, do1, do2)
+            _subsets(inc), mu, S, Z, self.sf2, self.alpha, do1, do2)
         return dmu, dS, dZ, self._theta_grads(dsf2, dalpha)
 
     def psi_gradients_n(self, dL_dpsi0, dL_dPsi1, dL_dPsi2n, mu, S, Z):
@@ -183,3 +181,14 @@ class RBF(Kernel):
         ZT, pm, pm2, zbar, D0 = self._pair_tables(Z)
         return run_blocks(_nb.psi_gradients_n, mu.shape[0], dL_dPsi1, dL_dPsi2n, mu, S, ZT, pm, pm2,
                           zbar, D0, self.sf2, self.alpha, do1, do2)
+
+
+
+def _subsets(inc: np.ndarray) -> np.ndarray:
+    """(R, C) int64: bit i of entry [r, c] is set where pattern r observes group c B + i
+    (inc (G, R) 1 where pattern r observes group g; B = ``SUBSET_BITS``, C = ceil(G / B))."""
+    B = _nb.SUBSET_BITS
+    G, R = inc.shape
+    bits = np.zeros((-(-G // B) * B, R), dtype=np.int64)
+    bits[:G] = inc > 0
+    return np.ascontiguousarray((bits.reshape(-1, B, R) << np.arange(B)[None, :, None]).sum(1).T)
