@@ -328,7 +328,9 @@ def test_training_stats_keep_each_group_of_outputs(fitted):
     m, _ = fitted
     st = m._test_stats()
     assert st.n_groups == len(m._missing.groups) > 1
-    assert st.F_hat == pytest.approx(m.elbo() + m.prior.q(m._values(), grad=False).kl, rel=1e-12)
+    # two forms of the algebra (per group here, stacked in the model's bound): F_hat ~ 90 is
+    # the sum of terms ~1e4 that cancel, so they agree to ~1e-12 relative, not to the last bit
+    assert st.F_hat == pytest.approx(m.elbo() + m.prior.q(m._values(), grad=False).kl, rel=1e-10)
     for i, g in enumerate(m._missing.groups):
         assert np.all(st.col_group[g.cols] == i)
 

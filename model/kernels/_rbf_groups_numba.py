@@ -7,8 +7,8 @@ them). A group's Psi2 is the sum of Psi2^n over the patterns that observe it:
     Psi2_g = sum_r inc[g, r] Psi2_r,    Psi2_r = sum_{n in pattern r} Psi2^n
 
 ``psi2_groups`` sums them in one pass over the rows, sorted by pattern so that each
-pattern is a contiguous run: a run is summed in a (P,) buffer (P = M(M+1)/2 pairs), then
-added to accumulators by **subsets**: the groups are cut into C = ceil(G / B) chunks of
+pattern is a contiguous run: a run is summed in a (P,) buffer (P = M(M+1)/2 pairs; a
+row alone is not), then added to accumulators by **subsets**: the groups are cut into C = ceil(G / B) chunks of
 B = ``SUBSET_BITS`` consecutive groups, and a run goes to ONE accumulator per chunk, the
 one of the subset of the chunk's groups its pattern observes (``sub[r, c]``, a B-bit
 mask; none when 0). At the end each group's Psi2_g is the sum of the 2^(B-1) subset
@@ -39,23 +39,23 @@ from ._rbf_numba import CHUNK, SUBSET_BITS, _psi2_chunk_log, factored_tables
 
 
 @njit(**_SERIAL)
-def _flush(run, r, sub, acc):
-    """acc[c, sub[r, c]] += run for every chunk c of groups that pattern r observes; run <- 0."""
-    P = run.shape[0]
+def _add(v, o, r, sub, acc):
+    """acc[c, sub[r, c]] += v[o:o + P] for every chunk c of groups that pattern r observes."""
+    P = acc.shape[2]
     for c in range(sub.shape[1]):
         m = sub[r, c]
         if m == 0:
             continue
         a = acc[c, m]
         for p in range(P):
-            a[p] += run[p]
-    run[:] = 0.0
+            a[p] += v[o + p]
 
 
 @njit(**_SERIAL)
 def _psi2_group_rows(n0, n1, seg, sub, mu, S, shift, ZhT, ZpT, starts, sf2, alpha, acc):
-    """Rows n0 <= n < n1 (sorted by pattern): the run of each pattern is summed in ``run``
-    (P,), then added to its subset accumulators acc (C, 2^B, P) (``_flush``)."""
+    """Rows n0 <= n < n1 (sorted by pattern): a run of two or more rows of one pattern is
+    summed in ``run`` (P,) first, a row alone goes straight to the subset accumulators
+    acc (C, 2^B, P) of its pattern (``_add``)."""
     Q = mu.shape[1]
     P = ZpT.shape[1]
     M = ZhT.shape[1]
@@ -68,21 +68,27 @@ def _psi2_group_rows(n0, n1, seg, sub, mu, S, shift, ZhT, ZpT, starts, sf2, alph
     Ebuf = np.empty(CH * P)
     scratch = np.empty(CH * P)
     run = np.zeros(P)
-    cur = seg[n0]
+    in_run = False
     for c0 in range(n0, n1, CH):
         k = min(CH, n1 - c0)
         _psi2_chunk_log(c0, k, mu, S, shift, ZhT, ZpT, starts, sf2, alpha, Ah, Gam, d2, H,
                         Xbuf[:k * P].reshape((k, P)))
         exp_into(Xbuf[:k * P], Ebuf[:k * P], scratch[:k * P])
         for j in range(k):
-            r = seg[c0 + j]
-            if r != cur:
-                _flush(run, cur, sub, acc)
-                cur = r
+            n = c0 + j
+            r = seg[n]
+            last = n + 1 == n1 or seg[n + 1] != r  # the last row of its run
+            if last and not in_run:
+                _add(Ebuf, j * P, r, sub, acc)
+                continue
             o = j * P
             for p in range(P):
                 run[p] += Ebuf[o + p]
-    _flush(run, cur, sub, acc)
+            in_run = True
+            if last:
+                _add(run, 0, r, sub, acc)
+                run[:] = 0.0
+                in_run = False
 
 
 @njit(**_PARALLEL)

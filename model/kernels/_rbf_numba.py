@@ -502,10 +502,12 @@ def subset_sums(w2, B):
 @njit(**_SERIAL)
 def _pattern_weights(Wsub, sub, r, out):
     """out (P,) = the pair weights of pattern r: the sum over the chunks c of the subset
-    sums Wsub[c, sub[r, c]] (``subset_sums``)."""
-    out[:] = 0.0
+    sums Wsub[c, sub[r, c]] (``subset_sums``; subset 0 is all zeros)."""
     P = out.shape[0]
-    for c in range(sub.shape[1]):
+    w = Wsub[0, sub[r, 0]]
+    for p in range(P):
+        out[p] = w[p]
+    for c in range(1, sub.shape[1]):
         m = sub[r, c]
         if m == 0:
             continue
