@@ -163,24 +163,27 @@ class MissingOutputs:
         self.seg = np.ascontiguousarray(seg.ravel(), dtype=np.int64)
         first_col = np.array([g.cols[0] for g in groups])
         self.inc = np.ascontiguousarray(row_pats[:, first_col].T, dtype=np.float64)  # (G, R)
-        self._side_by_side(observed[:, first_col])
+        self._side_by_side()
 
-    def _side_by_side(self, member: np.ndarray) -> None:
+    def _side_by_side(self) -> None:
         """The groups' outputs side by side, for whole-matrix products in ``bound``: group
         g's factor Yf_g (``OutputStats``) fills columns foff[g]:foff[g + 1] of Yf (N, sum_g r_g)
         on its rows and is 0 elsewhere, so that E_g = Psi1[R_g]^T Yf_g is a block of Psi1^T Yf
-        and the rows' dF/dPsi1 is one product too. member (N, G): row n observes group g."""
+        and the rows' dF/dPsi1 is one product too."""
         gs = self.groups
         self._foff = np.concatenate([[0], np.cumsum([g.data.Yf.shape[1] for g in gs])]).astype(np.int64)
         Yf = np.zeros((self.N, int(self._foff[-1])))
         for i, g in enumerate(gs):
             Yf[g.rows, self._foff[i]:self._foff[i + 1]] = g.data.Yf
         self._Yf = Yf
-        self._member = np.ascontiguousarray(member, dtype=np.float64)
         self._Dg = np.array([g.data.D for g in gs], dtype=np.float64)
         self._Ng = np.array([g.rows.size for g in gs], dtype=np.float64)
         self._trYYT = np.array([g.data.trYYT for g in gs])
-        self._row_D = self._member @ self._Dg  # (N,) outputs observed per row
+        self._row_D = (self._Dg @ self.inc)[self.seg]  # (N,) outputs observed per row
+
+    def group_sums(self, v: np.ndarray) -> np.ndarray:
+        """(G,) the sums of v (N,) over the rows of each group (through the R patterns)."""
+        return self.inc @ np.bincount(self.seg, weights=v, minlength=self.inc.shape[1])
 
     @property
     def n_missing(self) -> int:
@@ -253,7 +256,7 @@ def grouped_bound(Kuu: np.ndarray, psi0: np.ndarray, Psi1: np.ndarray, Psi2g: np
     Dg, Ng, foff = mo._Dg, mo._Ng, mo._foff
     A = _sym(Li @ Psi2g @ Li.T)
     trA = np.einsum("gii->g", A)
-    psi0g = psi0 @ mo._member  # (G,)
+    psi0g = mo.group_sums(psi0)  # (G,)
     for g in range(G):
         _check_nystrom_residual(float(psi0g[g]), float(trA[g]))
     LB = _group_factors(A, beta)
