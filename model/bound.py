@@ -174,29 +174,51 @@ def _check_nystrom_residual(psi0_sum: float, trA: float) -> None:
             "lengthscale or variance that became extreme.")
 
 
-def collapsed_bound(Kuu: np.ndarray, psi0: np.ndarray, Psi1: np.ndarray, Psi2: np.ndarray,
-                    beta: float, data: OutputStats, grad: bool = True, kuu: tuple | None = None) -> BoundTerms:
-    """F_hat(q(X)) = sum_j F_j (FdFinal) from the psi statistics (psis).
+@dataclass(frozen=True)
+class DataSums:
+    """The sums over rows that F_hat depends on (the bound is a map-reduce over rows):
+    N rows, D outputs, psi0_sum = sum_n psi0_n, E = Psi1^T Yf (M, r), Psi2 (M, M) and
+    trYYT = tr(Y Y^T). Rows split into blocks give these as sums of the blocks' own."""
 
-    Kuu (M, M) without jitter (added here), psi0 (N,), Psi1 (N, M), Psi2 (M, M); beta the
-    noise precision. With ``grad`` also the gradients listed in the module docstring.
-    ``kuu``: ``kuu_factors(Kuu)`` computed once by a caller with several calls per Kuu.
-    """
-    N = Psi1.shape[0]
-    D = data.D
-    M = Kuu.shape[0]
+    N: int
+    D: int
+    psi0_sum: float
+    E: np.ndarray
+    Psi2: np.ndarray
+    trYYT: float
+
+
+@dataclass
+class SumsGrads:
+    """F_hat and its gradients w.r.t. the sums (what a block of rows needs back to form its
+    rows' gradients): dF/dpsi0_n = dpsi0 for every row, dF/dPsi1 = beta^2 Yf GE^T for the
+    block's rows Yf, and dF/dPsi2, dF/dKuu, dF/dbeta (module docstring)."""
+
+    F: float
+    dpsi0: float | None = None
+    GE: np.ndarray | None = None  # (M, r) G E
+    dL_dPsi2: np.ndarray | None = None
+    dL_dKuu: np.ndarray | None = None
+    dL_dbeta: float | None = None
+
+
+def bound_from_sums(Kuu: np.ndarray, sums: DataSums, beta: float, grad: bool = True,
+                    kuu: tuple | None = None) -> SumsGrads:
+    """F_hat (FdFinal summed over the outputs) and its gradients from the row sums alone:
+    the part of ``collapsed_bound`` that needs no row (the distributed bound runs it on the
+    driver, over the sums of the workers' blocks). ``kuu``: ``kuu_factors(Kuu)``."""
+    N, D, M = sums.N, sums.D, Kuu.shape[0]
+    Psi2, E, psi0_sum = sums.Psi2, sums.E, sums.psi0_sum
     Luu, A, LB = _factors(Kuu, Psi2, beta, None if kuu is None else kuu[0])
-    E = Psi1.T @ data.Yf  # (M, r)
     c = solve_lower(LB, solve_lower(Luu, E))  # R E
-    psi0_sum = float(np.sum(psi0))
     trA = float(np.trace(A))
     _check_nystrom_residual(psi0_sum, trA)
     F = (-0.5 * N * D * LOG_2PI + 0.5 * N * D * np.log(beta)
          - D * float(np.sum(np.log(np.diag(LB))))
-         - 0.5 * beta * data.trYYT + 0.5 * beta**2 * float(np.sum(c * c))
+         - 0.5 * beta * sums.trYYT + 0.5 * beta**2 * float(np.sum(c * c))
          - 0.5 * beta * D * psi0_sum + 0.5 * beta * D * trA)
     if not grad:
-        return BoundTerms(F=F)
+        return SumsGrads(F=F)
 
     if kuu is None:
         Li = solve_lower(Luu, np.eye(M))  # Luu^{-1}
@@ -209,17 +231,33 @@ def collapsed_bound(Kuu: np.ndarray, psi0: np.ndarray, Psi1: np.ndarray, Psi2: n
     GEGE = GE @ GE.T
     Kinv_Psi2_Kinv = Li.T @ A @ Li
 
-    dL_dpsi0 = np.full(N, -0.5 * beta * D)
-    dL_dPsi1 = beta**2 * (data.Yf @ GE.T)
     dL_dPsi2 = 0.5 * beta * D * (Kinv - G) - 0.5 * beta**3 * GEGE
     dL_dKuu = 0.5 * D * (Kinv - G) - 0.5 * beta**2 * GEGE - 0.5 * beta * D * Kinv_Psi2_Kinv
     trGPsi2 = float(np.sum(G * Psi2))
-    dL_dbeta = (0.5 * N * D / beta - 0.5 * D * trGPsi2 - 0.5 * data.trYYT
+    dL_dbeta = (0.5 * N * D / beta - 0.5 * D * trGPsi2 - 0.5 * sums.trYYT
                 + beta * float(np.sum(c * c)) - 0.5 * beta**2 * float(np.sum(GE * (Psi2 @ GE)))
                 - 0.5 * D * psi0_sum + 0.5 * D * trA)
     sym = lambda X: 0.5 * (X + X.T)  # noqa: E731
-    return BoundTerms(F=F, dL_dpsi0=dL_dpsi0, dL_dPsi1=dL_dPsi1, dL_dPsi2=sym(dL_dPsi2),
-                      dL_dKuu=sym(dL_dKuu), dL_dbeta=dL_dbeta)
+    return SumsGrads(F=F, dpsi0=-0.5 * beta * D, GE=GE, dL_dPsi2=sym(dL_dPsi2),
+                     dL_dKuu=sym(dL_dKuu), dL_dbeta=dL_dbeta)
+
+
+def collapsed_bound(Kuu: np.ndarray, psi0: np.ndarray, Psi1: np.ndarray, Psi2: np.ndarray,
+                    beta: float, data: OutputStats, grad: bool = True, kuu: tuple | None = None) -> BoundTerms:
+    """F_hat(q(X)) = sum_j F_j (FdFinal) from the psi statistics (psis).
+
+    Kuu (M, M) without jitter (added here), psi0 (N,), Psi1 (N, M), Psi2 (M, M); beta the
+    noise precision. With ``grad`` also the gradients listed in the module docstring.
+    ``kuu``: ``kuu_factors(Kuu)`` computed once by a caller with several calls per Kuu.
+    """
+    N = Psi1.shape[0]
+    sums = DataSums(N=N, D=data.D, psi0_sum=float(np.sum(psi0)), E=Psi1.T @ data.Yf, Psi2=Psi2,
+                    trYYT=data.trYYT)
+    t = bound_from_sums(Kuu, sums, beta, grad=grad, kuu=kuu)
+    if not grad:
+        return BoundTerms(F=t.F)
+    return BoundTerms(F=t.F, dL_dpsi0=np.full(N, t.dpsi0), dL_dPsi1=beta**2 * (data.Yf @ t.GE.T),
+                      dL_dPsi2=t.dL_dPsi2, dL_dKuu=t.dL_dKuu, dL_dbeta=t.dL_dbeta)
 
 
 def posterior_from_stats(Kuu: np.ndarray, Psi2: np.ndarray, beta: float,

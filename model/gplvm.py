@@ -91,6 +91,33 @@ def _infer_kw(n_init=1, max_iters=200, **rest) -> dict:
     return dict(n_init=_check_int("n_init", n_init, 1), max_iters=_check_int("max_iters", max_iters, 0), **rest)
 
 
+def init_kernel(kernel: Kernel, init: dict) -> None:
+    """Kernel parameters from the data (``init_params``' dict): signal variance = data
+    variance; RBF inverse widths alpha_q = 5 / range(mu_q)^2 (vargplvm); linear ARD weights
+    proportional to the PCA variance fractions. Values given to a kernel object's
+    constructor (``RBF(Q, variance=...)``: its ``user_set``) are kept."""
+    from .kernels import RBF, Linear, Sum
+
+    parts = kernel.parts if isinstance(kernel, Sum) else [kernel]
+    for k in parts:
+        if isinstance(k, RBF):
+            vals = dict(variance=np.asarray(init["data_var"]), lengthscale=1.0 / np.sqrt(init["alpha"]))
+        elif isinstance(k, Linear):
+            vals = dict(variances=init["fracs"] * init["data_var"])
+        else:
+            continue
+        keep = getattr(k, "user_set", frozenset())
+        k.set_params(**{n: v for n, v in vals.items() if n not in keep})
+
+
+def shared_blocks(kernel: Kernel, M: int, Q: int) -> list[Block]:
+    """Inducing inputs, kernel parameters and noise: the blocks every prior shares."""
+    blocks = [Block("Z", (M, Q), IDENTITY)]
+    blocks += [Block("kernel." + k, v.shape, POSITIVE) for k, v in kernel.params.items()]
+    blocks.append(Block("noise_variance", (), POSITIVE))
+    return blocks
+
+
 class BayesianGPLVM:
     """Bayesian GP-LVM with collapsed bound and psi statistics.
 
@@ -106,13 +133,28 @@ class BayesianGPLVM:
     Missing values (NaN, or False in ``mask``): the bound is taken over the observed entries
     of each output (``bgplvm.missing``), the data are centred with each column's observed
     mean, and ``impute`` fills the missing entries from q(X).
+
+    client : None (fit in this process) or a Dask cluster: a ``dask.distributed.Client``, a
+        scheduler address ("tcp://host:8786") or "local" (a ``LocalCluster`` started and
+        closed for the model). Then the model is a ``bgplvm.distributed.DistributedGPLVM``:
+        Y (a NumPy array, or a ``dask.array.Array`` chunked by rows) and q(X) stay on the
+        workers, in ``chunks`` blocks of rows (default: one per worker).
     """
+
+    def __new__(cls, *args, client=None, chunks=None, **kwargs):
+        if client is None or cls is not BayesianGPLVM:
+            if chunks is not None:
+                raise ValueError("chunks= is for a distributed model: pass client= as well")
+            return super().__new__(cls)
+        from .distributed import DistributedGPLVM
+
+        return DistributedGPLVM(*args, client=client, chunks=chunks, **kwargs)
 
     #: the observation pattern of Y and its grouped bound (None: Y is complete)
     _missing: MissingOutputs | None = None
 
     def __init__(self, Y, latent_dim: int = 2, num_inducing: int = 20, kernel="rbf",
-                 seed: int | None = 0, mask=None):
+                 seed: int | None = 0, mask=None, client=None, chunks=None):
         Y, observed = _check_Y(Y, mask, missing_ok=True)
         N, D = Y.shape
         Q = _check_int("latent_dim", latent_dim, 1)
@@ -180,29 +222,10 @@ class BayesianGPLVM:
 
     # --- construction helpers -------------------------------------------------------------
     def _init_kernel(self, init: dict) -> None:
-        """Kernel parameters from the data: signal variance = data variance; RBF inverse
-        widths alpha_q = 5 / range(mu_q)^2 (vargplvm); linear ARD weights proportional to
-        the PCA variance fractions. Values given to a kernel object's constructor
-        (``RBF(Q, variance=...)``: its ``user_set``) are kept."""
-        from .kernels import RBF, Linear, Sum
-
-        parts = self.kernel.parts if isinstance(self.kernel, Sum) else [self.kernel]
-        for k in parts:
-            if isinstance(k, RBF):
-                vals = dict(variance=np.asarray(init["data_var"]), lengthscale=1.0 / np.sqrt(init["alpha"]))
-            elif isinstance(k, Linear):
-                vals = dict(variances=init["fracs"] * init["data_var"])
-            else:
-                continue
-            keep = getattr(k, "user_set", frozenset())
-            k.set_params(**{n: v for n, v in vals.items() if n not in keep})
+        init_kernel(self.kernel, init)
 
     def _model_blocks(self, M: int, Q: int) -> list[Block]:
-        """Inducing inputs, kernel parameters and noise: the blocks every prior shares."""
-        blocks = [Block("Z", (M, Q), IDENTITY)]
-        blocks += [Block("kernel." + k, v.shape, POSITIVE) for k, v in self.kernel.params.items()]
-        blocks.append(Block("noise_variance", (), POSITIVE))
-        return blocks
+        return shared_blocks(self.kernel, M, Q)
 
     def _kernel_values(self) -> dict:
         return {"kernel." + k: v for k, v in self.kernel.params.items()}

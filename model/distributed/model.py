@@ -1,0 +1,418 @@
+"""The Bayesian GP-LVM over rows spread across Dask workers (``BayesianGPLVM(..., client=)``).
+
+The bound is a map-reduce over rows (``bound.DataSums``). Each block of rows lives on a
+worker as a ``_rows.RowBlock`` actor with its q(X) parameters and its part of the
+optimiser's vectors. One evaluation is two rounds:
+
+1. forward: every block sends psi0_sum, E = Psi1^T Yc (M, D), Psi2 (M, M) and its KL;
+2. the driver sums them, runs ``bound.bound_from_sums`` (the in-process bound's algebra)
+   and sends back ``SumsGrads`` (M x D and M x M); every block forms its rows' gradient
+   and keeps it, and returns dZ (M, Q), the kernel's gradients and two scalars.
+
+The driver holds the global parameters (Z, kernel, noise) and their part of the vectors;
+the fit is the vector-free L-BFGS of ``vlbfgs`` (one row of dot products per block per
+iteration). So neither the driver's memory nor the bytes per iteration grow with N.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+
+import numpy as np
+
+from .._threads import single_threaded_blas
+from ..bound import DataSums, bound_from_sums
+from ..gplvm import FIT_ITERS, INIT_CHECK, INIT_ITERS, _check_int, init_kernel, shared_blocks
+from ..kernels import Kernel, make_kernel
+from ..linalg import CholeskyError
+from ..optimize import MEMORY
+from ..params import ParamLayout
+from ..progress import ProgressBar
+from .client import Connection, connect
+from .vlbfgs import Part, minimize_vlbfgs
+
+#: f handed to the optimiser where the bound cannot be evaluated (it shortens the step)
+_BAD_VALUE = 1e300
+
+
+def _is_dask_array(Y) -> bool:
+    try:
+        import dask.array as da
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(Y, da.Array)
+
+
+def _check_dask_rows(Y):
+    if Y.ndim != 2:
+        raise ValueError(f"Y must be 2-D (rows x outputs), got a dask array of shape {Y.shape}")
+    if Y.numblocks[1] != 1:
+        raise ValueError(f"Y is chunked along its columns (column chunks {Y.chunks[1]}): each block must hold "
+                         "whole rows; rechunk it first: Y = Y.rechunk({1: -1})")
+    if any(c == 0 for c in Y.chunks[0]):
+        Y = Y.rechunk({0: tuple(c for c in Y.chunks[0] if c)})
+    return Y
+
+
+class DistributedGPLVM:
+    """``BayesianGPLVM`` with its rows on Dask workers (module docstring).
+
+    Y : (N, D) NumPy array (split into ``chunks`` blocks of rows, one per worker by
+        default) or a ``dask.array.Array`` chunked by rows (its chunks are the blocks; no
+        N-sized array reaches the driver).
+    client : a ``dask.distributed.Client``, a scheduler address or "local".
+    memory : L-BFGS pairs kept (on the workers, 16 m bytes per local parameter).
+    Other arguments as ``BayesianGPLVM``'s. Complete data and the static prior.
+    """
+
+    def __init__(self, Y, latent_dim: int = 2, num_inducing: int = 20, kernel="rbf",
+                 seed: int | None = 0, mask=None, client="local", chunks: int | None = None,
+                 memory: int = MEMORY, _init: bool = True):
+        if mask is not None:
+            raise NotImplementedError("missing values are not distributed yet: fit with client=None")
+        Q = _check_int("latent_dim", latent_dim, 1)
+        self._Q = Q
+        self.memory = _check_int("memory", memory, 1)
+        self.seed = seed
+        self.kernel: Kernel = make_kernel(kernel if isinstance(kernel, str) else copy.deepcopy(kernel), Q)
+        self.fit_info: dict = {}
+        self.metadata: dict = {}
+        self._ops = []
+        self._conn: Connection = connect(client)
+        try:
+            self._load(Y, chunks)
+            M = _check_int("num_inducing", num_inducing, 1, self.N, f" (the number of data points N={self.N})")
+            self._glayout = ParamLayout(shared_blocks(self.kernel, M, Q))
+            self._gpart = Part(np.zeros(self._glayout.size), self.memory)
+            if _init:
+                self._initialise(M, seed)
+        except BaseException:
+            self.close()
+            raise
+
+    # --- the rows on the workers ------------------------------------------------------------
+    @property
+    def client(self):
+        return self._conn.client
+
+    def _load(self, Y, chunks) -> None:
+        """Blocks of rows onto the workers, as ``RowBlock`` actors; then Y's column mean."""
+        from ._rows import RowBlock
+
+        client, workers = self.client, self._conn.workers
+        if _is_dask_array(Y):
+            Y = _check_dask_rows(Y)
+            parts = list(Y.to_delayed()[:, 0])
+            data = [client.compute(p, workers=[workers[i % len(workers)]]) for i, p in enumerate(parts)]
+        else:
+            Y = np.asarray(Y, dtype=np.float64)
+            if Y.ndim != 2 or Y.shape[0] < 1:
+                raise ValueError(f"Y must be a 2-D array with at least one row, got shape {Y.shape}")
+            k = len(workers) if chunks is None else _check_int("chunks", chunks, 1, Y.shape[0])
+            bounds = np.linspace(0, Y.shape[0], k + 1).astype(int)
+            data = [client.scatter(Y[a:b], workers=[workers[i % len(workers)]])
+                    for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
+        futures = [client.submit(RowBlock, d, self.kernel, self._Q, self.memory, actor=True,
+                                 workers=[workers[i % len(workers)]], allow_other_workers=False, pure=False)
+                   for i, d in enumerate(data)]
+        self._blocks = [f.result() for f in futures]
+        self._actor_futures = futures  # the actors live as long as their futures
+        info = self._all("describe")
+        self.block_rows = [int(i["n"]) for i in info]
+        self.N, self.D = sum(self.block_rows), int(info[0]["D"])
+        bad = sum(i["bad_rows"] for i in info)
+        if bad:
+            first = next(i for i in info if i["bad_rows"])
+            raise ValueError(f"Y has {bad} rows with NaN/inf (e.g. row {first['first_bad'][0]} of a block): "
+                             "missing values are not distributed yet; drop those rows (Y[da.isfinite(Y)"
+                             ".all(axis=1)]) or fit in this process (client=None), which handles them")
+        self.Y_mean = sum(i["colsum"] for i in info) / self.N
+        cent = self._all("centre", self.Y_mean)
+        self._trYYT = float(sum(c["trYYT"] for c in cent))
+        self._YtY = sum(c["YtY"] for c in cent)
+
+    def _all(self, method: str, *args, per_block=None) -> list:
+        """Call ``method`` on every block at once (``per_block``: one argument tuple per
+        block instead of ``args``) and wait for all the results."""
+        calls = per_block if per_block is not None else [args] * len(self._blocks)
+        futs = [getattr(b, method)(*a) for b, a in zip(self._blocks, calls)]
+        return [f.result() for f in futs]
+
+    def _initialise(self, M: int, seed) -> None:
+        """``init.init_params``' start from the blocks' sums: PCA means from the D x D
+        second moment, S ~ U(0.45, 0.55), Z a random subset of the means, noise and kernel
+        from the data variance and the means' ranges."""
+        rng = np.random.default_rng(seed)
+        N, D, Q = self.N, self.D, self._Q
+        w, V = np.linalg.eigh(self._YtY)
+        w, V = w[::-1], V[:, ::-1]
+        k = min(Q, D)
+        scale = np.ones(Q)
+        keep = w[:k] > max(w[0], 0.0) * 1e-12 if k else np.zeros(0, bool)
+        Vq = np.zeros((D, Q))
+        Vq[:, :k] = np.where(keep, V[:, :k], 0.0)
+        scale[:k] = np.where(keep, 1.0 / np.sqrt(np.maximum(w[:k], 1e-300) / N), 1.0)  # unit variance
+        ranges = self._all("init_latent", None, per_block=[(Vq * scale, seed, i) for i in range(len(self._blocks))])
+        lo = np.min([r["lo"] for r in ranges], axis=0)
+        hi = np.max([r["hi"] for r in ranges], axis=0)
+        span = np.where(hi - lo > 0, hi - lo, 1.0)
+        var = np.maximum(w[:k], 0.0)
+        fracs = np.full(Q, var[-1] if k else 1.0)
+        fracs[:k] = var
+        fracs = np.maximum(fracs / fracs.max() if fracs.max() > 0 else np.ones(Q), 1e-6)
+        data_var = self._trYYT / (N * D)
+        data_var = data_var if data_var > 0 else 1.0
+        Z = self._rows_at(np.sort(rng.permutation(N)[:M]))
+        Z = Z + 1e-3 * rng.standard_normal(Z.shape)
+        init = dict(data_var=data_var, alpha=5.0 / span**2, fracs=fracs)
+        init_kernel(self.kernel, init)
+        self._set_globals(Z=Z, noise_variance=data_var / 100.0)
+
+    def _rows_at(self, idx: np.ndarray) -> np.ndarray:
+        """mu at global row indices (sorted), gathered from their blocks."""
+        starts = np.concatenate([[0], np.cumsum(self.block_rows)])
+        per = [(idx[(idx >= a) & (idx < b)] - a,) for a, b in zip(starts[:-1], starts[1:])]
+        return np.concatenate(self._all("rows", per_block=per), axis=0)
+
+    def _set_globals(self, Z, noise_variance) -> None:
+        vals = {"Z": np.asarray(Z, dtype=np.float64), "noise_variance": np.asarray(float(noise_variance))}
+        vals.update({"kernel." + n: v for n, v in self.kernel.params.items()})
+        self._gpart.x = self._glayout.pack(vals)
+
+    # --- parameters ----------------------------------------------------------------------
+    def _globals(self, x: np.ndarray | None = None) -> dict:
+        return self._glayout.unpack(self._gpart.x if x is None else x)
+
+    def _sync_kernel(self, v: dict) -> dict:
+        kp = {k[7:]: val for k, val in v.items() if k.startswith("kernel.")}
+        self.kernel.set_params(**kp)
+        return kp
+
+    @property
+    def latent_dim(self) -> int:
+        return self._Q
+
+    @property
+    def num_inducing(self) -> int:
+        return self._glayout.blocks[0].shape[0]
+
+    @property
+    def inducing_inputs(self) -> np.ndarray:
+        return np.array(self._globals()["Z"])
+
+    @property
+    def noise_variance(self) -> float:
+        return float(self._globals()["noise_variance"])
+
+    @property
+    def ard_weights(self) -> np.ndarray:
+        self._sync_kernel(self._globals())
+        return np.asarray(self.kernel.ard_weights, dtype=np.float64)
+
+    def latent(self) -> tuple[np.ndarray, np.ndarray]:
+        """(mu, S), each (N, Q), gathered from the workers (N-sized: for moderate N)."""
+        got = self._all("latent")
+        return np.concatenate([g[0] for g in got]), np.concatenate([g[1] for g in got])
+
+    @property
+    def latent_mean(self) -> np.ndarray:
+        return self.latent()[0]
+
+    @property
+    def latent_variance(self) -> np.ndarray:
+        return self.latent()[1]
+
+    # --- the bound -------------------------------------------------------------------------
+    def _evaluate(self, stp: float, grad: bool = True, need_rows: bool = False):
+        """(F, dict) at x + stp d over every part: the bound F = F_hat - KL, and with
+        ``grad`` the global gradient of f = -F ("g", kept in the driver's part as well),
+        the summed g.d and max |g| ("gd", "gmax"), and with ``need_rows`` each block's."""
+        with single_threaded_blas():
+            xg = self._gpart.trial_x(stp)
+            v = self._globals(xg)
+            kp = self._sync_kernel(v)
+            Z, beta = v["Z"], 1.0 / float(v["noise_variance"])
+            ops, self._ops = tuple(self._ops), []
+            fw = self._all("forward", stp, Z, kp, ops)
+            sums = DataSums(N=self.N, D=self.D, psi0_sum=sum(r["psi0_sum"] for r in fw),
+                            E=sum(r["E"] for r in fw), Psi2=sum(r["Psi2"] for r in fw), trYYT=self._trYYT)
+            kl = sum(r["kl"] for r in fw)
+            t = bound_from_sums(self.kernel.K(Z), sums, beta, grad=grad)
+            F = t.F - kl
+            if not grad:
+                return F, None
+            bw = self._all("backward", t, beta, Z, need_rows)
+            dZ_K, dth_K = self.kernel.K_gradients(t.dL_dKuu, Z)
+            grads = {"Z": sum(r["dZ"] for r in bw) + dZ_K, "noise_variance": -beta**2 * t.dL_dbeta}
+            grads.update({"kernel." + n: sum(r["dtheta"][n] for r in bw) + dth_K[n] for n in self.kernel.params})
+            g = -self._glayout.chain(xg, grads)
+            gd, gmax = self._gpart.set_trial(xg, g)
+            out = dict(g=g, gd=gd + sum(r["gd"] for r in bw), gmax=max([gmax] + [r["gmax"] for r in bw]))
+            if need_rows:
+                out["rows"] = [r["g"] for r in bw]
+            return F, out
+
+    def elbo(self) -> float:
+        """The bound F at the current parameters."""
+        self._direction(np.zeros(self.memory), np.zeros(self.memory), 0.0)
+        return float(self._evaluate(0.0, grad=False)[0])
+
+    def _gradient(self) -> tuple[float, np.ndarray, list]:
+        """(F, dF/d global unconstrained (the driver's part), [dF/d local unconstrained of
+        each block]) at the current parameters; gathers N-sized arrays (tests)."""
+        self._direction(np.zeros(self.memory), np.zeros(self.memory), 0.0)
+        F, out = self._evaluate(0.0, need_rows=True)
+        return F, -out["g"], [-g for g in out["rows"]]
+
+    # --- the optimiser's parts (vlbfgs.Parts) -----------------------------------------------
+    #: the blocks' share of ``_direction`` / ``_commit`` calls, sent with the next forward
+    _ops: list
+
+    def _direction(self, a, b, c) -> None:
+        self._gpart.direction(a, b, c)
+        self._ops.append(("direction", np.asarray(a), np.asarray(b), float(c)))
+
+    def _trial(self, stp: float):
+        try:
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                F, out = self._evaluate(stp)
+        except (CholeskyError, ArithmeticError, np.linalg.LinAlgError, ValueError):
+            F, out = np.nan, None
+        if out is None or not np.isfinite(F) or not np.isfinite(out["gd"]):
+            self._last_g = None
+            return _BAD_VALUE, 0.0, 0.0
+        self._last_g = out["g"]
+        return -F, out["gd"], out["gmax"]
+
+    def _accept(self) -> np.ndarray:
+        return self._gpart.accept() + sum(self._all("accept"))
+
+    def _commit(self, slot: int) -> None:
+        self._gpart.commit(slot)
+        self._ops.append(("commit", int(slot)))
+
+    # --- training --------------------------------------------------------------------------
+    def fit(self, max_iters: int = FIT_ITERS, init_iters: int | None = None, callback=None,
+            progress: bool | None = None) -> "DistributedGPLVM":
+        """Maximise the bound with vector-free L-BFGS (``vlbfgs``): the in-process fit's
+        phases (noise held for up to ``init_iters`` iterations, ``INIT_CHECK`` of them
+        unconditionally, then only while the model wants less noise), its steps and ends.
+        ``callback(iteration, bound)`` after each iteration; returning True stops."""
+        max_iters = _check_int("max_iters", max_iters, 0)
+        if init_iters is None:
+            init_iters = min(INIT_ITERS, max_iters // 4)
+        init_iters = _check_int("init_iters", init_iters, 0, max_iters)
+        parts = _Parts(self)
+        history: list[float] = []
+        done_iters, evals, t0 = 0, 0, time.perf_counter()
+        check = min(INIT_CHECK, init_iters)
+        phases = [(check, True), (init_iters - check, True), (None, False)]
+        noise = self._glayout.slices["noise_variance"]
+        reason, message = "max_iters", ""
+        stop = {"flag": False}
+
+        def on_iter(f):
+            nonlocal done_iters
+            done_iters += 1
+            history.append(-f)
+            bar.update(done_iters, f"bound {-f:.6g}")
+            if callback is not None and callback(done_iters, -f):
+                stop["flag"] = True
+                raise _Stop
+
+        with ProgressBar(max_iters, "fit", enabled=progress) as bar:
+            try:
+                for k, (iters, hold) in enumerate(phases):
+                    iters = max_iters - done_iters if iters is None else iters
+                    if iters <= 0:
+                        continue
+                    if k == 1 and not self._hold_helps(parts):
+                        continue
+                    mask = np.ones(self._glayout.size, bool)
+                    if hold:
+                        mask[noise] = False
+                    self._gpart.mask = mask
+                    res = minimize_vlbfgs(parts, iters, max(10 * iters, 20), memory=self.memory,
+                                          callback=on_iter)
+                    evals += res.nfev
+                    reason = {0: "converged", 2: "stalled"}.get(res.status, "max_iters")
+                    message = res.message
+            except _Stop:
+                reason = "callback"
+            except KeyboardInterrupt:
+                reason = "interrupted"
+            finally:
+                self._gpart.mask = None
+        self.fit_info = dict(iterations=done_iters, evaluations=evals, reason=reason, message=message,
+                             bound=history[-1] if history else self.elbo(), history=history,
+                             seconds=time.perf_counter() - t0)
+        return self
+
+    def _hold_helps(self, parts) -> bool:
+        """As ``BayesianGPLVM._hold_helps``: go on holding the noise only while dF/d noise < 0."""
+        self._gpart.mask = None
+        self._direction(np.zeros(self.memory), np.zeros(self.memory), 0.0)
+        _, out = self._evaluate(0.0)
+        return float(-out["g"][self._glayout.slices["noise_variance"]][0]) < 0.0
+
+    # --- life cycle ---------------------------------------------------------------------------
+    def close(self) -> None:
+        """Release the workers' blocks (and stop the cluster the model started)."""
+        self._blocks, self._actor_futures = [], []
+        conn = getattr(self, "_conn", None)
+        if conn is not None:
+            conn.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"DistributedGPLVM(N={getattr(self, 'N', '?')}, D={getattr(self, 'D', '?')}, "
+                f"latent_dim={self.latent_dim}, blocks={len(getattr(self, '_blocks', []))}, "
+                f"kernel={self.kernel!r})")
+
+    # --- from an in-process model ---------------------------------------------------------------
+    @classmethod
+    def from_model(cls, model, client="local", chunks: int | None = None, memory: int = MEMORY):
+        """The in-process ``model``'s data and parameters (static prior, complete data) spread
+        over the workers in ``chunks`` blocks of rows."""
+        if model.prior.kind != "static" or model.missing_fraction:
+            raise NotImplementedError("only models with the static prior and complete data are distributed yet")
+        model._sync_kernel()
+        dm = cls(model.Y, model.latent_dim, model.num_inducing, copy.deepcopy(model.kernel), seed=model.seed,
+                 client=client, chunks=chunks, memory=memory, _init=False)
+        x, sl = model._x, model._layout.slices
+        N, Q = model.Y.shape[0], model.latent_dim
+        mu, S = x[sl["mu"]].reshape(N, Q), x[sl["S"]].reshape(N, Q)
+        starts = np.concatenate([[0], np.cumsum(dm.block_rows)])
+        dm._all("set_x", per_block=[(np.concatenate([mu[a:b].ravel(), S[a:b].ravel()]),)
+                                    for a, b in zip(starts[:-1], starts[1:])])
+        dm._gpart.x = np.concatenate([x[sl[b.name]] for b in dm._glayout.blocks])
+        return dm
+
+
+class _Stop(Exception):
+    pass
+
+
+class _Parts:
+    """The model's blocks and the driver's part, as ``vlbfgs.Parts``."""
+
+    def __init__(self, model: DistributedGPLVM):
+        self.m = model
+
+    def direction(self, a, b, c):
+        self.m._direction(a, b, c)
+
+    def trial(self, stp):
+        return self.m._trial(stp)
+
+    def accept(self):
+        return self.m._accept()
+
+    def commit(self, slot):
+        self.m._commit(slot)

@@ -1,0 +1,204 @@
+"""The model on Dask (bgplvm.distributed): the vector-free L-BFGS, and the bound, gradient
+and fit on a LocalCluster of worker processes against the in-process model."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from bgplvm import BayesianGPLVM
+from bgplvm._lbfgs import minimize_lbfgs
+from bgplvm.distributed.vlbfgs import Part, SingleParts, minimize_vlbfgs
+from mirror import needs_data
+
+distributed = pytest.importorskip("distributed", reason="needs dask[distributed] (the test extra installs it)")
+da = pytest.importorskip("dask.array")
+
+
+# --- the optimiser, without Dask -------------------------------------------------------------
+def _rosen(H):
+    def fun(x):
+        r = x[1:] - x[:-1] ** 2
+        g = H @ x
+        g[1:] += 2 * r
+        g[:-1] += -4 * x[:-1] * r
+        return 0.5 * x @ H @ x + np.sum(r * r), g
+    return fun
+
+
+class _SplitParts:
+    """x split into several ``Part``s, their dot products summed: what the driver does
+    with its part and the workers' blocks."""
+
+    def __init__(self, fun, x0, memory, cuts):
+        self.fun, self.cuts = fun, cuts
+        self.parts = [Part(p, memory) for p in np.split(x0, cuts)]
+
+    def direction(self, a, b, c):
+        for p in self.parts:
+            p.direction(a, b, c)
+
+    def trial(self, stp):
+        x = np.concatenate([p.trial_x(stp) for p in self.parts])
+        f, g = self.fun(x)
+        got = [p.set_trial(xp, gp) for p, xp, gp in zip(self.parts, np.split(x, self.cuts), np.split(g, self.cuts))]
+        return f, sum(r[0] for r in got), max(r[1] for r in got)
+
+    def accept(self):
+        return sum(p.accept() for p in self.parts)
+
+    def commit(self, slot):
+        for p in self.parts:
+            p.commit(slot)
+
+
+@pytest.mark.parametrize("memory", [3, 10])
+def test_vector_free_lbfgs_takes_the_steps_of_the_fits_lbfgs(memory):
+    """Same iterates as ``_lbfgs.minimize_lbfgs`` (L-BFGS-B's steps), with x in one part or
+    split in three, and the memory wrapping around (memory 3 < iterations)."""
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((40, 40))
+    fun = _rosen(A @ A.T / 40 + 0.1 * np.eye(40))
+    x0 = rng.standard_normal(40)
+    ref = []
+    r0 = minimize_lbfgs(fun, x0, 80, 1000, memory=memory, callback=lambda z: ref.append(z.fun))
+    for parts in (SingleParts(fun, x0, memory), _SplitParts(fun, x0, memory, [5, 23])):
+        got = []
+        r = minimize_vlbfgs(parts, 80, 1000, memory=memory, callback=got.append)
+        assert (r.nit, r.nfev, r.status) == (r0.nit, r0.nfev, r0.status)
+        assert r.nit > memory
+        k = min(len(ref), 30)  # a chaotic path: rounding grows; the first 30 agree closely
+        np.testing.assert_allclose(got[:k], ref[:k], rtol=1e-9, atol=1e-12)
+        x = parts.part.x if hasattr(parts, "part") else np.concatenate([p.x for p in parts.parts])
+        np.testing.assert_allclose(x, r0.x, atol=1e-6)
+
+
+# --- on a LocalCluster ------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def client():
+    from bgplvm.distributed import local_cluster
+
+    c = local_cluster(2)
+    yield c
+    cluster = c.cluster
+    c.close()
+    cluster.close()
+
+
+def _full_gradient(dm, model):
+    """The distributed gradient (global part, each block's mu / S) in the in-process layout."""
+    F, gg, rows = dm._gradient()
+    Q = model.latent_dim
+    mu = np.concatenate([g[: g.size // 2].reshape(-1, Q) for g in rows])
+    S = np.concatenate([g[g.size // 2:].reshape(-1, Q) for g in rows])
+    return F, np.concatenate([mu.ravel(), S.ravel(), gg])
+
+
+def _check_equal(model, client, chunks_list=(1, 2, 3)):
+    F0, g0 = model._bound(model._x)
+    from bgplvm.distributed import DistributedGPLVM
+
+    for chunks in chunks_list:
+        with DistributedGPLVM.from_model(model, client=client, chunks=chunks) as dm:
+            assert len(dm._blocks) == chunks and sum(dm.block_rows) == model.Y.shape[0]
+            F, g = _full_gradient(dm, model)
+            assert abs(F - F0) <= 1e-9 * abs(F0), (chunks, F, F0)
+            np.testing.assert_allclose(g, g0, rtol=0, atol=1e-9 * np.max(np.abs(g0)))
+            assert abs(dm.elbo() - F0) <= 1e-9 * abs(F0)
+
+
+def _synthetic(N=300, D=12, seed=1):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((N, 2))
+    W = rng.standard_normal((2, D))
+    return np.sin(X @ W) + 0.05 * rng.standard_normal((N, D))
+
+
+def test_distributed_bound_and_gradient_equal_in_process_synthetic(client):
+    m = BayesianGPLVM(_synthetic(), 3, 15, kernel="rbf+bias+white", seed=0)
+    m.fit(30, progress=False)
+    _check_equal(m, client)
+
+
+@needs_data("oil")
+def test_distributed_bound_and_gradient_equal_in_process_oil(client):
+    from bgplvm.datasets import load
+
+    m = BayesianGPLVM(load("oil").Y, 10, 50, seed=0)
+    m.fit(50, progress=False)
+    _check_equal(m, client)
+
+
+@needs_data("usps")
+def test_distributed_bound_and_gradient_equal_in_process_usps(client):
+    from bgplvm.datasets import load
+
+    Y = load("usps").Y[:1500]
+    m = BayesianGPLVM(Y, 5, 30, kernel="linear+bias+white", seed=0)
+    _check_equal(m, client)
+
+
+def test_distributed_fit_follows_the_in_process_fit(client):
+    """From the same start the distributed fit takes the in-process fit's steps (the first
+    iterations to rounding; a fit's path is chaotic) and ends at a bound as high."""
+    from bgplvm.distributed import DistributedGPLVM
+
+    m = BayesianGPLVM(_synthetic(), 3, 15, seed=0)
+    dm = DistributedGPLVM.from_model(m, client=client, chunks=3)
+    with dm:
+        m.fit(150, progress=False)
+        dm.fit(150, progress=False)
+        h0, h1 = np.asarray(m.fit_info["history"]), np.asarray(dm.fit_info["history"])
+        np.testing.assert_allclose(h1[:5], h0[:5], rtol=1e-8)  # then rounding grows along the path
+        assert dm.fit_info["iterations"] == 150
+        rise = m.fit_info["bound"] - h0[0]  # ~72,000 here; the two ends ~2 apart
+        assert dm.fit_info["bound"] >= m.fit_info["bound"] - 1e-3 * rise
+        assert np.all(np.diff(h1) >= -1e-9 * np.abs(h1[1:]))  # the bound never falls
+        assert abs(dm.elbo() - dm.fit_info["bound"]) <= 1e-9 * abs(dm.fit_info["bound"])
+
+
+def test_model_with_client_is_distributed_and_starts_from_the_pca(client):
+    """``BayesianGPLVM(Y, client=...)`` on a dask array chunked by rows: the start's means
+    are the in-process PCA start's (up to each column's sign)."""
+    from bgplvm.distributed import DistributedGPLVM
+
+    Y = _synthetic(N=240)
+    m = BayesianGPLVM(Y, 3, 10, seed=0)
+    dm = BayesianGPLVM(da.from_array(Y, chunks=(70, -1)), 3, 10, seed=0, client=client)
+    with dm:
+        assert isinstance(dm, DistributedGPLVM) and dm.block_rows == [70, 70, 70, 30]
+        mu0, mu1 = m.latent_mean, dm.latent_mean
+        sign = np.sign(np.sum(mu0 * mu1, 0))
+        np.testing.assert_allclose(mu1 * sign, mu0, atol=1e-8)
+        S = dm.latent_variance
+        assert S.min() >= 0.45 and S.max() <= 0.55
+        np.testing.assert_allclose(dm.noise_variance, m.noise_variance, rtol=1e-12)
+        np.testing.assert_allclose(dm.ard_weights, m.ard_weights, rtol=1e-8)
+        assert np.isfinite(dm.elbo())
+
+
+def test_bad_dask_arrays_are_refused_with_what_to_do(client):
+    Y = _synthetic(N=60)
+    with pytest.raises(ValueError, match=r"chunked along its columns.*rechunk\(\{1: -1\}\)"):
+        BayesianGPLVM(da.from_array(Y, chunks=(30, 6)), 2, 5, client=client)
+    Y[7, 3] = np.nan
+    with pytest.raises(ValueError, match="1 rows with NaN/inf.*client=None"):
+        BayesianGPLVM(da.from_array(Y, chunks=(30, -1)), 2, 5, client=client)
+
+
+def test_unreachable_scheduler_fails_within_ten_seconds_naming_it():
+    t = time.perf_counter()
+    with pytest.raises(ConnectionError, match=r"tcp://127\.0\.0\.1:9.*client='local'"):
+        BayesianGPLVM(_synthetic(N=30), 2, 5, client="tcp://127.0.0.1:9")
+    assert time.perf_counter() - t < 20
+
+
+def test_workers_with_another_version_are_refused_naming_both(client, monkeypatch):
+    import bgplvm
+
+    theirs = bgplvm.__version__
+    monkeypatch.setattr(bgplvm, "__version__", "0.0.1")
+    with pytest.raises(RuntimeError, match=rf"has bgplvm {theirs}, this process has bgplvm 0\.0\.1"):
+        BayesianGPLVM(_synthetic(N=30), 2, 5, client=client)
