@@ -2,6 +2,8 @@
 
     bgplvm fit --dataset NAME | --data FILE [--key ARRAY] [--latent-dim Q] [--inducing M]
                [--kernel K] [--iters N] [--seed S] --out model.npz
+    bgplvm fit --data FILE --scheduler ADDRESS|local --checkpoint DIR [...]   (on Dask)
+    bgplvm fit --resume DIR [--scheduler ADDRESS|local] [--iters N]
     bgplvm summary model.npz
     bgplvm datasets list | fetch NAME [--mirror DIR]
     bgplvm serve [--port P] [--no-show]      (the explorer)
@@ -16,6 +18,12 @@ import sys
 
 
 def _fit(args) -> int:
+    if args.scheduler or args.resume or args.checkpoint:
+        from .distributed.cli import fit_distributed
+
+        return fit_distributed(args)
+    if args.out is None:
+        raise ValueError("--out model.npz is required (where to save the fitted model)")
     from . import BayesianGPLVM
     from .gplvm import FIT_ITERS
     from .io import check_writable
@@ -78,6 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     f = sub.add_parser("fit", help="train a model and save it")
     src = f.add_mutually_exclusive_group(required=True)
+    src.add_argument("--resume", metavar="DIR", help="continue the distributed fit checkpointed in DIR")
     src.add_argument("--dataset", help="a data set name (see `bgplvm datasets list`)")
     src.add_argument("--data", help="your own data: .npy, .npz or .csv, N rows x D columns "
                                     "(NaN or an empty cell: a missing value)")
@@ -91,7 +100,12 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--seed", type=int, default=0)
     f.add_argument("--mirror", default=None, help="offline mirror directory for data sets")
     f.add_argument("--quiet", action="store_true", help="no progress bar")
-    f.add_argument("--out", "-o", required=True, help="model file to write (.npz)")
+    f.add_argument("--out", "-o", help="model file to write (.npz)")
+    d = f.add_argument_group("on a Dask cluster (pip install bgplvm[distributed])")
+    d.add_argument("--scheduler", metavar="ADDRESS", help='a Dask scheduler ("tcp://host:8786") or "local"; '
+                   "--data may then be .npy, .npz, .h5 or .zarr, read by the workers")
+    d.add_argument("--checkpoint", metavar="DIR", help="folder (or fsspec URL) of the fit's checkpoints")
+    d.add_argument("--checkpoint-every", type=int, default=10, help="iterations between checkpoints")
     s = sub.add_parser("summary", help="print a saved model's bound, noise and ARD weights")
     s.add_argument("model")
     sub.add_parser("datasets", help="list or fetch data sets", add_help=False)

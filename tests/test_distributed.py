@@ -202,3 +202,130 @@ def test_workers_with_another_version_are_refused_naming_both(client, monkeypatc
     monkeypatch.setattr(bgplvm, "__version__", "0.0.1")
     with pytest.raises(RuntimeError, match=rf"has bgplvm {theirs}, this process has bgplvm 0\.0\.1"):
         BayesianGPLVM(_synthetic(N=30), 2, 5, client=client)
+
+
+# --- checkpoints, resume, faults ----------------------------------------------------------------
+def test_checkpoint_resume_continues_where_it_was(client, tmp_path):
+    from bgplvm.distributed import DistributedGPLVM
+    from bgplvm.distributed.checkpoint import read_meta
+
+    Y = _synthetic(N=200)
+    folder = str(tmp_path / "ck")
+    with BayesianGPLVM(Y, 2, 10, seed=0, client=client, chunks=3) as dm:
+        dm.fit(23, checkpoint=folder, checkpoint_every=5, progress=False)
+        at20 = dm.fit_info["history"][19]
+    meta = read_meta(folder)
+    assert meta["iteration"] == 20 and meta["rows"] == [66, 67, 67] and abs(meta["bound"] - at20) < 1e-9 * abs(at20)
+    assert sorted(p.name for p in (tmp_path / "ck").iterdir()) == (
+        ["block-00000-00000020.npz", "block-00001-00000020.npz", "block-00002-00000020.npz",
+         "global-00000020.npz", "meta.json"])  # older iterations removed, no temporary file left
+    with DistributedGPLVM.resume(folder, Y=Y, client=client) as dm:
+        assert dm.iterations == 20
+        assert abs(dm.elbo() - at20) <= 1e-9 * abs(at20)
+        dm.fit(10, checkpoint=folder, checkpoint_every=5, progress=False)
+        assert dm.iterations == 30 and read_meta(folder)["iteration"] == 30
+        assert dm.fit_info["bound"] > at20
+    with pytest.raises(ValueError, match="column means differ"):
+        DistributedGPLVM.resume(folder, Y=Y + 1.0, client=client)
+    with pytest.raises(ValueError, match="pass the same rows as Y="):
+        DistributedGPLVM.resume(folder, client=client)
+
+
+def test_checkpoint_of_another_model_is_refused_naming_the_difference(client, tmp_path):
+    Y = _synthetic(N=120)
+    folder = str(tmp_path / "ck")
+    with BayesianGPLVM(Y, 2, 10, seed=0, client=client, chunks=2) as dm:
+        dm.fit(5, checkpoint=folder, checkpoint_every=5, progress=False)
+    with BayesianGPLVM(Y, 3, 10, seed=0, client=client, chunks=2) as dm:
+        with pytest.raises(ValueError, match="another model: Q 2 there, 3 here"):
+            dm.fit(5, checkpoint=folder, progress=False)
+    with BayesianGPLVM(Y[:100], 2, 8, seed=0, client=client, chunks=2) as dm:
+        with pytest.raises(ValueError, match="N 120 there, 100 here; M 10 there, 8 here"):
+            dm.fit(5, checkpoint=folder, progress=False)
+    with BayesianGPLVM(Y, 2, 10, seed=1, client=client, chunks=2) as dm:  # the same model, a new fit
+        with pytest.raises(ValueError, match="checkpoint of iteration 5 of a model like this one"):
+            dm.fit(5, checkpoint=folder, progress=False)
+
+
+def test_a_killed_worker_loses_nothing(tmp_path):
+    """SIGKILL one worker process mid-fit: its blocks come back on the worker left (and the
+    one its nanny restarts) from the last checkpoint, and the fit goes on, rising."""
+    import os
+    import signal
+
+    from bgplvm.distributed import local_cluster
+
+    c = local_cluster(2)
+    try:
+        Y = _synthetic(N=300)
+        folder = str(tmp_path / "ck")
+        killed = {}
+
+        def kill_at_13(it, bound):
+            if it == 13:
+                pids = c.run(os.getpid)
+                w = sorted(pids)[1]
+                killed.update(worker=w, bound=bound)
+                os.kill(pids[w], signal.SIGKILL)
+
+        with BayesianGPLVM(Y, 2, 10, seed=0, client=c, chunks=4) as dm:
+            dm.fit(40, checkpoint=folder, checkpoint_every=5, callback=kill_at_13, progress=False)
+            info = dm.fit_info
+            assert killed and len(info["recoveries"]) == 1, info["recoveries"]
+            rec = info["recoveries"][0]
+            assert rec["source"] == "checkpoint of iteration 10" and rec["rows"] == 150 and rec["blocks"] == [1, 3]
+            assert info["iterations"] == 40
+            after = np.asarray(info["history"][13:])
+            assert np.all(np.diff(after) >= -1e-9 * np.abs(after[1:]))  # rising again from the restored point
+            assert info["bound"] > info["history"][9]  # beyond the checkpoint's bound
+            assert abs(dm.elbo() - info["bound"]) <= 1e-9 * abs(info["bound"])
+    finally:
+        cl = c.cluster
+        c.close()
+        cl.close()
+
+
+def test_a_killed_driver_resumes_from_its_checkpoint(tmp_path):
+    """SIGKILL the process running ``bgplvm fit --scheduler local`` (and its cluster) while
+    it checkpoints; ``bgplvm fit --resume`` goes on from the last whole checkpoint."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from bgplvm.distributed.checkpoint import read_block, read_global, read_meta
+
+    Y = _synthetic(N=400)
+    np.save(tmp_path / "Y.npy", Y)
+    folder = tmp_path / "ck"
+    cmd = [sys.executable, "-m", "bgplvm.cli", "fit", "--data", str(tmp_path / "Y.npy"), "--scheduler", "local",
+           "--checkpoint", str(folder), "--checkpoint-every", "1", "-q", "2", "-m", "10", "--iters", "100000",
+           "--quiet"]
+    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        t = time.time()
+        while time.time() - t < 240:
+            try:
+                if read_meta(str(folder))["iteration"] >= 15:
+                    break
+            except (FileNotFoundError, json.JSONDecodeError):
+                pass
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    meta = read_meta(str(folder))  # never half written: meta names files that are whole
+    k = meta["iteration"]
+    assert k >= 15 and meta["data"] == str(tmp_path / "Y.npy")
+    assert read_global(str(folder), k)["x"].size > 0
+    for i, n in enumerate(meta["rows"]):
+        assert read_block(str(folder), i, k, 2 * 2 * n).shape == (4 * n,)
+    out = subprocess.run([sys.executable, "-m", "bgplvm.cli", "fit", "--resume", str(folder), "--scheduler", "local",
+                          "--iters", "5", "--quiet"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert f"after {k + 5} iterations" in out.stdout
+    bound = float(out.stdout.split("bound ")[1].split()[0])
+    assert bound >= meta["bound"] - 1e-6 * abs(meta["bound"])
+    assert read_meta(str(folder))["iteration"] == k + 5

@@ -51,6 +51,21 @@ class RowBlock:
         numba.set_num_threads(min(self._threads, numba.config.NUMBA_NUM_THREADS))
 
     # --- set-up ------------------------------------------------------------------------
+    def ping(self) -> int:
+        return self.n
+
+    def checkpoint(self, folder: str, i: int, k: int) -> None:
+        """Write the block's parameters at the current iterate (``checkpoint.write_block``)."""
+        from .checkpoint import write_block
+
+        write_block(folder, i, k, self.part.x)
+
+    def restore(self, folder: str, i: int, k: int) -> None:
+        """Read the block's parameters from iteration ``k``'s checkpoint."""
+        from .checkpoint import read_block
+
+        self.set_x(read_block(folder, i, k, self.layout.size))
+
     def describe(self) -> dict:
         """n, D, the column sums (for the mean) and the rows with NaN / inf (first ones)."""
         bad = ~np.isfinite(self.Y).all(axis=1)

@@ -50,8 +50,11 @@ def local_cluster(n_workers: int | None = None):
     distributed = _require_distributed()
     n = n_workers or max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
     try:
+        # no dashboard; the scheduler's own HTTP routes on a free port (not 8787, which a
+        # second cluster, or the user's own, would find taken)
         cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                           dashboard_address=None, silence_logs=50)
+                                           dashboard_address=None, silence_logs=50,
+                                           scheduler_kwargs={"dashboard_address": ":0"})
     except RuntimeError as e:
         raise RuntimeError("the local Dask cluster's worker processes did not start. Worker processes "
                            "import the main script again: in a script, build the model under "

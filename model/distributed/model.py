@@ -29,30 +29,16 @@ from ..linalg import CholeskyError
 from ..optimize import MEMORY
 from ..params import ParamLayout
 from ..progress import ProgressBar
+from . import checkpoint as ckpt
+from .blocks import Blocks
 from .client import Connection, connect
 from .vlbfgs import Part, minimize_vlbfgs
 
+#: worker losses a fit recovers from before it gives up
+MAX_RECOVERIES = 5
+
 #: f handed to the optimiser where the bound cannot be evaluated (it shortens the step)
 _BAD_VALUE = 1e300
-
-
-def _is_dask_array(Y) -> bool:
-    try:
-        import dask.array as da
-    except ImportError:  # pragma: no cover
-        return False
-    return isinstance(Y, da.Array)
-
-
-def _check_dask_rows(Y):
-    if Y.ndim != 2:
-        raise ValueError(f"Y must be 2-D (rows x outputs), got a dask array of shape {Y.shape}")
-    if Y.numblocks[1] != 1:
-        raise ValueError(f"Y is chunked along its columns (column chunks {Y.chunks[1]}): each block must hold "
-                         "whole rows; rechunk it first: Y = Y.rechunk({1: -1})")
-    if any(c == 0 for c in Y.chunks[0]):
-        Y = Y.rechunk({0: tuple(c for c in Y.chunks[0] if c)})
-    return Y
 
 
 class DistributedGPLVM:
@@ -68,7 +54,7 @@ class DistributedGPLVM:
 
     def __init__(self, Y, latent_dim: int = 2, num_inducing: int = 20, kernel="rbf",
                  seed: int | None = 0, mask=None, client="local", chunks: int | None = None,
-                 memory: int = MEMORY, _init: bool = True):
+                 memory: int = MEMORY, _init: bool = True, _rows: tuple | None = None):
         if mask is not None:
             raise NotImplementedError("missing values are not distributed yet: fit with client=None")
         Q = _check_int("latent_dim", latent_dim, 1)
@@ -79,9 +65,15 @@ class DistributedGPLVM:
         self.fit_info: dict = {}
         self.metadata: dict = {}
         self._ops = []
+        #: iterations of every fit so far (checkpoints are numbered by it)
+        self.iterations = 0
+        #: where Y comes from when it is a file (saved in checkpoints, for ``resume``)
+        self.data_source: str | None = None
+        self._checkpoint: tuple | None = None  # (folder, iteration) of the last checkpoint
+        self._init_V: np.ndarray | None = None
         self._conn: Connection = connect(client)
         try:
-            self._load(Y, chunks)
+            self._load(Y, chunks, _rows)
             M = _check_int("num_inducing", num_inducing, 1, self.N, f" (the number of data points N={self.N})")
             self._glayout = ParamLayout(shared_blocks(self.kernel, M, Q))
             self._gpart = Part(np.zeros(self._glayout.size), self.memory)
@@ -96,30 +88,11 @@ class DistributedGPLVM:
     def client(self):
         return self._conn.client
 
-    def _load(self, Y, chunks) -> None:
-        """Blocks of rows onto the workers, as ``RowBlock`` actors; then Y's column mean."""
-        from ._rows import RowBlock
-
-        client, workers = self.client, self._conn.workers
-        if _is_dask_array(Y):
-            Y = _check_dask_rows(Y)
-            parts = list(Y.to_delayed()[:, 0])
-            data = [client.compute(p, workers=[workers[i % len(workers)]]) for i, p in enumerate(parts)]
-        else:
-            Y = np.asarray(Y, dtype=np.float64)
-            if Y.ndim != 2 or Y.shape[0] < 1:
-                raise ValueError(f"Y must be a 2-D array with at least one row, got shape {Y.shape}")
-            k = len(workers) if chunks is None else _check_int("chunks", chunks, 1, Y.shape[0])
-            bounds = np.linspace(0, Y.shape[0], k + 1).astype(int)
-            data = [client.scatter(Y[a:b], workers=[workers[i % len(workers)]])
-                    for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
-        futures = [client.submit(RowBlock, d, self.kernel, self._Q, self.memory, actor=True,
-                                 workers=[workers[i % len(workers)]], allow_other_workers=False, pure=False)
-                   for i, d in enumerate(data)]
-        self._blocks = [f.result() for f in futures]
-        self._actor_futures = futures  # the actors live as long as their futures
+    def _load(self, Y, chunks, rows) -> None:
+        """Blocks of rows onto the workers (``blocks.Blocks``); then Y's column mean."""
+        self._blocks = Blocks(self._conn, Y, chunks, self._make_block, rows=rows)
         info = self._all("describe")
-        self.block_rows = [int(i["n"]) for i in info]
+        self.block_rows = list(self._blocks.rows)
         self.N, self.D = sum(self.block_rows), int(info[0]["D"])
         bad = sum(i["bad_rows"] for i in info)
         if bad:
@@ -132,12 +105,18 @@ class DistributedGPLVM:
         self._trYYT = float(sum(c["trYYT"] for c in cent))
         self._YtY = sum(c["YtY"] for c in cent)
 
-    def _all(self, method: str, *args, per_block=None) -> list:
-        """Call ``method`` on every block at once (``per_block``: one argument tuple per
-        block instead of ``args``) and wait for all the results."""
-        calls = per_block if per_block is not None else [args] * len(self._blocks)
-        futs = [getattr(b, method)(*a) for b, a in zip(self._blocks, calls)]
-        return [f.result() for f in futs]
+    def _make_block(self, i: int, data) -> tuple:
+        from ._rows import RowBlock
+
+        return RowBlock, data, self.kernel, self._Q, self.memory
+
+    @property
+    def traffic(self) -> dict:
+        """Array bytes sent to and received from the blocks, and calls, so far."""
+        return self._blocks.traffic
+
+    def _all(self, method: str, *args, per_block=None, only=None) -> list:
+        return self._blocks.call(method, *args, per_block=per_block, only=only)
 
     def _initialise(self, M: int, seed) -> None:
         """``init.init_params``' start from the blocks' sums: PCA means from the D x D
@@ -153,7 +132,8 @@ class DistributedGPLVM:
         Vq = np.zeros((D, Q))
         Vq[:, :k] = np.where(keep, V[:, :k], 0.0)
         scale[:k] = np.where(keep, 1.0 / np.sqrt(np.maximum(w[:k], 1e-300) / N), 1.0)  # unit variance
-        ranges = self._all("init_latent", None, per_block=[(Vq * scale, seed, i) for i in range(len(self._blocks))])
+        self._init_V = Vq * scale  # kept: a block rebuilt without a checkpoint starts here again
+        ranges = self._all("init_latent", per_block=[(self._init_V, seed, i) for i in range(len(self._blocks))])
         lo = np.min([r["lo"] for r in ranges], axis=0)
         hi = np.max([r["hi"] for r in ranges], axis=0)
         span = np.where(hi - lo > 0, hi - lo, 1.0)
@@ -171,8 +151,8 @@ class DistributedGPLVM:
 
     def _rows_at(self, idx: np.ndarray) -> np.ndarray:
         """mu at global row indices (sorted), gathered from their blocks."""
-        starts = np.concatenate([[0], np.cumsum(self.block_rows)])
-        per = [(idx[(idx >= a) & (idx < b)] - a,) for a, b in zip(starts[:-1], starts[1:])]
+        st = self._blocks.starts
+        per = [(idx[(idx >= a) & (idx < b)] - a,) for a, b in zip(st[:-1], st[1:])]
         return np.concatenate(self._all("rows", per_block=per), axis=0)
 
     def _set_globals(self, Z, noise_variance) -> None:
@@ -294,62 +274,169 @@ class DistributedGPLVM:
 
     # --- training --------------------------------------------------------------------------
     def fit(self, max_iters: int = FIT_ITERS, init_iters: int | None = None, callback=None,
-            progress: bool | None = None) -> "DistributedGPLVM":
-        """Maximise the bound with vector-free L-BFGS (``vlbfgs``): the in-process fit's
-        phases (noise held for up to ``init_iters`` iterations, ``INIT_CHECK`` of them
-        unconditionally, then only while the model wants less noise), its steps and ends.
-        ``callback(iteration, bound)`` after each iteration; returning True stops."""
+            progress: bool | None = None, checkpoint: str | None = None,
+            checkpoint_every: int = 10) -> "DistributedGPLVM":
+        """Maximise the bound with vector-free L-BFGS (``vlbfgs``) for ``max_iters`` more
+        iterations: the in-process fit's phases (the noise held for the model's first
+        ``init_iters`` iterations, ``INIT_CHECK`` of them unconditionally, then only while
+        the model wants less noise), its steps and ends. ``callback(iteration, bound)``
+        after each iteration; returning True stops; Ctrl-C stops after the evaluation.
+
+        ``checkpoint``: a folder (local path or fsspec URL) where the workers write their
+        blocks and the driver the globals every ``checkpoint_every`` iterations
+        (``checkpoint.py``; ``resume`` continues from it). A worker lost during the fit:
+        its blocks are rebuilt on the workers left, their q(X) from the last checkpoint
+        (without one, from the PCA start), the L-BFGS memory is cleared, and the fit goes on.
+        """
         max_iters = _check_int("max_iters", max_iters, 0)
         if init_iters is None:
             init_iters = min(INIT_ITERS, max_iters // 4)
-        init_iters = _check_int("init_iters", init_iters, 0, max_iters)
+        init_iters = _check_int("init_iters", init_iters, 0, None)
+        every = _check_int("checkpoint_every", checkpoint_every, 1)
+        if checkpoint is not None:
+            self._check_checkpoint_folder(str(checkpoint))
         parts = _Parts(self)
         history: list[float] = []
-        done_iters, evals, t0 = 0, 0, time.perf_counter()
-        check = min(INIT_CHECK, init_iters)
-        phases = [(check, True), (init_iters - check, True), (None, False)]
+        start, evals, recoveries, t0 = self.iterations, 0, [], time.perf_counter()
+        check = max(0, min(INIT_CHECK, init_iters) - start)
+        held = max(0, init_iters - start - check)
+        phases = [(check, True), (held, True), (None, False)]
         noise = self._glayout.slices["noise_variance"]
         reason, message = "max_iters", ""
-        stop = {"flag": False}
 
         def on_iter(f):
-            nonlocal done_iters
-            done_iters += 1
+            self.iterations += 1
             history.append(-f)
-            bar.update(done_iters, f"bound {-f:.6g}")
-            if callback is not None and callback(done_iters, -f):
-                stop["flag"] = True
+            bar.update(self.iterations - start, f"bound {-f:.6g}")
+            if checkpoint is not None and self.iterations % every == 0:
+                self.save_checkpoint(str(checkpoint), bound=-f)
+            if callback is not None and callback(self.iterations - start, -f):
                 raise _Stop
 
         with ProgressBar(max_iters, "fit", enabled=progress) as bar:
             try:
                 for k, (iters, hold) in enumerate(phases):
-                    iters = max_iters - done_iters if iters is None else iters
-                    if iters <= 0:
-                        continue
-                    if k == 1 and not self._hold_helps(parts):
+                    end = self.iterations + iters if iters is not None else start + max_iters
+                    end = min(end, start + max_iters)
+                    if end <= self.iterations or (k == 1 and not self._hold_helps()):
                         continue
                     mask = np.ones(self._glayout.size, bool)
-                    if hold:
-                        mask[noise] = False
-                    self._gpart.mask = mask
-                    res = minimize_vlbfgs(parts, iters, max(10 * iters, 20), memory=self.memory,
-                                          callback=on_iter)
-                    evals += res.nfev
-                    reason = {0: "converged", 2: "stalled"}.get(res.status, "max_iters")
-                    message = res.message
+                    mask[noise] = not hold
+                    while self.iterations < end:
+                        self._gpart.mask = mask
+                        try:
+                            left = end - self.iterations
+                            res = minimize_vlbfgs(parts, left, max(10 * left, 20), memory=self.memory,
+                                                  callback=on_iter)
+                        except (OSError, RuntimeError) as e:  # a worker lost? (Dask raises these)
+                            recoveries.append(self._recover(e, len(recoveries)))
+                            continue
+                        evals += res.nfev
+                        reason = {0: "converged", 2: "stalled"}.get(res.status, "max_iters")
+                        message = res.message
+                        break
+                    if reason in ("converged", "stalled") and k == 2:
+                        break
             except _Stop:
                 reason = "callback"
             except KeyboardInterrupt:
                 reason = "interrupted"
             finally:
                 self._gpart.mask = None
-        self.fit_info = dict(iterations=done_iters, evaluations=evals, reason=reason, message=message,
-                             bound=history[-1] if history else self.elbo(), history=history,
-                             seconds=time.perf_counter() - t0)
+        self.fit_info = dict(iterations=self.iterations - start, evaluations=evals, reason=reason,
+                             message=message, bound=history[-1] if history else self.elbo(),
+                             history=history, recoveries=recoveries, seconds=time.perf_counter() - t0)
         return self
 
-    def _hold_helps(self, parts) -> bool:
+    def _recover(self, error: BaseException, done: int) -> dict:
+        """Rebuild the blocks of lost workers (``fit``'s docstring), or raise ``error`` when
+        no block was lost (it was not a worker's loss) or after ``MAX_RECOVERIES``."""
+        lost = self._blocks.find_lost()
+        if not lost or done >= MAX_RECOVERIES:
+            raise error
+        self._ops = []
+        self._blocks.replace(lost)
+        self._all("centre", self.Y_mean, only=lost)
+        if self._checkpoint is None and self._init_V is None:
+            raise RuntimeError(f"{len(lost)} block(s) of rows were lost with their worker and cannot be rebuilt: "
+                               "there is no checkpoint (fit with checkpoint=FOLDER)") from error
+        if self._checkpoint is not None:
+            folder, k = self._checkpoint
+            self._all("restore", per_block={i: (folder, i, k) for i in lost}, only=lost)
+            source = f"checkpoint of iteration {k}"
+        else:
+            self._all("init_latent", per_block={i: (self._init_V, self.seed, i) for i in lost}, only=lost)
+            source = "the PCA start (no checkpoint)"
+        return dict(iteration=self.iterations, blocks=lost, rows=int(sum(self.block_rows[i] for i in lost)),
+                    source=source, error=f"{type(error).__name__}: {error}")
+
+    # --- checkpoints ---------------------------------------------------------------------------
+    def _identity(self) -> dict:
+        """What a checkpoint must match to be this model's (``checkpoint.check_same_model``)."""
+        from ..io import kernel_spec
+
+        return dict(N=int(self.N), D=int(self.D), Q=int(self._Q), M=int(self.num_inducing),
+                    kernel=kernel_spec(self.kernel), rows=[int(r) for r in self.block_rows])
+
+    def save_checkpoint(self, folder: str, bound: float | None = None) -> None:
+        """Write a checkpoint of the current iterate to ``folder`` (module ``checkpoint``):
+        the workers their blocks, then the driver the globals and meta.json."""
+        from .. import __version__
+
+        k = self.iterations
+        self._all("checkpoint", per_block=[(folder, i, k) for i in range(len(self._blocks))])
+        meta = dict(self._identity(), bgplvm=__version__, seed=self.seed, memory=self.memory,
+                    data=self.data_source, bound=None if bound is None else float(bound))
+        ckpt.write_global(folder, k, meta, {"x": self._gpart.x, "Y_mean": self.Y_mean})
+        self._checkpoint = (folder, k)
+
+    def _check_checkpoint_folder(self, folder: str) -> None:
+        """A folder holding a checkpoint of another model, or a later one of this model that
+        this model did not come from, is refused (it would be overwritten)."""
+        try:
+            meta = ckpt.read_meta(folder)
+        except FileNotFoundError:
+            return
+        ckpt.check_same_model(meta, **self._identity())
+        if meta["iteration"] > self.iterations and self._checkpoint != (folder, meta["iteration"]):
+            raise ValueError(f"{folder} holds a checkpoint of iteration {meta['iteration']} of a model like this one: "
+                             "continue it with DistributedGPLVM.resume(folder) (bgplvm fit --resume) or "
+                             "checkpoint to another folder")
+
+    @classmethod
+    def resume(cls, folder: str, Y=None, client="local", memory: int | None = None) -> "DistributedGPLVM":
+        """The model of the last checkpoint in ``folder``, its rows (``Y``, or the file the
+        checkpoint names) dealt to the workers in the checkpoint's blocks. ``fit`` then
+        goes on from there (its L-BFGS memory starts empty)."""
+        meta = ckpt.read_meta(str(folder))
+        if Y is None:
+            if not meta.get("data"):
+                raise ValueError(f"the checkpoint in {folder} does not name its data (the model was built from an "
+                                 "array): pass the same rows as Y=")
+            from .data import open_rows
+
+            Y = open_rows(meta["data"])
+        dm = cls(Y, meta["Q"], meta["M"], meta["kernel"], seed=meta.get("seed"), client=client,
+                 memory=memory or meta.get("memory", MEMORY), _init=False, _rows=tuple(meta["rows"]))
+        try:
+            dm.data_source = meta.get("data")
+            ckpt.check_same_model(meta, **dm._identity())
+            k = int(meta["iteration"])
+            g = ckpt.read_global(str(folder), k)
+            if not np.allclose(g["Y_mean"], dm.Y_mean, rtol=1e-9, atol=1e-12 * (1 + np.abs(dm.Y_mean).max())):
+                raise ValueError(f"the rows given are not the checkpoint's: their column means differ (largest "
+                                 f"difference {np.abs(g['Y_mean'] - dm.Y_mean).max():.3g})")
+            if g["x"].shape != dm._gpart.x.shape:
+                raise ValueError("the checkpoint's global parameters do not fit this model")
+            dm._gpart.x = g["x"].copy()
+            dm._all("restore", per_block=[(str(folder), i, k) for i in range(len(dm._blocks))])
+            dm.iterations, dm._checkpoint = k, (str(folder), k)
+        except BaseException:
+            dm.close()
+            raise
+        return dm
+
+    def _hold_helps(self) -> bool:
         """As ``BayesianGPLVM._hold_helps``: go on holding the noise only while dF/d noise < 0."""
         self._gpart.mask = None
         self._direction(np.zeros(self.memory), np.zeros(self.memory), 0.0)
@@ -359,7 +446,8 @@ class DistributedGPLVM:
     # --- life cycle ---------------------------------------------------------------------------
     def close(self) -> None:
         """Release the workers' blocks (and stop the cluster the model started)."""
-        self._blocks, self._actor_futures = [], []
+        if getattr(self, "_blocks", None) is not None:
+            self._blocks.close()
         conn = getattr(self, "_conn", None)
         if conn is not None:
             conn.close()
@@ -388,9 +476,9 @@ class DistributedGPLVM:
         x, sl = model._x, model._layout.slices
         N, Q = model.Y.shape[0], model.latent_dim
         mu, S = x[sl["mu"]].reshape(N, Q), x[sl["S"]].reshape(N, Q)
-        starts = np.concatenate([[0], np.cumsum(dm.block_rows)])
+        st = dm._blocks.starts
         dm._all("set_x", per_block=[(np.concatenate([mu[a:b].ravel(), S[a:b].ravel()]),)
-                                    for a, b in zip(starts[:-1], starts[1:])])
+                                    for a, b in zip(st[:-1], st[1:])])
         dm._gpart.x = np.concatenate([x[sl[b.name]] for b in dm._glayout.blocks])
         return dm
 

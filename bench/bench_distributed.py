@@ -1,0 +1,224 @@
+#!/usr/bin/env python
+"""The model on Dask (issue 34): cost of distribution, driver memory and traffic against N,
+strong scaling, a 1e6-row fit and a projection to 1e7 rows on 32 workers, in ONE run.
+
+    .venv/bin/python bench/bench_distributed.py                 # everything (~30 min, 2 cores)
+    .venv/bin/python bench/bench_distributed.py --quick         # N up to 1e5, no 1e6 fit
+    .venv/bin/python bench/bench_distributed.py --only ratio    # one section (ratio, flat,
+                                                                #  scaling, recover, big)
+
+Data: rows of a known GP-LVM, Q = 5 latent dimensions, D = 50 outputs: x_n ~ N(0, I), f an
+RBF-kernel GP (lengthscale 1.5, variance 1) drawn through 300 random Fourier features,
+y = f + noise (sd 0.1). Each block of rows is drawn on its worker from its own seed (a
+dask array), so the driver never holds Y. Model: M = 50, RBF ARD kernel, static prior.
+
+Sections:
+  ratio    seconds per bound + gradient at N = 2e5: in process (Numba on 2 threads) and on
+           a LocalCluster of 2 worker processes x 1 thread (the same parameters: the
+           distributed model is built from the in-process one), interleaved repeats,
+           medians; the ratio is the cost of distribution (target <= 1.25x);
+  flat     at N = 1e4, 1e5, 1e6: the driver's peak traced memory (tracemalloc) over 3
+           iterations of the fit, and the array bytes sent and received per iteration;
+  scaling  seconds per evaluation at N = 2e5 on 1 and on 2 workers;
+  recover  a fit of 1e4 rows (300 iterations): R^2 of the true x from q(X)'s means under
+           the best affine map (the latent space up to rotation);
+  big      a fit of 1e6 rows, 100 iterations (L-BFGS memory 10: 1.6 GB of pairs on the
+           workers instead of 8 GB), its time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import time
+import tracemalloc
+
+import numpy as np
+
+Q, D, M, R, LENGTH, NOISE, SEED = 5, 50, 50, 300, 1.5, 0.1, 0
+
+
+def _features(seed=SEED):
+    rng = np.random.default_rng([seed, 999])
+    W = rng.standard_normal((Q, R)) / LENGTH
+    b = rng.uniform(0, 2 * np.pi, R)
+    A = rng.standard_normal((R, D)) * np.sqrt(2.0 / R)
+    return W, b, A
+
+
+def rows(start: int, n: int, seed=SEED, with_x=False):
+    """Rows start..start+n of the data set (X and Y drawn from the block's own seed)."""
+    W, b, A = _features(seed)
+    rng = np.random.default_rng([seed, start])
+    X = rng.standard_normal((n, Q))
+    Y = np.cos(X @ W + b) @ A + NOISE * rng.standard_normal((n, D))
+    return (X, Y) if with_x else Y
+
+
+def dask_rows(N: int, block: int):
+    import dask
+    import dask.array as da
+
+    starts = range(0, N, block)
+    parts = [da.from_delayed(dask.delayed(rows)(s, min(block, N - s)), shape=(min(block, N - s), D), dtype=float)
+             for s in starts]
+    return da.concatenate(parts, axis=0)
+
+
+def cluster(n_workers):
+    from bgplvm.distributed import local_cluster
+
+    return local_cluster(n_workers)
+
+
+def _close(client):
+    cl = client.cluster
+    client.close()
+    cl.close()
+
+
+def _time_eval(dm, repeats):
+    ts = []
+    for _ in range(repeats):
+        dm._direction(np.zeros(dm.memory), np.zeros(dm.memory), 0.0)
+        t = time.perf_counter()
+        dm._evaluate(0.0)
+        ts.append(time.perf_counter() - t)
+    return ts
+
+
+def section_ratio(args):
+    from bgplvm import BayesianGPLVM
+    from bgplvm.distributed import DistributedGPLVM
+
+    N = int(args.ratio_n)
+    _, Y = rows(0, N, with_x=True)
+    m = BayesianGPLVM(Y, Q, M, seed=0)
+    client = cluster(2)
+    dm = DistributedGPLVM.from_model(m, client=client)
+    m.elbo_and_gradient(), _time_eval(dm, 1)  # warm-up
+    t_in, t_d = [], []
+    for _ in range(args.repeats):
+        t = time.perf_counter()
+        m.elbo_and_gradient()
+        t_in.append(time.perf_counter() - t)
+        t_d += _time_eval(dm, 1)
+    a, b = np.median(t_in), np.median(t_d)
+    print(f"[ratio] N={N:.0e}: in process (2 Numba threads) {a:.3f} s, distributed (2 workers x 1 thread, "
+          f"{len(dm._blocks)} blocks) {b:.3f} s per bound + gradient: ratio {b / a:.2f}x "
+          f"(medians of {args.repeats}; in {min(t_in):.3f}-{max(t_in):.3f}, dist {min(t_d):.3f}-{max(t_d):.3f})")
+    dm.close()
+    _close(client)
+
+
+def section_flat(args):
+    from bgplvm import BayesianGPLVM
+
+    client = cluster(2)
+    for N in args.sizes:
+        N = int(N)
+        block = min(N, 50_000)
+        gc.collect()
+        dm = BayesianGPLVM(dask_rows(N, block), Q, M, seed=0, client=client)
+        dm.fit(1, init_iters=0, progress=False)  # warm-up (compiles on the workers)
+        before = dict(dm.traffic)
+        tracemalloc.start()
+        t = time.perf_counter()
+        dm.fit(3, init_iters=0, progress=False)
+        secs = time.perf_counter() - t
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        it = max(dm.fit_info["iterations"], 1)
+        sent = (dm.traffic["sent"] - before["sent"]) / it
+        recv = (dm.traffic["received"] - before["received"]) / it
+        calls = (dm.traffic["calls"] - before["calls"]) / it
+        print(f"[flat] N={N:.0e} ({len(dm._blocks)} blocks): driver peak traced memory {peak / 2**20:.1f} MiB "
+              f"over {it} iterations; per iteration {sent / 2**20:.2f} MiB sent, {recv / 2**20:.2f} MiB "
+              f"received, {calls:.0f} calls; {secs / it:.2f} s per iteration "
+              f"({dm.fit_info['evaluations'] / it:.1f} evaluations)")
+        dm.close()
+    _close(client)
+
+
+def section_scaling(args):
+    from bgplvm import BayesianGPLVM
+
+    N = int(args.ratio_n)
+    out = {}
+    for w in (1, 2):
+        client = cluster(w)
+        dm = BayesianGPLVM(dask_rows(N, N // 4), Q, M, seed=0, client=client)
+        _time_eval(dm, 1)
+        out[w] = np.median(_time_eval(dm, args.repeats))
+        print(f"[scaling] N={N:.0e}, {w} worker(s) x 1 thread, 4 blocks: {out[w]:.3f} s per evaluation")
+        dm.close()
+        _close(client)
+    print(f"[scaling] speed-up 1 -> 2 workers: {out[1] / out[2]:.2f}x")
+    return out
+
+
+def section_recover(args):
+    from bgplvm import BayesianGPLVM
+
+    N = 10_000
+    X, _ = rows(0, N, with_x=True)
+    client = cluster(2)
+    dm = BayesianGPLVM(dask_rows(N, 2500), Q, M, seed=0, client=client)
+    t = time.perf_counter()
+    dm.fit(args.recover_iters, progress=False)
+    secs = time.perf_counter() - t
+    mu = dm.latent_mean
+    A = np.c_[mu, np.ones(N)]
+    coef, *_ = np.linalg.lstsq(A, X, rcond=None)
+    r2 = 1 - np.sum((X - A @ coef) ** 2) / np.sum((X - X.mean(0)) ** 2)
+    print(f"[recover] N=1e4: fit {dm.fit_info['iterations']} iterations in {secs:.0f} s, bound "
+          f"{dm.fit_info['bound']:.6g}; R^2 of the true x from q(X)'s means (affine) {r2:.4f}; "
+          f"ARD weights {np.round(dm.ard_weights, 3).tolist()}")
+    dm.close()
+    _close(client)
+
+
+def section_big(args):
+    from bgplvm import BayesianGPLVM
+
+    N = int(args.big_n)
+    client = cluster(2)
+    t = time.perf_counter()
+    dm = BayesianGPLVM(dask_rows(N, 100_000), Q, M, seed=0, client=client, memory=10)
+    t_setup = time.perf_counter() - t
+    t = time.perf_counter()
+    dm.fit(args.big_iters, progress=False)
+    secs = time.perf_counter() - t
+    print(f"[big] N={N:.0e} ({len(dm._blocks)} blocks on 2 workers): set-up {t_setup:.0f} s; fit "
+          f"{dm.fit_info['iterations']} iterations ({dm.fit_info['evaluations']} evaluations) in {secs:.0f} s "
+          f"({secs / max(dm.fit_info['iterations'], 1):.1f} s per iteration), bound {dm.fit_info['history'][0]:.6g}"
+          f" -> {dm.fit_info['bound']:.6g}, reason {dm.fit_info['reason']}")
+    dm.close()
+    _close(client)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", choices=["ratio", "flat", "scaling", "recover", "big"], action="append")
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--ratio-n", type=float, default=2e5)
+    ap.add_argument("--sizes", type=float, nargs="+", default=[1e4, 1e5, 1e6])
+    ap.add_argument("--recover-iters", type=int, default=300)
+    ap.add_argument("--big-n", type=float, default=1e6)
+    ap.add_argument("--big-iters", type=int, default=100)
+    args = ap.parse_args()
+    if args.quick:
+        args.sizes = [s for s in args.sizes if s <= 1e5]
+    todo = args.only or ["ratio", "flat", "scaling", "recover"] + ([] if args.quick else ["big"])
+    import bgplvm
+
+    print(f"bgplvm {bgplvm.__version__}; Q={Q}, D={D}, M={M}; sections {todo}")
+    for name in todo:
+        t = time.perf_counter()
+        globals()["section_" + name](args)
+        print(f"  ({name}: {time.perf_counter() - t:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""Checkpoints of a distributed fit: every block's q(X) parameters, written by its worker,
+and the driver's globals, in a folder (a local path or any fsspec URL).
+
+A checkpoint of iteration k is the files ``block-<i>-<k>.npz`` (one per block of rows,
+the block's unconstrained local parameters) and ``global-<k>.npz`` (the globals, Y's
+column means), then ``meta.json``, written last, naming k. Every file is written whole
+(a temporary file and a rename; object stores put whole objects), so a reader that goes
+through ``meta.json`` never sees a half-written checkpoint: a fit killed while writing
+iteration k leaves the checkpoint of the previous one. Older iterations' files are
+removed after ``meta.json`` names the new one. npz + JSON, never pickle.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+
+#: written in meta.json; a reader refuses other formats
+FORMAT = "bgplvm-distributed-checkpoint"
+VERSION = 1
+
+
+def _is_local(url: str) -> bool:
+    return "://" not in str(url) or str(url).startswith("file://")
+
+
+def _local(url: str) -> str:
+    return str(url)[len("file://"):] if str(url).startswith("file://") else str(url)
+
+
+def write_bytes(url: str, data: bytes) -> None:
+    """Write a whole file: atomically (temporary file + rename) on a local disk, as one
+    object elsewhere (fsspec)."""
+    if _is_local(url):
+        from ..io import atomic_write_bytes
+
+        atomic_write_bytes(_local(url), data)
+    else:
+        import fsspec
+
+        with fsspec.open(url, "wb") as f:
+            f.write(data)
+
+
+def read_bytes(url: str) -> bytes:
+    if _is_local(url):
+        with open(_local(url), "rb") as f:
+            return f.read()
+    import fsspec
+
+    with fsspec.open(url, "rb") as f:
+        return f.read()
+
+
+def _join(folder: str, name: str) -> str:
+    return str(folder).rstrip("/") + "/" + name
+
+
+def block_name(i: int, k: int) -> str:
+    return f"block-{i:05d}-{k:08d}.npz"
+
+
+def write_block(folder: str, i: int, k: int, x: np.ndarray) -> None:
+    """Block ``i``'s unconstrained local parameters at iteration ``k`` (by its worker)."""
+    buf = io.BytesIO()
+    np.savez(buf, x=np.asarray(x, dtype=np.float64))
+    write_bytes(_join(folder, block_name(i, k)), buf.getvalue())
+
+
+def read_block(folder: str, i: int, k: int, size: int) -> np.ndarray:
+    with np.load(io.BytesIO(read_bytes(_join(folder, block_name(i, k)))), allow_pickle=False) as z:
+        x = z["x"]
+    if x.shape != (size,):
+        raise ValueError(f"checkpoint block {i} of iteration {k} holds {x.shape[0]} values, expected {size}")
+    return x
+
+
+def write_global(folder: str, k: int, meta: dict, arrays: dict) -> None:
+    """The driver's share of iteration ``k``, then ``meta.json`` naming it (last)."""
+    buf = io.BytesIO()
+    np.savez(buf, **{n: np.asarray(v, dtype=np.float64) for n, v in arrays.items()})
+    write_bytes(_join(folder, f"global-{k:08d}.npz"), buf.getvalue())
+    meta = dict(meta, format=FORMAT, version=VERSION, iteration=int(k))
+    write_bytes(_join(folder, "meta.json"), json.dumps(meta, indent=1).encode())
+    _remove_older(folder, k)
+
+
+def _remove_older(folder: str, k: int) -> None:
+    """Files of iterations before ``k`` (best effort: a leftover file is harmless)."""
+    if not _is_local(folder):
+        import fsspec
+
+        fs, root = fsspec.core.url_to_fs(folder)
+        names = [p.rsplit("/", 1)[-1] for p in fs.ls(root, detail=False)]
+        remove = lambda name: fs.rm(_join(root, name))  # noqa: E731
+    else:
+        import os
+
+        root = _local(folder)
+        names = os.listdir(root)
+        remove = lambda name: os.unlink(os.path.join(root, name))  # noqa: E731
+    for name in names:
+        if name.endswith(".npz") and name[:-4].rsplit("-", 1)[-1].isdigit() and int(name[:-4].rsplit("-", 1)[-1]) < k:
+            try:
+                remove(name)
+            except OSError:
+                pass
+
+
+def read_meta(folder: str) -> dict:
+    try:
+        meta = json.loads(read_bytes(_join(folder, "meta.json")))
+    except FileNotFoundError as e:
+        raise FileNotFoundError(f"no checkpoint in {folder} (its meta.json is missing)") from e
+    if meta.get("format") != FORMAT or meta.get("version", 99) > VERSION:
+        raise ValueError(f"{folder} does not hold a checkpoint this bgplvm reads (format "
+                         f"{meta.get('format')!r} version {meta.get('version')!r})")
+    return meta
+
+
+def read_global(folder: str, k: int) -> dict:
+    with np.load(io.BytesIO(read_bytes(_join(folder, f"global-{k:08d}.npz"))), allow_pickle=False) as z:
+        return {n: z[n] for n in z.files}
+
+
+def check_same_model(meta: dict, **have) -> None:
+    """Refuse a checkpoint of another model, naming what differs (N, D, Q, M, kernel, ...)."""
+    diff = [f"{n} {meta.get(n)!r} there, {v!r} here" for n, v in have.items() if meta.get(n) != v]
+    if diff:
+        raise ValueError("the checkpoint is of another model: " + "; ".join(diff))

@@ -1,0 +1,45 @@
+"""``bgplvm fit --scheduler ADDRESS|local --checkpoint DIR`` and ``bgplvm fit --resume DIR``."""
+
+from __future__ import annotations
+
+import sys
+
+
+def fit_distributed(args) -> int:
+    from ..gplvm import FIT_ITERS
+    from .model import DistributedGPLVM
+
+    if args.out is not None:
+        raise ValueError("a fit on Dask writes its checkpoint folder (--checkpoint DIR), not --out: the rows "
+                         "stay where they are; continue it with --resume DIR")
+    if args.dataset:
+        raise ValueError("on Dask the data come from a file the workers read: --data FILE (.npy, .npz, .h5, .zarr)")
+    client = args.scheduler or "local"
+    iters = FIT_ITERS if args.iters is None else args.iters
+    if args.resume:
+        m = DistributedGPLVM.resume(args.resume, client=client)
+        folder = args.checkpoint or args.resume
+        print(f"resuming {m!r} at iteration {m.iterations} from {args.resume}", file=sys.stderr)
+    else:
+        if not args.checkpoint:
+            raise ValueError("a fit on Dask needs --checkpoint DIR (where the workers save their rows' "
+                             "parameters; --resume DIR continues from it)")
+        from .data import open_rows
+
+        m = DistributedGPLVM(open_rows(args.data), args.latent_dim, args.inducing, args.kernel,
+                             seed=args.seed, client=client)
+        m.data_source = str(args.data)
+        folder = args.checkpoint
+        print(f"fitting {m!r} on {client} for {iters} iterations, checkpoints in {folder}", file=sys.stderr)
+    with m:
+        m.fit(iters, progress=None if not args.quiet else False, checkpoint=folder,
+              checkpoint_every=args.checkpoint_every)
+        m.save_checkpoint(folder, bound=m.fit_info["bound"])
+        info = m.fit_info
+        print(f"bound {info['bound']:.6g} after {m.iterations} iterations ({info['reason']}); noise variance "
+              f"{m.noise_variance:.4g}; ARD weights {', '.join(f'{w:.3g}' for w in m.ard_weights)}")
+        for r in info["recoveries"]:
+            print(f"recovered {r['rows']} rows lost with their worker at iteration {r['iteration']} from the "
+                  f"{r['source']}", file=sys.stderr)
+        print(f"checkpoint: {folder} (iteration {m.iterations})")
+    return 0
