@@ -197,13 +197,22 @@ class DynamicalGPLVM(BayesianGPLVM):
         approximation of stated error for rbf and periodic (``state_space_options``: their
         ``order`` / ``max_error``). "auto" takes the state-space form where it is exact. Both
         forms have the same parameters and q(X); ``with_time_prior`` switches.
+    client, chunks : a Dask cluster (as ``BayesianGPLVM``'s): the model is then a
+        ``bgplvm.distributed.DistributedDynamicalGPLVM`` with whole sequences per block.
     Other arguments as ``BayesianGPLVM``.
     """
+
+    def __new__(cls, *args, client=None, chunks=None, **kwargs):
+        if client is None or cls is not DynamicalGPLVM:
+            return super().__new__(cls, chunks=chunks)
+        from .distributed import DistributedDynamicalGPLVM
+
+        return DistributedDynamicalGPLVM(*args, client=client, chunks=chunks, **kwargs)
 
     def __init__(self, Y, t, latent_dim: int = 2, num_inducing: int = 20, kernel="rbf",
                  time_kernel="matern32", sequences=None, seed: int | None = 0,
                  learn_time_variance: bool = False, time_prior: str = "auto",
-                 state_space_options: dict | None = None, mask=None):
+                 state_space_options: dict | None = None, mask=None, client=None, chunks=None):
         Y, _ = _check_Y(Y, mask, missing_ok=True)  # the mask becomes NaN in Y
         self.t, self.sequences = check_times(t, Y.shape[0], sequences)
         self._time_kernel_arg = time_kernel

@@ -329,3 +329,106 @@ def test_a_killed_driver_resumes_from_its_checkpoint(tmp_path):
     bound = float(out.stdout.split("bound ")[1].split()[0])
     assert bound >= meta["bound"] - 1e-6 * abs(meta["bound"])
     assert read_meta(str(folder))["iteration"] == k + 5
+
+
+# --- the dynamical model: whole sequences per block ------------------------------------------------
+def _reorder_spread(m) -> tuple[float, float]:
+    """How far the in-process bound and gradient move (relative: F; the max of the rows'
+    gradient) when the same model is built with its sequences in reverse order: the
+    rounding floor of sums over rows in another order, which is what distribution does."""
+    from bgplvm import DynamicalGPLVM
+
+    F0, g0 = m._bound(m._x)
+    N, Q, sl = m.Y.shape[0], m.latent_dim, m._layout.slices
+    ids = list(dict.fromkeys(m.sequences.tolist()))
+    order = np.concatenate([np.flatnonzero(m.sequences == s) for s in ids[::-1]])
+    m2 = DynamicalGPLVM(m.Y[order], m.t[order], Q, m.num_inducing, kernel=m.kernel,
+                        time_kernel=m.prior.time_kernel, sequences=m.sequences[order], time_prior=m.time_prior)
+    v = dict(m._values())
+    v["mu_bar"], v["lambda"] = v["mu_bar"][order], v["lambda"][order]
+    m2._set_x(m2._layout.pack(v))
+    F2, g2 = m2._bound(m2._x)
+    inv = np.empty(N, dtype=int)
+    inv[order] = np.arange(N)
+    g_rows = np.concatenate([g0[sl[n]] for n in ("mu_bar", "lambda")])
+    g2_rows = np.concatenate([g2[sl[n]].reshape(N, Q)[inv].ravel() for n in ("mu_bar", "lambda")])
+    return abs(F2 - F0) / abs(F0), float(np.max(np.abs(g2_rows - g_rows)) / np.max(np.abs(g_rows)))
+
+
+def _check_dynamical_equal(m, client, chunks_list=(1, 2, 3), floor=(1e-9, 1e-9)):
+    """The distributed bound and gradient equal the in-process ones to 1e-9 relative, or,
+    where the in-process bound's own rounding under a reordering of its rows is larger
+    (``floor``, from ``_reorder_spread``), to a few times that."""
+    from bgplvm.distributed import DistributedDynamicalGPLVM
+
+    F0, g0 = m._bound(m._x)
+    sl, Q = m._layout.slices, m.latent_dim
+    g_rows = np.concatenate([g0[sl["mu_bar"]], g0[sl["lambda"]]])
+    for chunks in chunks_list:
+        with DistributedDynamicalGPLVM.from_model(m, client=client, chunks=chunks) as dm:
+            assert len(dm._blocks) == chunks
+            F, gg, rows = dm._gradient()
+            mb = dm._to_y_order(np.concatenate([g[: g.size // 2].reshape(-1, Q) for g in rows]))
+            lam = dm._to_y_order(np.concatenate([g[g.size // 2:].reshape(-1, Q) for g in rows]))
+            g_glob = np.concatenate([g0[sl[b.name]] for b in dm._glayout.blocks])
+            assert abs(F - F0) <= max(1e-9, 4 * floor[0]) * abs(F0), (chunks, F, F0)
+            np.testing.assert_allclose(np.concatenate([mb.ravel(), lam.ravel()]), g_rows, rtol=0,
+                                       atol=max(1e-9, 4 * floor[1]) * np.max(np.abs(g_rows)))
+            np.testing.assert_allclose(gg, g_glob, rtol=0, atol=1e-9 * np.max(np.abs(g_glob)))
+
+
+def _sequences(seed=0):
+    rng = np.random.default_rng(seed)
+    seqs = np.repeat(np.arange(5), [30, 50, 20, 40, 60])
+    rng.shuffle(seqs)  # the rows of the sequences interleaved
+    t = np.zeros(seqs.size)
+    for s in range(5):
+        t[seqs == s] = 0.1 * np.arange(np.sum(seqs == s))
+    Y = np.sin(np.c_[t, 2 * t, 3 * t] @ rng.standard_normal((3, 8))) + 0.05 * rng.standard_normal((seqs.size, 8))
+    return Y, t, seqs
+
+
+@pytest.mark.parametrize("time_kernel,form", [("matern32+white+bias", "dense"), ("matern32+white+bias", "state_space"),
+                                              ("rbf+white", "dense")])
+def test_distributed_dynamical_bound_equals_in_process(client, time_kernel, form):
+    from bgplvm import DynamicalGPLVM
+
+    Y, t, seqs = _sequences()
+    m = DynamicalGPLVM(Y, t, 3, 12, sequences=seqs, time_kernel=time_kernel, time_prior=form)
+    m.fit(20, progress=False)
+    _check_dynamical_equal(m, client)
+
+
+@needs_data("cmu35")
+def test_distributed_dynamical_bound_equals_in_process_cmu35(client):
+    """CMU's 35 training sequences (2,613 frames), the paper's model, both forms of p(X | t)."""
+    from bgplvm import DynamicalGPLVM
+    from bgplvm.datasets import load
+
+    d = load("cmu35")
+    m = DynamicalGPLVM(d.Y, d.times, 9, 40, kernel="rbf+white+bias", time_kernel="matern32+white+bias",
+                       sequences=d.sequence, time_prior="dense")
+    m.fit(10, progress=False)
+    spread = _reorder_spread(m)  # measured: F 7e-11, gradient 2.7e-9 of its largest entry
+    assert spread[1] < 1e-8
+    _check_dynamical_equal(m, client, floor=spread)
+    ss = m.with_time_prior("state_space")
+    _check_dynamical_equal(ss, client, chunks_list=(3,), floor=_reorder_spread(ss))
+
+
+def test_dynamical_model_with_client_keeps_whole_sequences_per_block(client):
+    from bgplvm import DynamicalGPLVM
+    from bgplvm.distributed import DistributedDynamicalGPLVM
+
+    Y, t, seqs = _sequences()
+    with DynamicalGPLVM(Y, t, 3, 12, sequences=seqs, client=client, chunks=3) as dm:
+        assert isinstance(dm, DistributedDynamicalGPLVM)
+        assert dm.block_rows == [70, 80, 50]  # sequences of 30 + 50 | 20 + 60 ... in id order
+        assert dm.frozen == {"time_kernel.variance"}  # as DynamicalGPLVM: the smooth variance is held
+        F0 = dm.elbo()
+        dm.fit(30, progress=False)
+        assert dm.fit_info["bound"] > F0
+        mu, S = dm.latent()
+        assert mu.shape == (200, 3) and np.all(S > 0)
+    with pytest.raises(ValueError, match="must be consecutive"):
+        DynamicalGPLVM(da.from_array(Y, chunks=(50, -1)), t, 2, 5, sequences=seqs, client=client)

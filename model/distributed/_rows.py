@@ -1,9 +1,11 @@
 """The worker's side of a distributed model: one block of rows and its q(X) parameters.
 
 A ``RowBlock`` is a Dask actor living on one worker. It holds its rows of Y (centred once
-the driver knows the column means), the unconstrained parameters of their q(X) (the
-latent prior's blocks over these rows: mu, S for the static prior) and the optimiser's
-vectors over them (``vlbfgs.Part``). Per evaluation of the bound it sends the driver its
+the driver knows the column means), the latent prior over these rows (static; dynamical
+over whole sequences), the unconstrained values of the prior's row blocks (mu, S; or
+mu_bar, lambda) and the optimiser's vectors over them (``vlbfgs.Part``). The prior's own
+parameters (a time kernel's) are global: the driver sends their values with each
+evaluation and sums the blocks' gradients of them. Per evaluation of the bound it sends the driver its
 sums (``bound.DataSums``: psi0, Psi1^T Yc, Psi2, and its KL term) and gets back what its
 rows' gradients need (``bound.SumsGrads``); nothing of size n leaves the worker.
 """
@@ -15,7 +17,6 @@ import numpy as np
 from .._threads import single_threaded_blas
 from ..bound import SumsGrads
 from ..params import ParamLayout
-from ..priors import StaticPrior
 from .vlbfgs import Part
 
 
@@ -30,16 +31,17 @@ def _worker_threads() -> int:
 
 
 class RowBlock:
-    """Rows Y (n, D) of the data and q(X) over them (static prior N(0, I))."""
+    """Rows Y (n, D) of the data and q(X) over them under ``prior`` (a ``LatentPrior`` over
+    these n rows, e.g. ``StaticPrior(n, Q)``)."""
 
-    def __init__(self, Y, kernel, Q: int, memory: int):
+    def __init__(self, Y, kernel, prior, memory: int):
         self.Y = np.ascontiguousarray(np.asarray(Y, dtype=np.float64))
         if self.Y.ndim != 2:
             raise ValueError(f"a block of rows must be 2-D, got shape {self.Y.shape}")
         self.n, self.D = self.Y.shape
         self.kernel = kernel
-        self.prior = StaticPrior(self.n, Q)
-        self.layout = ParamLayout(self.prior.blocks())
+        self.prior = prior
+        self.layout = ParamLayout([b for b in prior.blocks() if b.name in prior.row_blocks])
         self.part = Part(np.zeros(self.layout.size), memory)
         self.Yc: np.ndarray | None = None
         self._fwd: tuple | None = None  # (x, qx) of the last trial point
@@ -78,17 +80,22 @@ class RowBlock:
             self.Yc = np.ascontiguousarray(self.Y - Y_mean)
             return dict(YtY=self.Yc.T @ self.Yc, trYYT=float(np.sum(self.Yc * self.Yc)))
 
-    def init_latent(self, V: np.ndarray, seed, block: int) -> dict:
-        """mu = Yc V (V: (D, Q), the scaled principal directions), S ~ U(0.45, 0.55) as
-        ``init.init_params``; returns the columns' (min, max) of mu."""
+    def pca_means(self, V: np.ndarray, idx=None) -> np.ndarray:
+        """Yc V (V: (D, Q), the scaled principal directions) at rows ``idx`` (all: None)."""
+        return self.Yc @ V if idx is None else self.Yc[np.asarray(idx, dtype=np.int64)] @ V
+
+    def init_latent(self, V: np.ndarray, seed, block: int, pvals: dict) -> dict:
+        """The start of ``init.init_params``: PCA means mu0 = Yc V, S0 ~ U(0.45, 0.55), turned
+        into the prior's values (``LatentPrior.initial_values``, with the prior's own values
+        ``pvals``); returns the columns' (min, max) of mu0."""
         rng = np.random.default_rng(None if seed is None else [int(seed), int(block)])
         mu = self.Yc @ V
         S = rng.uniform(0.45, 0.55, size=mu.shape)
-        self.set_values(mu, S)
+        if hasattr(self.prior, "sync"):
+            self.prior.sync(pvals)
+        values = self.prior.initial_values(mu, S)
+        self.part.x = self.layout.pack({n: values[n] for n in self.prior.row_blocks})
         return dict(lo=mu.min(0) if self.n else None, hi=mu.max(0) if self.n else None)
-
-    def set_values(self, mu: np.ndarray, S: np.ndarray) -> None:
-        self.part.x = self.layout.pack({"mu": mu, "S": S})
 
     def set_x(self, x: np.ndarray) -> None:
         """The unconstrained local parameters (the prior's blocks, packed)."""
@@ -97,16 +104,16 @@ class RowBlock:
     def get_x(self) -> np.ndarray:
         return self.part.x.copy()
 
-    def rows(self, idx) -> np.ndarray:
-        """mu at the given rows of this block (the inducing inputs' start)."""
-        return self.layout.unpack(self.part.x)["mu"][np.asarray(idx, dtype=np.int64)]
-
-    def latent(self) -> tuple[np.ndarray, np.ndarray]:
-        qx = self.prior.q(self.layout.unpack(self.part.x), grad=False)
-        return np.array(qx.mu), np.array(qx.S)
+    def latent(self, pvals: dict, idx=None) -> tuple[np.ndarray, np.ndarray]:
+        """q(X)'s (mu, S) over the block's rows (at rows ``idx``; all: None)."""
+        qx = self.prior.q({**self.layout.unpack(self.part.x), **pvals}, grad=False)
+        if idx is None:
+            return np.array(qx.mu), np.array(qx.S)
+        idx = np.asarray(idx, dtype=np.int64)
+        return qx.mu[idx], qx.S[idx]
 
     # --- one evaluation: forward (sums), backward (the rows' gradients) --------------------
-    def forward(self, stp: float, Z: np.ndarray, kparams: dict, ops: tuple = ()) -> dict:
+    def forward(self, stp: float, Z: np.ndarray, kparams: dict, pvals: dict, ops: tuple = ()) -> dict:
         """The block's sums at x + stp d: psi0_sum, E = Psi1^T Yc (M, D), Psi2 (M, M), kl.
         ``ops``: the optimiser's calls queued by the driver since the last round, run first
         (("commit", slot), ("direction", a, b, c)): one round trip less each."""
@@ -116,15 +123,15 @@ class RowBlock:
         with single_threaded_blas():
             x = self.part.trial_x(stp)
             self.kernel.set_params(**kparams)
-            qx = self.prior.q(self.layout.unpack(x), grad=True)
+            qx = self.prior.q({**self.layout.unpack(x), **pvals}, grad=True)
             k = self.kernel
             self._fwd = (x, qx)
             return dict(psi0_sum=float(np.sum(k.psi0(qx.mu, qx.S))), E=k.psi1(qx.mu, qx.S, Z).T @ self.Yc,
                         Psi2=k.psi2(qx.mu, qx.S, Z), kl=float(qx.kl))
 
     def backward(self, t: SumsGrads, beta: float, Z: np.ndarray, need_rows: bool = False) -> dict:
-        """The rows' part of the gradient, from the driver's ``SumsGrads``: dZ (M, Q) and the
-        kernel's parameters (summed by the driver), and, kept here, the gradient of
+        """The rows' part of the gradient, from the driver's ``SumsGrads``: dZ (M, Q), the
+        kernel's and the prior's own parameters (summed by the driver), and, kept here, the gradient of
         f = -F over the local parameters; returns its g.d and max |g| (and the gradient
         itself with ``need_rows``, for tests)."""
         self._numba_threads()
@@ -133,9 +140,11 @@ class RowBlock:
             n = self.n
             dPsi1 = beta**2 * (self.Yc @ t.GE.T)
             dmu, dS, dZ, dth = self.kernel.psi_gradients(np.full(n, t.dpsi0), dPsi1, t.dL_dPsi2, qx.mu, qx.S, Z)
-            g = -self.layout.chain(x, qx.chain(dmu, dS))
+            grads = qx.chain(dmu, dS)
+            g = -self.layout.chain(x, grads)
             gd, gmax = self.part.set_trial(x, g)
-            out = dict(dZ=dZ, dtheta=dth, gd=gd, gmax=gmax)
+            dprior = {n: np.asarray(v, dtype=np.float64) for n, v in grads.items() if n not in self.prior.row_blocks}
+            out = dict(dZ=dZ, dtheta=dth, dprior=dprior, gd=gd, gmax=gmax)
             if need_rows:
                 out["g"] = g
             return out

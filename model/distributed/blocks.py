@@ -54,8 +54,8 @@ class Blocks:
 
     Y : (N, D) NumPy array, split into ``chunks`` blocks (default one per worker) or into
         blocks of ``rows`` rows; or a dask array chunked by rows (its chunks are the blocks,
-        or rechunked to ``rows``). ``make(i, data_future)`` builds block i's actor arguments
-        (the actor class and its arguments after the data).
+        or rechunked to ``rows``). ``make(i, n, data_future)`` gives block i's actor (n rows):
+        the actor class and its arguments.
     """
 
     def __init__(self, conn, Y, chunks: int | None, make, rows: tuple | None = None):
@@ -97,7 +97,7 @@ class Blocks:
         futs = {}
         for j, i in enumerate(which):
             w = workers[(i if len(which) == len(self.rows) else j) % len(workers)]
-            cls, *args = self.make(i, self._data(i, w))
+            cls, *args = self.make(i, self.rows[i], self._data(i, w))
             futs[i] = client.submit(cls, *args, actor=True, workers=[w], allow_other_workers=False, pure=False)
         for i, f in futs.items():
             self.actors[i], self._futures[i] = f.result(), f

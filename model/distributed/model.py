@@ -71,11 +71,13 @@ class DistributedGPLVM:
         self.data_source: str | None = None
         self._checkpoint: tuple | None = None  # (folder, iteration) of the last checkpoint
         self._init_V: np.ndarray | None = None
+        #: global parameters held fixed in every fit (a dynamical model's time variances)
+        self.frozen: set[str] = set()
         self._conn: Connection = connect(client)
         try:
             self._load(Y, chunks, _rows)
             M = _check_int("num_inducing", num_inducing, 1, self.N, f" (the number of data points N={self.N})")
-            self._glayout = ParamLayout(shared_blocks(self.kernel, M, Q))
+            self._glayout = ParamLayout(shared_blocks(self.kernel, M, Q) + self._prior_blocks())
             self._gpart = Part(np.zeros(self._glayout.size), self.memory)
             if _init:
                 self._initialise(M, seed)
@@ -105,10 +107,31 @@ class DistributedGPLVM:
         self._trYYT = float(sum(c["trYYT"] for c in cent))
         self._YtY = sum(c["YtY"] for c in cent)
 
-    def _make_block(self, i: int, data) -> tuple:
+    def _make_block(self, i: int, n: int, data) -> tuple:
         from ._rows import RowBlock
 
-        return RowBlock, data, self.kernel, self._Q, self.memory
+        return RowBlock, data, self.kernel, self._block_prior(i, n), self.memory
+
+    # --- the latent prior: one per block of rows (hooks a dynamical model replaces) ----------
+    def _block_prior(self, i: int, n: int):
+        """The prior over block i's n rows."""
+        from ..priors import StaticPrior
+
+        return StaticPrior(n, self._Q)
+
+    def _prior_blocks(self) -> list:
+        """The prior's own parameters (global, on the driver): none for N(0, I)."""
+        return []
+
+    def _prior_values(self, v: dict) -> dict:
+        """The prior's own values among the global values ``v`` (sent with each evaluation)."""
+        return {n: v[n] for n in self._prior_names()}
+
+    def _prior_names(self) -> list[str]:
+        return [b.name for b in self._prior_blocks()]
+
+    def _init_prior(self, V: np.ndarray) -> None:
+        """Set the prior's own parameters from the PCA start (V: the scaled directions)."""
 
     @property
     def traffic(self) -> dict:
@@ -133,7 +156,9 @@ class DistributedGPLVM:
         Vq[:, :k] = np.where(keep, V[:, :k], 0.0)
         scale[:k] = np.where(keep, 1.0 / np.sqrt(np.maximum(w[:k], 1e-300) / N), 1.0)  # unit variance
         self._init_V = Vq * scale  # kept: a block rebuilt without a checkpoint starts here again
-        ranges = self._all("init_latent", per_block=[(self._init_V, seed, i) for i in range(len(self._blocks))])
+        self._init_prior(self._init_V)
+        pv = self._prior_start()
+        ranges = self._all("init_latent", per_block=[(self._init_V, seed, i, pv) for i in range(len(self._blocks))])
         lo = np.min([r["lo"] for r in ranges], axis=0)
         hi = np.max([r["hi"] for r in ranges], axis=0)
         span = np.where(hi - lo > 0, hi - lo, 1.0)
@@ -143,21 +168,26 @@ class DistributedGPLVM:
         fracs = np.maximum(fracs / fracs.max() if fracs.max() > 0 else np.ones(Q), 1e-6)
         data_var = self._trYYT / (N * D)
         data_var = data_var if data_var > 0 else 1.0
-        Z = self._rows_at(np.sort(rng.permutation(N)[:M]))
+        Z = self._pca_rows(np.sort(rng.permutation(N)[:M]))
         Z = Z + 1e-3 * rng.standard_normal(Z.shape)
         init = dict(data_var=data_var, alpha=5.0 / span**2, fracs=fracs)
         init_kernel(self.kernel, init)
         self._set_globals(Z=Z, noise_variance=data_var / 100.0)
 
-    def _rows_at(self, idx: np.ndarray) -> np.ndarray:
-        """mu at global row indices (sorted), gathered from their blocks."""
+    def _pca_rows(self, idx: np.ndarray) -> np.ndarray:
+        """The PCA means at block-order row indices (sorted), gathered from their blocks."""
         st = self._blocks.starts
-        per = [(idx[(idx >= a) & (idx < b)] - a,) for a, b in zip(st[:-1], st[1:])]
-        return np.concatenate(self._all("rows", per_block=per), axis=0)
+        per = [(self._init_V, idx[(idx >= a) & (idx < b)] - a) for a, b in zip(st[:-1], st[1:])]
+        return np.concatenate(self._all("pca_means", per_block=per), axis=0)
+
+    def _prior_start(self) -> dict:
+        """The prior's own values at the start (set by ``_init_prior``)."""
+        return {}
 
     def _set_globals(self, Z, noise_variance) -> None:
         vals = {"Z": np.asarray(Z, dtype=np.float64), "noise_variance": np.asarray(float(noise_variance))}
         vals.update({"kernel." + n: v for n, v in self.kernel.params.items()})
+        vals.update(self._prior_start())
         self._gpart.x = self._glayout.pack(vals)
 
     # --- parameters ----------------------------------------------------------------------
@@ -191,9 +221,14 @@ class DistributedGPLVM:
         return np.asarray(self.kernel.ard_weights, dtype=np.float64)
 
     def latent(self) -> tuple[np.ndarray, np.ndarray]:
-        """(mu, S), each (N, Q), gathered from the workers (N-sized: for moderate N)."""
-        got = self._all("latent")
-        return np.concatenate([g[0] for g in got]), np.concatenate([g[1] for g in got])
+        """(mu, S), each (N, Q), gathered from the workers (N-sized: for moderate N), in
+        the rows' order of Y."""
+        got = self._all("latent", self._prior_values(self._globals()))
+        return self._to_y_order(np.concatenate([g[0] for g in got])), self._to_y_order(np.concatenate([g[1] for g in got]))
+
+    def _to_y_order(self, a: np.ndarray) -> np.ndarray:
+        """Rows in block order -> Y's order (the same for the static model)."""
+        return a
 
     @property
     def latent_mean(self) -> np.ndarray:
@@ -202,6 +237,12 @@ class DistributedGPLVM:
     @property
     def latent_variance(self) -> np.ndarray:
         return self.latent()[1]
+
+    def _free_mask(self) -> np.ndarray:
+        mask = np.ones(self._glayout.size, bool)
+        for n in self.frozen:
+            mask[self._glayout.slices[n]] = False
+        return mask
 
     # --- the bound -------------------------------------------------------------------------
     def _evaluate(self, stp: float, grad: bool = True, need_rows: bool = False):
@@ -214,7 +255,7 @@ class DistributedGPLVM:
             kp = self._sync_kernel(v)
             Z, beta = v["Z"], 1.0 / float(v["noise_variance"])
             ops, self._ops = tuple(self._ops), []
-            fw = self._all("forward", stp, Z, kp, ops)
+            fw = self._all("forward", stp, Z, kp, self._prior_values(v), ops)
             sums = DataSums(N=self.N, D=self.D, psi0_sum=sum(r["psi0_sum"] for r in fw),
                             E=sum(r["E"] for r in fw), Psi2=sum(r["Psi2"] for r in fw), trYYT=self._trYYT)
             kl = sum(r["kl"] for r in fw)
@@ -226,6 +267,7 @@ class DistributedGPLVM:
             dZ_K, dth_K = self.kernel.K_gradients(t.dL_dKuu, Z)
             grads = {"Z": sum(r["dZ"] for r in bw) + dZ_K, "noise_variance": -beta**2 * t.dL_dbeta}
             grads.update({"kernel." + n: sum(r["dtheta"][n] for r in bw) + dth_K[n] for n in self.kernel.params})
+            grads.update({n: sum(r["dprior"][n] for r in bw) for n in self._prior_names()})
             g = -self._glayout.chain(xg, grads)
             gd, gmax = self._gpart.set_trial(xg, g)
             out = dict(g=g, gd=gd + sum(r["gd"] for r in bw), gmax=max([gmax] + [r["gmax"] for r in bw]))
@@ -320,8 +362,8 @@ class DistributedGPLVM:
                     end = min(end, start + max_iters)
                     if end <= self.iterations or (k == 1 and not self._hold_helps()):
                         continue
-                    mask = np.ones(self._glayout.size, bool)
-                    mask[noise] = not hold
+                    mask = self._free_mask()
+                    mask[noise] = mask[noise] & (not hold)
                     while self.iterations < end:
                         self._gpart.mask = mask
                         try:
@@ -365,7 +407,8 @@ class DistributedGPLVM:
             self._all("restore", per_block={i: (folder, i, k) for i in lost}, only=lost)
             source = f"checkpoint of iteration {k}"
         else:
-            self._all("init_latent", per_block={i: (self._init_V, self.seed, i) for i in lost}, only=lost)
+            pv = self._prior_values(self._globals())
+            self._all("init_latent", per_block={i: (self._init_V, self.seed, i, pv) for i in lost}, only=lost)
             source = "the PCA start (no checkpoint)"
         return dict(iteration=self.iterations, blocks=lost, rows=int(sum(self.block_rows[i] for i in lost)),
                     source=source, error=f"{type(error).__name__}: {error}")
@@ -469,18 +512,30 @@ class DistributedGPLVM:
         """The in-process ``model``'s data and parameters (static prior, complete data) spread
         over the workers in ``chunks`` blocks of rows."""
         if model.prior.kind != "static" or model.missing_fraction:
-            raise NotImplementedError("only models with the static prior and complete data are distributed yet")
+            raise NotImplementedError("only complete data with the static or dynamical prior are distributed yet")
         model._sync_kernel()
         dm = cls(model.Y, model.latent_dim, model.num_inducing, copy.deepcopy(model.kernel), seed=model.seed,
                  client=client, chunks=chunks, memory=memory, _init=False)
+        dm._copy_parameters(model)
+        return dm
+
+    def _copy_parameters(self, model) -> None:
+        """Take the in-process model's unconstrained parameters (the same transforms): the
+        prior's row blocks into the blocks (in block order), the rest into the driver's part;
+        its frozen global parameters stay frozen."""
         x, sl = model._x, model._layout.slices
         N, Q = model.Y.shape[0], model.latent_dim
-        mu, S = x[sl["mu"]].reshape(N, Q), x[sl["S"]].reshape(N, Q)
-        st = dm._blocks.starts
-        dm._all("set_x", per_block=[(np.concatenate([mu[a:b].ravel(), S[a:b].ravel()]),)
-                                    for a, b in zip(st[:-1], st[1:])])
-        dm._gpart.x = np.concatenate([x[sl[b.name]] for b in dm._glayout.blocks])
-        return dm
+        names = model.prior.row_blocks
+        local = {n: self._from_y_order(x[sl[n]].reshape(N, Q)) for n in names}
+        st = self._blocks.starts
+        self._all("set_x", per_block=[(np.concatenate([local[n][a:b].ravel() for n in names]),)
+                                      for a, b in zip(st[:-1], st[1:])])
+        self._gpart.x = np.concatenate([x[sl[b.name]] for b in self._glayout.blocks])
+        self.frozen = {n for n in model._layout.frozen if n in self._glayout.slices}
+
+    def _from_y_order(self, a: np.ndarray) -> np.ndarray:
+        """Rows in Y's order -> block order (the same for the static model)."""
+        return a
 
 
 class _Stop(Exception):

@@ -35,6 +35,9 @@ class LatentPrior:
     """
 
     kind: str = "prior"
+    #: the blocks with one row per data point (their rows go with the data's rows: a
+    #: distributed model keeps them on the workers); the other blocks are the prior's own
+    row_blocks: tuple[str, ...] = ()
     #: block names whose gradients the caller will not read (frozen ones, set by the model
     #: for each evaluation); ``q``'s chain may return 0 for them instead of computing them
     skip_gradients: frozenset = frozenset()

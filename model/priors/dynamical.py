@@ -217,6 +217,7 @@ class DynamicalPrior(LatentPrior):
     """
 
     kind = "dynamical"
+    row_blocks = ("mu_bar", "lambda")
     #: how p(X | t) is computed (``StateSpacePrior``: "state_space")
     form = "dense"
 

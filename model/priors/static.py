@@ -14,6 +14,7 @@ class StaticPrior(LatentPrior):
     """The standard variational GP-LVM prior. Free parameters: "mu" (N, Q) and "S" (N, Q)."""
 
     kind = "static"
+    row_blocks = ("mu", "S")
 
     def __init__(self, N: int, Q: int):
         self.N, self.Q = int(N), int(Q)

@@ -1,0 +1,164 @@
+"""The dynamical GP-LVM on Dask (``DynamicalGPLVM(Y, t, sequences=..., client=...)``).
+
+Kt is block-diagonal over independent sequences, so whole sequences are independent: each
+block of rows on a worker holds whole sequences, and its prior is the dynamical prior
+(dense or state-space form) over them. The time kernel's parameters are global: the
+driver holds them, sends their values with each evaluation and sums the blocks'
+gradients. Sequences are dealt to the blocks in the order of their ids (first
+appearance), as many rows per block as it takes to reach an even share.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from ..dynamical import SMOOTH_TIME_KINDS, _init_time_kernel, check_times, resolve_time_prior
+from ..optimize import MEMORY
+from ..params import Block
+from ..priors import DynamicalPrior, StateSpacePrior
+from ..priors.dynamical import sequence_index
+from ..time_kernels import make_time_kernel
+from ..transforms import POSITIVE
+from .blocks import is_dask_array
+from .model import DistributedGPLVM
+
+#: rows of PCA means gathered to start the time kernel's scales (whole sequences)
+INIT_TIME_ROWS = 50_000
+
+
+def sequence_blocks(index: list[np.ndarray], k: int | None = None, rows: tuple | None = None):
+    """(order, rows): the row order that puts whole sequences (``index``: each one's rows)
+    into consecutive blocks, and the rows per block: k blocks of about N / k rows, or the
+    given ``rows`` (which must fall between sequences)."""
+    sizes = np.array([len(ix) for ix in index])
+    N = int(sizes.sum())
+    ends = np.cumsum(sizes)
+    if rows is None:
+        k = max(1, min(int(k), len(index)))
+        cuts = sorted({int(np.searchsorted(ends, N * j / k, side="left")) for j in range(1, k)})
+        bounds = [0] + [int(ends[c]) for c in cuts if ends[c] < N] + [N]
+        rows = tuple(int(b - a) for a, b in zip(bounds[:-1], bounds[1:]) if b > a)
+    elif not set(np.cumsum(rows).tolist()) <= set(ends.tolist()):
+        raise ValueError(f"blocks of {list(rows)} rows would split a sequence")
+    return np.concatenate(index), tuple(rows)
+
+
+class DistributedDynamicalGPLVM(DistributedGPLVM):
+    """``DynamicalGPLVM`` with whole sequences on Dask workers (module docstring).
+
+    Y : (N, D) NumPy array, or a dask array whose rows hold each sequence contiguously
+    (then the blocks follow the sequences: Y is rechunked to them). t, sequences,
+    time_kernel, learn_time_variance, time_prior, state_space_options as
+    ``DynamicalGPLVM``'s; client, chunks, memory as ``DistributedGPLVM``'s.
+    """
+
+    def __init__(self, Y, t, latent_dim: int = 2, num_inducing: int = 20, kernel="rbf",
+                 time_kernel="matern32", sequences=None, seed: int | None = 0,
+                 learn_time_variance: bool = False, time_prior: str = "auto",
+                 state_space_options: dict | None = None, mask=None, client="local",
+                 chunks: int | None = None, memory: int = MEMORY, _init: bool = True,
+                 _rows: tuple | None = None):
+        N = int(Y.shape[0])
+        self.t, self.sequences = check_times(t, N, sequences)
+        self._time_kernel_arg = time_kernel
+        self.time_kernel = make_time_kernel(copy.deepcopy(time_kernel))
+        self.time_prior = resolve_time_prior(time_prior, self.time_kernel)
+        self._state_space_options = dict(state_space_options or {})
+        self.sequence_ids, self._index = sequence_index(self.sequences)
+        super().__init__(Y, latent_dim, num_inducing, kernel, seed=seed, mask=mask, client=client,
+                         chunks=chunks, memory=memory, _init=False, _rows=_rows)
+        if not learn_time_variance:
+            self.frozen |= set(self.smooth_time_variances())
+        if _init:
+            try:
+                self._initialise(self.num_inducing, seed)
+            except BaseException:
+                self.close()
+                raise
+
+    def smooth_time_variances(self) -> list[str]:
+        tk = self.time_kernel
+        return [f"time_kernel.{p.name}.variance" if len(tk.parts) > 1 else "time_kernel.variance"
+                for p in tk.parts if p.name in SMOOTH_TIME_KINDS]
+
+    # --- the blocks: whole sequences ------------------------------------------------------------
+    def _load(self, Y, chunks, rows) -> None:
+        k = chunks if chunks is not None else len(self._conn.workers)
+        self._order, rows = sequence_blocks(self._index, k, rows)
+        self._starts = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)
+        if is_dask_array(Y):
+            if not np.array_equal(self._order, np.arange(self.t.shape[0])):
+                raise ValueError("on a dask array the rows of each sequence must be consecutive, the sequences "
+                                 "in the order of their first rows: sort Y's rows (and t, sequences) by sequence")
+        else:
+            Y = np.asarray(Y, dtype=np.float64)[self._order]
+        super()._load(Y, None, rows)
+
+    def _block_rows_index(self, i: int) -> np.ndarray:
+        return self._order[self._starts[i]:self._starts[i + 1]]
+
+    def _block_prior(self, i: int, n: int):
+        r = self._block_rows_index(i)
+        tk = copy.deepcopy(self.time_kernel)
+        if self.time_prior == "state_space":
+            return StateSpacePrior(self.t[r], self.sequences[r], self._Q, tk, self._state_space_options)
+        return DynamicalPrior(self.t[r], self.sequences[r], self._Q, tk)
+
+    def _to_y_order(self, a: np.ndarray) -> np.ndarray:
+        out = np.empty_like(a)
+        out[self._order] = a
+        return out
+
+    def _from_y_order(self, a: np.ndarray) -> np.ndarray:
+        return a[self._order]
+
+    # --- the time kernel: global ---------------------------------------------------------------
+    def _prior_blocks(self) -> list:
+        return [Block("time_kernel." + k, (), POSITIVE) for k in self.time_kernel.params]
+
+    def _prior_start(self) -> dict:
+        return {"time_kernel." + k: v for k, v in self.time_kernel.params.items()}
+
+    def _init_prior(self, V: np.ndarray) -> None:
+        """The time kernel's scales from the PCA paths of whole sequences (up to
+        ``INIT_TIME_ROWS`` rows), as ``DynamicalGPLVM``'s start does on all of them."""
+        if not isinstance(self._time_kernel_arg, str):
+            return
+        take, n = [], 0
+        for ix in self._index:
+            if n and n + len(ix) > INIT_TIME_ROWS:
+                break
+            take.append(ix)
+            n += len(ix)
+        rows = np.concatenate(take)
+        pos = np.empty(self.t.shape[0], dtype=np.int64)
+        pos[self._order] = np.arange(self.t.shape[0])
+        at = np.sort(pos[rows])
+        mu = self._pca_rows(at)
+        sub = DynamicalPrior(self.t[self._order[at]], self.sequences[self._order[at]], self._Q, self.time_kernel)
+        _init_time_kernel(sub, mu)
+
+    def _identity(self) -> dict:
+        return dict(super()._identity(), time_kernel=repr(self.time_kernel), time_prior=self.time_prior)
+
+    def __repr__(self) -> str:
+        return (f"DistributedDynamicalGPLVM(N={getattr(self, 'N', '?')}, D={getattr(self, 'D', '?')}, "
+                f"sequences={len(self.sequence_ids)}, latent_dim={self.latent_dim}, "
+                f"blocks={len(getattr(self, '_blocks', []) or [])}, time_prior={self.time_prior!r})")
+
+    @classmethod
+    def from_model(cls, model, client="local", chunks: int | None = None, memory: int = MEMORY):
+        """The in-process ``DynamicalGPLVM``'s data and parameters, whole sequences per block."""
+        if model.missing_fraction:
+            raise NotImplementedError("missing values are not distributed yet")
+        model._sync_kernel()
+        model.prior.sync(model._values())
+        dm = cls(model.Y, model.t, model.latent_dim, model.num_inducing, copy.deepcopy(model.kernel),
+                 time_kernel=copy.deepcopy(model.prior.time_kernel), sequences=model.sequences,
+                 seed=model.seed, time_prior=model.time_prior, learn_time_variance=True,
+                 state_space_options=model._state_space_options, client=client, chunks=chunks,
+                 memory=memory, _init=False)
+        dm._copy_parameters(model)
+        return dm
