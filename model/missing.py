@@ -237,6 +237,75 @@ def _group_factors(A: np.ndarray, beta: float) -> np.ndarray:
                      for b in B])
 
 
+@dataclass(frozen=True)
+class GroupSums:
+    """The sums over rows the grouped bound depends on (``bound.DataSums`` per group):
+    psi0g (G,) sum of psi0 over each group's rows, E (M, sum r_g) = Psi1^T Yf with group g's
+    columns at foff[g]:foff[g + 1], Psi2g (G, M, M), and each group's rows Ng, outputs Dg
+    and trYYT_g (G,) each."""
+
+    psi0g: np.ndarray
+    E: np.ndarray
+    Psi2g: np.ndarray
+    foff: np.ndarray
+    Ng: np.ndarray
+    Dg: np.ndarray
+    trYYT: np.ndarray
+
+
+@dataclass
+class GroupSumsGrads:
+    """F_hat and its gradients w.r.t. the sums: a row's dF/dpsi0_n = -beta/2 times the
+    outputs it observes, its dF/dPsi1 = beta^2 yf_n GE^T, and dF/dPsi2g (G, M, M), dF/dKuu,
+    dF/dbeta."""
+
+    F: float
+    GE: np.ndarray | None = None  # (M, sum r_g)
+    dL_dPsi2: np.ndarray | None = None
+    dL_dKuu: np.ndarray | None = None
+    dL_dbeta: float | None = None
+
+
+def grouped_bound_from_sums(Kuu: np.ndarray, sums: GroupSums, beta: float, grad: bool = True) -> GroupSumsGrads:
+    """sum_g ``bound.bound_from_sums`` over the groups, all at once (``grouped_bound``); the
+    part that needs no row (a distributed model runs it on the driver)."""
+    Luu, Li, Kinv = kuu_factors(Kuu)
+    Psi2g, psi0g, foff, Dg, Ng = sums.Psi2g, sums.psi0g, sums.foff, sums.Dg, sums.Ng
+    G = Psi2g.shape[0]
+    A = _sym(Li @ Psi2g @ Li.T)
+    trA = np.einsum("gii->g", A)
+    for g in range(G):
+        _check_nystrom_residual(float(psi0g[g]), float(trA[g]))
+    LB = _group_factors(A, beta)
+    LiE = Li @ sums.E  # (M, sum r_g)
+    c = np.empty_like(LiE)
+    for g in range(G):
+        c[:, foff[g]:foff[g + 1]] = solve_lower(LB[g], LiE[:, foff[g]:foff[g + 1]])
+    csq = np.array([float(np.sum(c[:, foff[g]:foff[g + 1]] ** 2)) for g in range(G)])
+    logdet = np.sum(np.log(np.diagonal(LB, axis1=1, axis2=2)), axis=1)
+    F = float(np.sum(-0.5 * Ng * Dg * LOG_2PI + 0.5 * Ng * Dg * np.log(beta) - Dg * logdet
+                     - 0.5 * beta * sums.trYYT + 0.5 * beta**2 * csq
+                     - 0.5 * beta * Dg * psi0g + 0.5 * beta * Dg * trA))
+    if not grad:
+        return GroupSumsGrads(F=F)
+    R = np.stack([solve_lower(LB[g], Li) for g in range(G)])  # (G, M, M)
+    Gm = np.swapaxes(R, 1, 2) @ R  # (Kuu + beta Psi2_g)^-1
+    GE = np.empty_like(c)
+    dPsi2g = (0.5 * beta) * Dg[:, None, None] * (Kinv - Gm)
+    psi2GE = np.empty(G)
+    for g in range(G):
+        s = slice(foff[g], foff[g + 1])
+        GE[:, s] = R[g].T @ c[:, s]
+        dPsi2g[g] -= (0.5 * beta**3) * (GE[:, s] @ GE[:, s].T)
+        psi2GE[g] = float(np.sum(GE[:, s] * (Psi2g[g] @ GE[:, s])))
+    dPsi2g = _sym(dPsi2g)
+    dKuu = _sym(dPsi2g.sum(0) / beta - (0.5 * beta) * (Li.T @ np.tensordot(Dg, A, axes=1) @ Li))
+    trGPsi2 = np.einsum("gij,gij->g", Gm, Psi2g)
+    dbeta = float(np.sum(0.5 * Ng * Dg / beta - 0.5 * Dg * trGPsi2 - 0.5 * sums.trYYT + beta * csq
+                         - 0.5 * beta**2 * psi2GE - 0.5 * Dg * psi0g + 0.5 * Dg * trA))
+    return GroupSumsGrads(F=F, GE=GE, dL_dPsi2=dPsi2g, dL_dKuu=dKuu, dL_dbeta=dbeta)
+
+
 def grouped_bound(Kuu: np.ndarray, psi0: np.ndarray, Psi1: np.ndarray, Psi2g: np.ndarray, beta: float,
                   mo: MissingOutputs, grad: bool = True) -> BoundTerms:
     """sum_g ``collapsed_bound``(Kuu, psi0[R_g], Psi1[R_g], Psi2g[g], beta, Y[R_g, C_g]) and
@@ -251,40 +320,10 @@ def grouped_bound(Kuu: np.ndarray, psi0: np.ndarray, Psi1: np.ndarray, Psi2g: np
     and dF/dpsi0 (-beta/2 times the number of outputs each row observes). dF/dKuu summed
     over the groups is sum_g dF/dPsi2_g / beta - beta/2 Li^T (sum_g D_g A_g) Li: one product.
     Psi2g (G, M, M); returns BoundTerms with dL_dPsi2 (G, M, M), one per group."""
-    Luu, Li, Kinv = kuu_factors(Kuu)
-    G = Psi2g.shape[0]
-    Dg, Ng, foff = mo._Dg, mo._Ng, mo._foff
-    A = _sym(Li @ Psi2g @ Li.T)
-    trA = np.einsum("gii->g", A)
-    psi0g = mo.group_sums(psi0)  # (G,)
-    for g in range(G):
-        _check_nystrom_residual(float(psi0g[g]), float(trA[g]))
-    LB = _group_factors(A, beta)
-    LiE = Li @ (Psi1.T @ mo._Yf)  # (M, sum r_g)
-    c = np.empty_like(LiE)
-    for g in range(G):
-        c[:, foff[g]:foff[g + 1]] = solve_lower(LB[g], LiE[:, foff[g]:foff[g + 1]])
-    csq = np.array([float(np.sum(c[:, foff[g]:foff[g + 1]] ** 2)) for g in range(G)])
-    logdet = np.sum(np.log(np.diagonal(LB, axis1=1, axis2=2)), axis=1)
-    F = float(np.sum(-0.5 * Ng * Dg * LOG_2PI + 0.5 * Ng * Dg * np.log(beta) - Dg * logdet
-                     - 0.5 * beta * mo._trYYT + 0.5 * beta**2 * csq
-                     - 0.5 * beta * Dg * psi0g + 0.5 * beta * Dg * trA))
+    sums = GroupSums(psi0g=mo.group_sums(psi0), E=Psi1.T @ mo._Yf, Psi2g=Psi2g, foff=mo._foff,
+                     Ng=mo._Ng, Dg=mo._Dg, trYYT=mo._trYYT)
+    t = grouped_bound_from_sums(Kuu, sums, beta, grad=grad)
     if not grad:
-        return BoundTerms(F=F)
-    R = np.stack([solve_lower(LB[g], Li) for g in range(G)])  # (G, M, M)
-    Gm = np.swapaxes(R, 1, 2) @ R  # (Kuu + beta Psi2_g)^-1
-    GE = np.empty_like(c)
-    dPsi2g = (0.5 * beta) * Dg[:, None, None] * (Kinv - Gm)
-    psi2GE = np.empty(G)
-    for g in range(G):
-        s = slice(foff[g], foff[g + 1])
-        GE[:, s] = R[g].T @ c[:, s]
-        dPsi2g[g] -= (0.5 * beta**3) * (GE[:, s] @ GE[:, s].T)
-        psi2GE[g] = float(np.sum(GE[:, s] * (Psi2g[g] @ GE[:, s])))
-    dPsi2g = _sym(dPsi2g)
-    dKuu = _sym(dPsi2g.sum(0) / beta - (0.5 * beta) * (Li.T @ np.tensordot(Dg, A, axes=1) @ Li))
-    trGPsi2 = np.einsum("gij,gij->g", Gm, Psi2g)
-    dbeta = float(np.sum(0.5 * Ng * Dg / beta - 0.5 * Dg * trGPsi2 - 0.5 * mo._trYYT + beta * csq
-                         - 0.5 * beta**2 * psi2GE - 0.5 * Dg * psi0g + 0.5 * Dg * trA))
-    return BoundTerms(F=F, dL_dpsi0=(-0.5 * beta) * mo._row_D, dL_dPsi1=beta**2 * (mo._Yf @ GE.T),
-                      dL_dPsi2=dPsi2g, dL_dKuu=dKuu, dL_dbeta=dbeta)
+        return BoundTerms(F=t.F)
+    return BoundTerms(F=t.F, dL_dpsi0=(-0.5 * beta) * mo._row_D, dL_dPsi1=beta**2 * (mo._Yf @ t.GE.T),
+                      dL_dPsi2=t.dL_dPsi2, dL_dKuu=t.dL_dKuu, dL_dbeta=t.dL_dbeta)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import numpy as np
 
 from .._threads import single_threaded_blas
-from ..bound import SumsGrads
 from ..params import ParamLayout
 from .vlbfgs import Part
 
@@ -44,6 +43,7 @@ class RowBlock:
         self.layout = ParamLayout([b for b in prior.blocks() if b.name in prior.row_blocks])
         self.part = Part(np.zeros(self.layout.size), memory)
         self.Yc: np.ndarray | None = None
+        self._groups: dict | None = None  # missing values: the block's patterns (``centre``)
         self._fwd: tuple | None = None  # (x, qx) of the last trial point
         self._threads = _worker_threads()
 
@@ -69,16 +69,43 @@ class RowBlock:
         self.set_x(read_block(folder, i, k, self.layout.size))
 
     def describe(self) -> dict:
-        """n, D, the column sums (for the mean) and the rows with NaN / inf (first ones)."""
-        bad = ~np.isfinite(self.Y).all(axis=1)
-        return dict(n=self.n, D=self.D, colsum=np.where(np.isfinite(self.Y), self.Y, 0.0).sum(0),
-                    bad_rows=int(bad.sum()), first_bad=np.flatnonzero(bad)[:5].tolist())
+        """n, D; per column the observed count, sum and a hash of which rows observe it
+        (columns observed on the same rows of every block form a group); NaN is missing;
+        rows with inf or with nothing observed (counts, first ones)."""
+        import hashlib
 
-    def centre(self, Y_mean: np.ndarray) -> dict:
-        """Centre the rows; returns their Yc^T Yc (D, D) and tr(Yc Yc^T) (for the PCA start)."""
+        obs = ~np.isnan(self.Y)
+        inf = np.isinf(self.Y).any(axis=1)
+        empty = ~obs.any(axis=1)
+        bits = np.packbits(obs, axis=0)
+        return dict(n=self.n, D=self.D, count=obs.sum(0), colsum=np.where(obs, self.Y, 0.0).sum(0),
+                    hashes=[hashlib.sha1(bits[:, j].tobytes()).hexdigest() for j in range(self.D)]
+                    if not obs.all() else None,
+                    inf_rows=int(inf.sum()), first_inf=np.flatnonzero(inf)[:5].tolist(),
+                    empty_rows=int(empty.sum()), first_empty=np.flatnonzero(empty)[:5].tolist())
+
+    def centre(self, Y_mean: np.ndarray, groups: dict | None = None) -> dict:
+        """Centre the rows (0 at missing entries); returns Yc^T Yc (D, D), each column's sum
+        of squares (for the PCA start and the data variance) and, with missing values
+        (``groups``: each column's group "of" (D,), "G", the column order "perm" grouping
+        them), each group's rows in this block and tr(Yc Yc^T) over its entries."""
         with single_threaded_blas():
-            self.Yc = np.ascontiguousarray(self.Y - Y_mean)
-            return dict(YtY=self.Yc.T @ self.Yc, trYYT=float(np.sum(self.Yc * self.Yc)))
+            obs = ~np.isnan(self.Y)
+            self.Yc = np.ascontiguousarray(np.where(obs, self.Y - Y_mean, 0.0))
+            out = dict(YtY=self.Yc.T @ self.Yc, colsq=np.sum(self.Yc * self.Yc, 0))
+            self._groups = None
+            if groups is not None:
+                of, G, perm = np.asarray(groups["of"]), int(groups["G"]), np.asarray(groups["perm"])
+                first = np.array([np.flatnonzero(of == g)[0] for g in range(G)])
+                pats, seg = np.unique(obs, axis=0, return_inverse=True)
+                inc = np.ascontiguousarray(pats[:, first].T, dtype=np.float64)  # (G, R)
+                seg = np.ascontiguousarray(seg.ravel(), dtype=np.int64)
+                counts = np.bincount(seg, minlength=inc.shape[1]).astype(np.float64)
+                Dg = np.bincount(of, minlength=G).astype(np.float64)
+                self._groups = dict(seg=seg, inc=inc, Yp=np.ascontiguousarray(self.Yc[:, perm]),
+                                    row_D=(Dg @ inc)[seg])
+                out.update(Ng=inc @ counts, trYYT=np.bincount(of, weights=out["colsq"], minlength=G))
+            return out
 
     def pca_means(self, V: np.ndarray, idx=None) -> np.ndarray:
         """Yc V (V: (D, Q), the scaled principal directions) at rows ``idx`` (all: None)."""
@@ -126,11 +153,20 @@ class RowBlock:
             qx = self.prior.q({**self.layout.unpack(x), **pvals}, grad=True)
             k = self.kernel
             self._fwd = (x, qx)
-            return dict(psi0_sum=float(np.sum(k.psi0(qx.mu, qx.S))), E=k.psi1(qx.mu, qx.S, Z).T @ self.Yc,
-                        Psi2=k.psi2(qx.mu, qx.S, Z), kl=float(qx.kl))
+            gr = self._groups
+            if gr is None:
+                return dict(psi0_sum=float(np.sum(k.psi0(qx.mu, qx.S))), E=k.psi1(qx.mu, qx.S, Z).T @ self.Yc,
+                            Psi2=k.psi2(qx.mu, qx.S, Z), kl=float(qx.kl))
+            # missing values: per group of columns (``missing.GroupSums``), columns in group order
+            seg, inc = gr["seg"], gr["inc"]
+            psi0 = k.psi0(qx.mu, qx.S)
+            return dict(psi0g=inc @ np.bincount(seg, weights=psi0, minlength=inc.shape[1]),
+                        E=k.psi1(qx.mu, qx.S, Z).T @ gr["Yp"], Psi2g=k.psi2_groups(qx.mu, qx.S, Z, seg, inc),
+                        kl=float(qx.kl))
 
-    def backward(self, t: SumsGrads, beta: float, Z: np.ndarray, need_rows: bool = False) -> dict:
-        """The rows' part of the gradient, from the driver's ``SumsGrads``: dZ (M, Q), the
+    def backward(self, t, beta: float, Z: np.ndarray, need_rows: bool = False) -> dict:
+        """The rows' part of the gradient, from the driver's ``bound.SumsGrads`` (or, with
+        missing values, ``missing.GroupSumsGrads``): dZ (M, Q), the
         kernel's and the prior's own parameters (summed by the driver), and, kept here, the gradient of
         f = -F over the local parameters; returns its g.d and max |g| (and the gradient
         itself with ``need_rows``, for tests)."""
@@ -138,8 +174,14 @@ class RowBlock:
         with single_threaded_blas():
             x, qx = self._fwd
             n = self.n
-            dPsi1 = beta**2 * (self.Yc @ t.GE.T)
-            dmu, dS, dZ, dth = self.kernel.psi_gradients(np.full(n, t.dpsi0), dPsi1, t.dL_dPsi2, qx.mu, qx.S, Z)
+            gr = self._groups
+            if gr is None:
+                dPsi1 = beta**2 * (self.Yc @ t.GE.T)
+                dmu, dS, dZ, dth = self.kernel.psi_gradients(np.full(n, t.dpsi0), dPsi1, t.dL_dPsi2, qx.mu, qx.S, Z)
+            else:
+                dPsi1 = beta**2 * (gr["Yp"] @ t.GE.T)
+                dmu, dS, dZ, dth = self.kernel.psi_gradients_groups(-0.5 * beta * gr["row_D"], dPsi1, t.dL_dPsi2,
+                                                                    gr["seg"], gr["inc"], qx.mu, qx.S, Z)
             grads = qx.chain(dmu, dS)
             g = -self.layout.chain(x, grads)
             gd, gmax = self.part.set_trial(x, g)

@@ -151,8 +151,6 @@ class DistributedDynamicalGPLVM(DistributedGPLVM):
     @classmethod
     def from_model(cls, model, client="local", chunks: int | None = None, memory: int = MEMORY):
         """The in-process ``DynamicalGPLVM``'s data and parameters, whole sequences per block."""
-        if model.missing_fraction:
-            raise NotImplementedError("missing values are not distributed yet")
         model._sync_kernel()
         model.prior.sync(model._values())
         dm = cls(model.Y, model.t, model.latent_dim, model.num_inducing, copy.deepcopy(model.kernel),

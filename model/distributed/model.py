@@ -26,6 +26,7 @@ from ..bound import DataSums, bound_from_sums
 from ..gplvm import FIT_ITERS, INIT_CHECK, INIT_ITERS, _check_int, init_kernel, shared_blocks
 from ..kernels import Kernel, make_kernel
 from ..linalg import CholeskyError
+from ..missing import GroupSums, grouped_bound_from_sums
 from ..optimize import MEMORY
 from ..params import ParamLayout
 from ..progress import ProgressBar
@@ -55,8 +56,8 @@ class DistributedGPLVM:
     def __init__(self, Y, latent_dim: int = 2, num_inducing: int = 20, kernel="rbf",
                  seed: int | None = 0, mask=None, client="local", chunks: int | None = None,
                  memory: int = MEMORY, _init: bool = True, _rows: tuple | None = None):
-        if mask is not None:
-            raise NotImplementedError("missing values are not distributed yet: fit with client=None")
+        if mask is not None:  # False = missing, as NaN
+            Y = _apply_mask(Y, mask)
         Q = _check_int("latent_dim", latent_dim, 1)
         self._Q = Q
         self.memory = _check_int("memory", memory, 1)
@@ -96,16 +97,47 @@ class DistributedGPLVM:
         info = self._all("describe")
         self.block_rows = list(self._blocks.rows)
         self.N, self.D = sum(self.block_rows), int(info[0]["D"])
-        bad = sum(i["bad_rows"] for i in info)
-        if bad:
-            first = next(i for i in info if i["bad_rows"])
-            raise ValueError(f"Y has {bad} rows with NaN/inf (e.g. row {first['first_bad'][0]} of a block): "
-                             "missing values are not distributed yet; drop those rows (Y[da.isfinite(Y)"
-                             ".all(axis=1)]) or fit in this process (client=None), which handles them")
-        self.Y_mean = sum(i["colsum"] for i in info) / self.N
-        cent = self._all("centre", self.Y_mean)
-        self._trYYT = float(sum(c["trYYT"] for c in cent))
+        self._check_rows(info)
+        count = sum(i["count"] for i in info)
+        self.Y_mean = sum(i["colsum"] for i in info) / count
+        self.missing_fraction = float(1.0 - count.sum() / (self.N * self.D))
+        self._count = count
+        groups = self._column_groups(info) if self.missing_fraction else None
+        cent = self._all("centre", self.Y_mean, groups)
         self._YtY = sum(c["YtY"] for c in cent)
+        self._colsq = sum(c["colsq"] for c in cent)
+        self._trYYT = float(self._colsq.sum())
+        if groups is not None:
+            self._Ng = sum(c["Ng"] for c in cent)
+            self._trYYT_g = sum(c["trYYT"] for c in cent)
+
+    def _check_rows(self, info: list) -> None:
+        """As ``missing.check_training_outputs``: no inf, no row without an observed entry, no
+        column observed on fewer than 2 rows."""
+        for key, what, fix in (("inf", "an infinite value", "mark missing entries with NaN"),
+                               ("empty", "nothing observed", "drop them (there is nothing to place them by)")):
+            bad = sum(i[f"{key}_rows"] for i in info)
+            if bad:
+                b = next(k for k, i in enumerate(info) if i[f"{key}_rows"])
+                row = int(self._blocks.starts[b]) + info[b][f"first_{key}"][0]
+                raise ValueError(f"{bad} row(s) of Y have {what} (e.g. row {row} in block order): {fix}")
+        thin = np.flatnonzero(sum(i["count"] for i in info) < 2)
+        if thin.size:
+            raise ValueError(f"{thin.size} column(s) of Y are observed on fewer than 2 rows (columns "
+                             f"{thin[:10].tolist()}): too little to learn them from; drop them")
+
+    def _column_groups(self, info: list) -> dict:
+        """Columns observed on the same rows (``missing.MissingOutputs``' groups), from the
+        blocks' hashes of each column's observed rows: each column's group "of" (D,), "G",
+        and "perm", the columns in group order."""
+        keys = [tuple("all" if i["hashes"] is None else i["hashes"][j] for i in info) for j in range(self.D)]
+        first: dict = {}
+        of = np.array([first.setdefault(k, len(first)) for k in keys], dtype=np.int64)
+        G = len(first)
+        perm = np.argsort(of, kind="stable")
+        self._Dg = np.bincount(of, minlength=G).astype(np.float64)
+        self._foff = np.concatenate([[0], np.cumsum(self._Dg)]).astype(np.int64)
+        return dict(of=of, G=G, perm=perm)
 
     def _make_block(self, i: int, n: int, data) -> tuple:
         from ._rows import RowBlock
@@ -166,7 +198,7 @@ class DistributedGPLVM:
         fracs = np.full(Q, var[-1] if k else 1.0)
         fracs[:k] = var
         fracs = np.maximum(fracs / fracs.max() if fracs.max() > 0 else np.ones(Q), 1e-6)
-        data_var = self._trYYT / (N * D)
+        data_var = float(np.mean(self._colsq / self._count))  # mean column variance (observed)
         data_var = data_var if data_var > 0 else 1.0
         Z = self._pca_rows(np.sort(rng.permutation(N)[:M]))
         Z = Z + 1e-3 * rng.standard_normal(Z.shape)
@@ -256,10 +288,16 @@ class DistributedGPLVM:
             Z, beta = v["Z"], 1.0 / float(v["noise_variance"])
             ops, self._ops = tuple(self._ops), []
             fw = self._all("forward", stp, Z, kp, self._prior_values(v), ops)
-            sums = DataSums(N=self.N, D=self.D, psi0_sum=sum(r["psi0_sum"] for r in fw),
-                            E=sum(r["E"] for r in fw), Psi2=sum(r["Psi2"] for r in fw), trYYT=self._trYYT)
             kl = sum(r["kl"] for r in fw)
-            t = bound_from_sums(self.kernel.K(Z), sums, beta, grad=grad)
+            if self.missing_fraction:
+                sums = GroupSums(psi0g=sum(r["psi0g"] for r in fw), E=sum(r["E"] for r in fw),
+                                 Psi2g=sum(r["Psi2g"] for r in fw), foff=self._foff, Ng=self._Ng, Dg=self._Dg,
+                                 trYYT=self._trYYT_g)
+                t = grouped_bound_from_sums(self.kernel.K(Z), sums, beta, grad=grad)
+            else:
+                sums = DataSums(N=self.N, D=self.D, psi0_sum=sum(r["psi0_sum"] for r in fw),
+                                E=sum(r["E"] for r in fw), Psi2=sum(r["Psi2"] for r in fw), trYYT=self._trYYT)
+                t = bound_from_sums(self.kernel.K(Z), sums, beta, grad=grad)
             F = t.F - kl
             if not grad:
                 return F, None
@@ -511,8 +549,8 @@ class DistributedGPLVM:
     def from_model(cls, model, client="local", chunks: int | None = None, memory: int = MEMORY):
         """The in-process ``model``'s data and parameters (static prior, complete data) spread
         over the workers in ``chunks`` blocks of rows."""
-        if model.prior.kind != "static" or model.missing_fraction:
-            raise NotImplementedError("only complete data with the static or dynamical prior are distributed yet")
+        if model.prior.kind != "static":
+            raise NotImplementedError("only the static and dynamical priors are distributed")
         model._sync_kernel()
         dm = cls(model.Y, model.latent_dim, model.num_inducing, copy.deepcopy(model.kernel), seed=model.seed,
                  client=client, chunks=chunks, memory=memory, _init=False)
@@ -540,6 +578,20 @@ class DistributedGPLVM:
 
 class _Stop(Exception):
     pass
+
+
+def _apply_mask(Y, mask):
+    """Y with NaN where ``mask`` (Y's shape, True = observed) is False."""
+    from .blocks import is_dask_array
+
+    if is_dask_array(Y) or is_dask_array(mask):
+        import dask.array as da
+
+        return da.where(mask, Y, np.nan)
+    mask = np.asarray(mask)
+    if mask.dtype != bool or mask.shape != np.shape(Y):
+        raise ValueError(f"mask must be a bool array of Y's shape {np.shape(Y)} (True = observed)")
+    return np.where(mask, np.asarray(Y, dtype=np.float64), np.nan)
 
 
 class _Parts:
