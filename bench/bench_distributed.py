@@ -167,7 +167,7 @@ def section_recover(args):
     t = time.perf_counter()
     dm.fit(args.recover_iters, progress=False)
     secs = time.perf_counter() - t
-    mu = dm.latent_mean
+    mu = dm.latent_mean.compute()
     A = np.c_[mu, np.ones(N)]
     coef, *_ = np.linalg.lstsq(A, X, rcond=None)
     r2 = 1 - np.sum((X - A @ coef) ** 2) / np.sum((X - X.mean(0)) ** 2)

@@ -96,6 +96,34 @@ class TrainingStats:
 
     @classmethod
     @blas_single_threaded
+    def from_sums(cls, kernel: Kernel, Z, noise_variance: float, N: int, psi0_sum: float, E, Psi2, yy,
+                  Y_mean, mu, S, Yc) -> "TrainingStats":
+        """From the sums over the N training rows of complete data (a distributed model's):
+        psi0_sum, E = Psi1^T Yc (M, D), Psi2 (M, M), yy (D,) the columns' sums of Yc^2. mu,
+        S, Yc: the training rows test points start from (``testbound.nearest_rows``; a
+        sample of them will do)."""
+        kernel = copy.deepcopy(kernel)
+        Z = np.ascontiguousarray(Z, dtype=np.float64)
+        M, D = Z.shape[0], E.shape[1]
+        beta = 1.0 / float(noise_variance)
+        Luu, A, LB = _factors(kernel.K(Z), Psi2, beta)
+        Li = solve_lower(Luu, np.eye(M))  # Luu^-1
+        R0 = np.tril(solve_lower(LB, Li))
+        C = R0 @ E
+        F = (-0.5 * N * D * LOG_2PI + 0.5 * N * D * math.log(beta)
+             - D * float(np.sum(np.log(np.diag(LB)))) - 0.5 * beta * float(yy.sum())
+             + 0.5 * beta**2 * float(np.sum(C ** 2))
+             - 0.5 * beta * D * float(psi0_sum) + 0.5 * beta * D * float(np.trace(A)))
+        Kinv = Li.T @ Li
+        return cls(kernel=kernel, Z=Z, beta=beta, mu=np.ascontiguousarray(mu, dtype=np.float64),
+                   S=np.ascontiguousarray(S, dtype=np.float64), Yc=np.ascontiguousarray(Yc, dtype=np.float64),
+                   Y_mean=np.asarray(Y_mean, dtype=np.float64).copy(), Luu=Luu, LB0=LB, R0=R0,
+                   R0T=np.ascontiguousarray(R0.T), Kinv=0.5 * (Kinv + Kinv.T), Psi2=Psi2,
+                   psi0_sum=float(psi0_sum), E=E, C=np.ascontiguousarray(C), yy=yy, F_hat=F,
+                   R0s=R0[None], R0Ts=np.ascontiguousarray(R0.T)[None], col_group=np.zeros(D, dtype=np.int64))
+
+    @classmethod
+    @blas_single_threaded
     def from_arrays(cls, kernel: Kernel, Z, mu, S, noise_variance: float, Y, Y_mean,
                     observed=None) -> "TrainingStats":
         kernel = copy.deepcopy(kernel)
@@ -117,14 +145,12 @@ class TrainingStats:
         E = Psi1.T @ Yc
         yy = np.sum(Yc * Yc, axis=0)
         if observed is None:  # one group: all rows, all columns
-            groups = [(np.arange(N), np.arange(D))]
-            Psi2g = Psi2[None]
-        else:
-            from .missing import MissingOutputs
+            return cls.from_sums(kernel, Z, noise_variance, N, float(np.sum(psi0)), E, Psi2, yy, Y_mean, mu, S, Yc)
+        from .missing import MissingOutputs
 
-            mo = MissingOutputs(Yc, observed)
-            groups = [(g.rows, g.cols) for g in mo.groups]
-            Psi2g = kernel.psi2_groups(mu, S, Z, mo.seg, mo.inc)
+        mo = MissingOutputs(Yc, observed)
+        groups = [(g.rows, g.cols) for g in mo.groups]
+        Psi2g = kernel.psi2_groups(mu, S, Z, mo.seg, mo.inc)
         Kuu = kernel.K(Z)
         G = len(groups)
         R0s = np.empty((G, M, M))

@@ -181,10 +181,11 @@ def test_model_with_client_is_distributed_and_starts_from_the_pca(client):
     dm = BayesianGPLVM(da.from_array(Y, chunks=(70, -1)), 3, 10, seed=0, client=client)
     with dm:
         assert isinstance(dm, DistributedGPLVM) and dm.block_rows == [70, 70, 70, 30]
-        mu0, mu1 = m.latent_mean, dm.latent_mean
+        assert isinstance(dm.latent_mean, da.Array) and dm.latent_mean.shape == (240, 3)
+        mu0, mu1 = m.latent_mean, dm.latent_mean.compute()
         sign = np.sign(np.sum(mu0 * mu1, 0))
         np.testing.assert_allclose(mu1 * sign, mu0, atol=1e-8)
-        S = dm.latent_variance
+        S = dm.latent_variance.compute()
         assert S.min() >= 0.45 and S.max() <= 0.55
         np.testing.assert_allclose(dm.noise_variance, m.noise_variance, rtol=1e-12)
         np.testing.assert_allclose(dm.ard_weights, m.ard_weights, rtol=1e-8)
@@ -222,6 +223,34 @@ def test_workers_with_another_version_are_refused_naming_both(client, monkeypatc
     monkeypatch.setattr(bgplvm, "__version__", "0.0.1")
     with pytest.raises(RuntimeError, match=rf"has bgplvm {theirs}, this process has bgplvm 0\.0\.1"):
         BayesianGPLVM(_synthetic(N=30), 2, 5, client=client)
+
+
+def test_predictions_of_new_rows_run_on_the_workers_and_equal_in_process(client):
+    """infer_latent / log_density / reconstruct of a dask array of new rows: lazy, mapped
+    over its blocks on the workers, equal to the in-process model's (the same parameters;
+    fewer training rows than the starting pool, so the same starting points)."""
+    from bgplvm.distributed import DistributedGPLVM
+
+    Y = _synthetic(N=400)
+    m = BayesianGPLVM(Y[:300], 3, 15, seed=0)
+    m.fit(100, progress=False)
+    new = Y[300:].copy()
+    new[::3, :4] = np.nan
+    with DistributedGPLVM.from_model(m, client=client, chunks=2) as dm:
+        mu, S = dm.infer_latent(da.from_array(new, chunks=(40, -1)))
+        assert isinstance(mu, da.Array) and mu.shape == (100, 3)
+        mu0, S0 = m.infer_latent(new)
+        np.testing.assert_allclose(mu.compute(), mu0, atol=1e-6)
+        np.testing.assert_allclose(S.compute(), S0, rtol=1e-6)
+        # each block's rows are optimised together: the ends differ at the optimiser's tolerance
+        np.testing.assert_allclose(dm.log_density(da.from_array(new, chunks=(40, -1))).compute(),
+                                   m.log_density(new), rtol=1e-4)
+        mean, var = dm.reconstruct(da.from_array(new, chunks=(40, -1)))
+        mean0, var0 = m.reconstruct(new)
+        np.testing.assert_allclose(mean.compute(), mean0, atol=1e-5)
+        np.testing.assert_allclose(var.compute(), var0, rtol=1e-5)
+        mu1, _ = dm.infer_latent(new)  # NumPy rows: here, at once
+        np.testing.assert_allclose(mu1, mu0, atol=1e-6)
 
 
 # --- missing values: the grouped bound over the blocks --------------------------------------------

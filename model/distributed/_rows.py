@@ -139,6 +139,12 @@ class RowBlock:
         idx = np.asarray(idx, dtype=np.int64)
         return qx.mu[idx], qx.S[idx]
 
+    def pool(self, idx) -> tuple:
+        """(mu, S, Yc) at rows ``idx``: starting points of test-time inference."""
+        idx = np.asarray(idx, dtype=np.int64)
+        mu, S = self.latent({}, idx)
+        return mu, S, self.Yc[idx]
+
     # --- one evaluation: forward (sums), backward (the rows' gradients) --------------------
     def forward(self, stp: float, Z: np.ndarray, kparams: dict, pvals: dict, ops: tuple = ()) -> dict:
         """The block's sums at x + stp d: psi0_sum, E = Psi1^T Yc (M, D), Psi2 (M, M), kl.

@@ -263,12 +263,43 @@ class DistributedGPLVM:
         return a
 
     @property
-    def latent_mean(self) -> np.ndarray:
-        return self.latent()[0]
+    def latent_mean(self):
+        """(N, Q) means of q(X) as a dask array (its blocks on the workers; ``.compute()``)."""
+        from .predict import latent_arrays
+
+        return latent_arrays(self, 0)
 
     @property
-    def latent_variance(self) -> np.ndarray:
-        return self.latent()[1]
+    def latent_variance(self):
+        """(N, Q) variances of q(X) as a dask array (``.compute()`` gathers them)."""
+        from .predict import latent_arrays
+
+        return latent_arrays(self, 1)
+
+    # --- new rows (``predict.py``): on the workers for a dask array --------------------------
+    def infer_latent(self, Y_star, n_init: int = 1, max_iters: int = 200):
+        """q(x*) = N(mu_s, diag S_s) for new rows Y_star (n*, D; NaN = missing), as
+        ``BayesianGPLVM.infer_latent``: a NumPy array here, a dask array on the workers
+        (lazy: dask arrays back). Returns (mu_s, S_s), each (n*, Q)."""
+        from .predict import map_rows
+
+        out = map_rows(self, Y_star, "infer", n_init, max_iters)
+        Q = self.latent_dim
+        return out[:, :Q], out[:, Q:2 * Q]
+
+    def log_density(self, Y_star, n_init: int = 1, max_iters: int = 200):
+        """(n*,) log p(y*_O | Y) of new rows (``BayesianGPLVM.log_density``)."""
+        from .predict import map_rows
+
+        return map_rows(self, Y_star, "infer", n_init, max_iters)[:, 2 * self.latent_dim]
+
+    def reconstruct(self, Y_star, n_init: int = 1, max_iters: int = 200):
+        """Mean and variance (n*, D) of new rows given their observed entries
+        (``BayesianGPLVM.reconstruct``)."""
+        from .predict import map_rows
+
+        out = map_rows(self, Y_star, "reconstruct", n_init, max_iters)
+        return out[:, :self.D], out[:, self.D:]
 
     def _free_mask(self) -> np.ndarray:
         mask = np.ones(self._glayout.size, bool)

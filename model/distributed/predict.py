@@ -1,0 +1,102 @@
+"""Predictions of a distributed model, on the workers.
+
+New rows are independent given the training statistics (``TrainingStats``: M x M and
+M x D sums, ``TrainingStats.from_sums``), so ``infer_latent``, ``reconstruct`` and
+``log_density`` of a dask array of rows map over its blocks: the statistics are sent to
+every worker once, and each block of new rows is inferred where it lives. A NumPy array
+of rows is inferred in this process. Test points start from the q(x_n) of the nearest of
+a sample of ``POOL_ROWS`` training rows (all of them when there are fewer).
+
+q(X) itself stays on the workers: ``latent_arrays`` gives its means and variances as dask
+arrays, one block per block of rows (``.compute()`` gathers them).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: training rows gathered as starting points for test-time inference
+POOL_ROWS = 5000
+
+
+def training_stats(dm, seed: int = 0):
+    """``TrainingStats`` of the distributed model ``dm`` at its current parameters."""
+    from ..training_stats import TrainingStats
+
+    if dm.missing_fraction:
+        raise NotImplementedError("predictions of a distributed model fitted with missing values are not "
+                                  "available yet: gather a sample and predict in process")
+    if getattr(dm, "_prior_names", lambda: [])():
+        raise NotImplementedError("a distributed dynamical model's frames are coupled through time: "
+                                  "test-time inference of sequences runs in process (DynamicalGPLVM.infer_sequence)")
+    v = dm._globals()
+    kp = dm._sync_kernel(v)
+    Z = v["Z"]
+    dm._direction(np.zeros(dm.memory), np.zeros(dm.memory), 0.0)
+    ops, dm._ops = tuple(dm._ops), []
+    fw = dm._all("forward", 0.0, Z, kp, {}, ops)
+    rng = np.random.default_rng(seed)
+    take = np.sort(rng.choice(dm.N, size=min(POOL_ROWS, dm.N), replace=False))
+    st = dm._blocks.starts
+    pool = dm._all("pool", per_block=[(take[(take >= a) & (take < b)] - a,) for a, b in zip(st[:-1], st[1:])])
+    mu, S, Yc = (np.concatenate([p[j] for p in pool]) for j in range(3))
+    return TrainingStats.from_sums(dm.kernel, Z, float(v["noise_variance"]), dm.N,
+                                   sum(r["psi0_sum"] for r in fw), sum(r["E"] for r in fw),
+                                   sum(r["Psi2"] for r in fw), dm._colsq, dm.Y_mean, mu, S, Yc)
+
+
+def _rows_out(Ys, stats, n_init, max_iters, what):
+    """One block of new rows: [mu | S | log density] (``what`` "infer") or [mean | var]
+    of the outputs ("reconstruct")."""
+    from ..bound import fstar_moments, posterior_from_stats
+    from ..testbound import check_test_outputs, infer_latent
+
+    Ys, observed = check_test_outputs(np.asarray(Ys, dtype=np.float64), stats.D)
+    fit = infer_latent(stats, Ys, observed, n_init=n_init, max_iters=max_iters)
+    if what == "infer":
+        return np.c_[fit.mu, fit.S, fit.log_density]
+    k = stats.kernel
+    post = posterior_from_stats(k.K(stats.Z), stats.Psi2, stats.beta, stats.E)
+    mean, var = fstar_moments(post, k.psi0(fit.mu, fit.S), k.psi1(fit.mu, fit.S, stats.Z),
+                              k.psi2n_centred(fit.mu, fit.S, stats.Z))
+    mean, var = mean + stats.Y_mean, var + 1.0 / stats.beta
+    return np.c_[np.where(observed, Ys, mean), np.where(observed, 0.0, var)]
+
+
+def map_rows(dm, Y_star, what: str, n_init: int = 1, max_iters: int = 200):
+    """``_rows_out`` over Y_star (n*, D): lazily over a dask array's blocks (the
+    statistics broadcast to the workers once), at once for a NumPy array."""
+    from .blocks import is_dask_array
+
+    stats = training_stats(dm)
+    width = 2 * dm.latent_dim + 1 if what == "infer" else 2 * dm.D
+    if not is_dask_array(Y_star):
+        return _rows_out(Y_star, stats, n_init, max_iters, what)
+    if Y_star.ndim != 2 or Y_star.shape[1] != dm.D:
+        raise ValueError(f"Y_star must have shape (n*, {dm.D}), got {Y_star.shape}")
+    if Y_star.numblocks[1] != 1:
+        raise ValueError("Y_star is chunked along its columns: rechunk it first: Y_star.rechunk({1: -1})")
+    shared = dm.client.scatter(stats, broadcast=True)
+    return Y_star.map_blocks(_rows_out, shared, n_init, max_iters, what, dtype=np.float64,
+                             chunks=(Y_star.chunks[0], (width,)))
+
+
+def _read_latent(actor, pvals, j):
+    return actor.latent(pvals).result()[j]
+
+
+def latent_arrays(dm, j: int):
+    """q(X)'s means (j = 0) or variances (j = 1) as a dask array (N, Q) in Y's row order."""
+    import dask
+    import dask.array as da
+
+    pv = dm._prior_values(dm._globals())
+    parts = [da.from_delayed(dask.delayed(_read_latent)(a, pv, j), shape=(n, dm.latent_dim), dtype=np.float64)
+             for a, n in zip(dm._blocks.actors, dm.block_rows)]
+    out = da.concatenate(parts, axis=0)
+    order = getattr(dm, "_order", None)
+    if order is None:
+        return out
+    inv = np.empty_like(order)
+    inv[order] = np.arange(order.size)
+    return out[inv]
