@@ -317,6 +317,25 @@ def test_checkpoint_resume_continues_where_it_was(client, tmp_path):
         DistributedGPLVM.resume(folder, client=client)
 
 
+def test_dynamical_checkpoint_resumes_with_its_times_and_sequences(client, tmp_path):
+    from bgplvm import DynamicalGPLVM
+    from bgplvm.distributed import DistributedDynamicalGPLVM, DistributedGPLVM
+
+    Y, t, seqs = _sequences()
+    folder = str(tmp_path / "ck")
+    with DynamicalGPLVM(Y, t, 3, 12, sequences=seqs.astype(str), client=client, chunks=2,
+                        time_kernel="matern32+white") as dm:
+        dm.fit(10, checkpoint=folder, checkpoint_every=5, progress=False)
+        at10, frozen = dm.fit_info["history"][9], dm.frozen
+        mu = dm.latent()[0]
+    with DistributedGPLVM.resume(folder, Y=Y, client=client) as dm:
+        assert isinstance(dm, DistributedDynamicalGPLVM) and dm.iterations == 10 and dm.frozen == frozen
+        assert abs(dm.elbo() - at10) <= 1e-9 * abs(at10)
+        np.testing.assert_allclose(dm.latent()[0], mu, rtol=1e-12)
+        dm.fit(5, checkpoint=folder, progress=False)
+        assert dm.iterations == 15 and dm.fit_info["bound"] > at10
+
+
 def test_checkpoint_of_another_model_is_refused_naming_the_difference(client, tmp_path):
     Y = _synthetic(N=120)
     folder = str(tmp_path / "ck")

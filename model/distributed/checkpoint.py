@@ -80,7 +80,7 @@ def read_block(folder: str, i: int, k: int, size: int) -> np.ndarray:
 def write_global(folder: str, k: int, meta: dict, arrays: dict) -> None:
     """The driver's share of iteration ``k``, then ``meta.json`` naming it (last)."""
     buf = io.BytesIO()
-    np.savez(buf, **{n: np.asarray(v, dtype=np.float64) for n, v in arrays.items()})
+    np.savez(buf, **{n: _plain(v) for n, v in arrays.items()})
     write_bytes(_join(folder, f"global-{k:08d}.npz"), buf.getvalue())
     meta = dict(meta, format=FORMAT, version=VERSION, iteration=int(k))
     write_bytes(_join(folder, "meta.json"), json.dumps(meta, indent=1).encode())
@@ -109,6 +109,14 @@ def _remove_older(folder: str, k: int) -> None:
                 pass
 
 
+def _plain(v) -> np.ndarray:
+    """An array npz stores without pickle: numbers as float64, ids as they are (or as text)."""
+    v = np.asarray(v)
+    if v.dtype.kind in "biuf":
+        return v.astype(np.float64) if v.dtype.kind == "f" else v
+    return v.astype(str)
+
+
 def read_meta(folder: str) -> dict:
     try:
         meta = json.loads(read_bytes(_join(folder, "meta.json")))
@@ -130,3 +138,48 @@ def check_same_model(meta: dict, **have) -> None:
     diff = [f"{n} {meta.get(n)!r} there, {v!r} here" for n, v in have.items() if meta.get(n) != v]
     if diff:
         raise ValueError("the checkpoint is of another model: " + "; ".join(diff))
+
+
+def resume(folder, Y=None, client="local", memory: int | None = None):
+    """The distributed model of the last checkpoint in ``folder`` (``DistributedGPLVM.resume``)."""
+    from ..optimize import MEMORY
+
+    folder = str(folder)
+    meta = read_meta(folder)
+    if Y is None:
+        if not meta.get("data"):
+            raise ValueError(f"the checkpoint in {folder} does not name its data (the model was built from an "
+                             "array): pass the same rows as Y=")
+        from .data import open_rows
+
+        Y = open_rows(meta["data"])
+    k = int(meta["iteration"])
+    g = read_global(folder, k)
+    common = dict(seed=meta.get("seed"), client=client, memory=memory or meta.get("memory", MEMORY),
+                  _init=False, _rows=tuple(meta["rows"]))
+    if meta.get("model", "static") == "dynamical":
+        from .dynamical import DistributedDynamicalGPLVM
+
+        dm = DistributedDynamicalGPLVM(Y, g["t"], meta["Q"], meta["M"], meta["kernel"], time_kernel=meta["time_kernel"],
+                                       sequences=g["sequences"], time_prior=meta["time_prior"],
+                                       state_space_options=meta.get("state_space_options"), **common)
+    else:
+        from .model import DistributedGPLVM
+
+        dm = DistributedGPLVM(Y, meta["Q"], meta["M"], meta["kernel"], **common)
+    try:
+        dm.data_source = meta.get("data")
+        check_same_model(meta, **dm._identity())
+        if not np.allclose(g["Y_mean"], dm.Y_mean, rtol=1e-9, atol=1e-12 * (1 + np.abs(dm.Y_mean).max())):
+            raise ValueError(f"the rows given are not the checkpoint's: their column means differ (largest "
+                             f"difference {np.abs(g['Y_mean'] - dm.Y_mean).max():.3g})")
+        if g["x"].shape != dm._gpart.x.shape:
+            raise ValueError("the checkpoint's global parameters do not fit this model")
+        dm._gpart.x = g["x"].copy()
+        dm.frozen = set(meta.get("frozen", []))
+        dm._all("restore", per_block=[(folder, i, k) for i in range(len(dm._blocks))])
+        dm.iterations, dm._checkpoint = k, (folder, k)
+    except BaseException:
+        dm.close()
+        raise
+    return dm

@@ -141,7 +141,13 @@ class DistributedDynamicalGPLVM(DistributedGPLVM):
         _init_time_kernel(sub, mu)
 
     def _identity(self) -> dict:
-        return dict(super()._identity(), time_kernel=repr(self.time_kernel), time_prior=self.time_prior)
+        return dict(super()._identity(), time_kernel=self.time_kernel.spec, time_prior=self.time_prior)
+
+    def _checkpoint_meta(self) -> dict:
+        return {"model": "dynamical", "state_space_options": self._state_space_options}
+
+    def _checkpoint_arrays(self) -> dict:
+        return {"t": self.t, "sequences": self.sequences}
 
     def __repr__(self) -> str:
         return (f"DistributedDynamicalGPLVM(N={getattr(self, 'N', '?')}, D={getattr(self, 'D', '?')}, "

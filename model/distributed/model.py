@@ -498,9 +498,18 @@ class DistributedGPLVM:
         k = self.iterations
         self._all("checkpoint", per_block=[(folder, i, k) for i in range(len(self._blocks))])
         meta = dict(self._identity(), bgplvm=__version__, seed=self.seed, memory=self.memory,
-                    data=self.data_source, bound=None if bound is None else float(bound))
-        ckpt.write_global(folder, k, meta, {"x": self._gpart.x, "Y_mean": self.Y_mean})
+                    data=self.data_source, bound=None if bound is None else float(bound),
+                    frozen=sorted(self.frozen), **self._checkpoint_meta())
+        arrays = {"x": self._gpart.x, "Y_mean": self.Y_mean, **self._checkpoint_arrays()}
+        ckpt.write_global(folder, k, meta, arrays)
         self._checkpoint = (folder, k)
+
+    def _checkpoint_meta(self) -> dict:
+        """What ``resume`` needs to build the model again (besides ``_identity``)."""
+        return {"model": "static"}
+
+    def _checkpoint_arrays(self) -> dict:
+        return {}
 
     def _check_checkpoint_folder(self, folder: str) -> None:
         """A folder holding a checkpoint of another model, or a later one of this model that
@@ -517,36 +526,11 @@ class DistributedGPLVM:
 
     @classmethod
     def resume(cls, folder: str, Y=None, client="local", memory: int | None = None) -> "DistributedGPLVM":
-        """The model of the last checkpoint in ``folder``, its rows (``Y``, or the file the
-        checkpoint names) dealt to the workers in the checkpoint's blocks. ``fit`` then
-        goes on from there (its L-BFGS memory starts empty)."""
-        meta = ckpt.read_meta(str(folder))
-        if Y is None:
-            if not meta.get("data"):
-                raise ValueError(f"the checkpoint in {folder} does not name its data (the model was built from an "
-                                 "array): pass the same rows as Y=")
-            from .data import open_rows
-
-            Y = open_rows(meta["data"])
-        dm = cls(Y, meta["Q"], meta["M"], meta["kernel"], seed=meta.get("seed"), client=client,
-                 memory=memory or meta.get("memory", MEMORY), _init=False, _rows=tuple(meta["rows"]))
-        try:
-            dm.data_source = meta.get("data")
-            ckpt.check_same_model(meta, **dm._identity())
-            k = int(meta["iteration"])
-            g = ckpt.read_global(str(folder), k)
-            if not np.allclose(g["Y_mean"], dm.Y_mean, rtol=1e-9, atol=1e-12 * (1 + np.abs(dm.Y_mean).max())):
-                raise ValueError(f"the rows given are not the checkpoint's: their column means differ (largest "
-                                 f"difference {np.abs(g['Y_mean'] - dm.Y_mean).max():.3g})")
-            if g["x"].shape != dm._gpart.x.shape:
-                raise ValueError("the checkpoint's global parameters do not fit this model")
-            dm._gpart.x = g["x"].copy()
-            dm._all("restore", per_block=[(str(folder), i, k) for i in range(len(dm._blocks))])
-            dm.iterations, dm._checkpoint = k, (str(folder), k)
-        except BaseException:
-            dm.close()
-            raise
-        return dm
+        """The model of the last checkpoint in ``folder`` (static or dynamical), its rows
+        (``Y``, or the file the checkpoint names) dealt to the workers in the checkpoint's
+        blocks (``checkpoint.resume``). ``fit`` then goes on from there (its L-BFGS memory
+        starts empty)."""
+        return ckpt.resume(folder, Y, client, memory)
 
     def _hold_helps(self) -> bool:
         """As ``BayesianGPLVM._hold_helps``: go on holding the noise only while dF/d noise < 0."""
