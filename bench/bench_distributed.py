@@ -117,7 +117,7 @@ def section_flat(args):
     client = cluster(2)
     for N in args.sizes:
         N = int(N)
-        block = min(N, 50_000)
+        block = min(max(N // 4, 1), 250_000)  # 4 blocks: 2 per worker
         gc.collect()
         dm = BayesianGPLVM(dask_rows(N, block), Q, M, seed=0, client=client)
         dm.fit(1, init_iters=0, progress=False)  # warm-up (compiles on the workers)

@@ -678,6 +678,14 @@ class BayesianGPLVM:
         save_model(self, path)
 
     @classmethod
+    def resume(cls, folder, Y=None, client="local", memory: int | None = None):
+        """The distributed model of the last checkpoint of a fit on Dask (``fit(checkpoint=
+        folder)``), ready to fit on: see ``bgplvm.distributed.checkpoint.resume``."""
+        from .distributed.checkpoint import resume
+
+        return resume(folder, Y, client, memory)
+
+    @classmethod
     def load(cls, path) -> "BayesianGPLVM":
         """A model saved by ``save``; the file must hold this class (or a subclass of it)."""
         from .io import load_model

@@ -58,7 +58,6 @@ more triangular solve and GEMM for G.
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass
 

@@ -305,8 +305,8 @@ def test_checkpoint_resume_continues_where_it_was(client, tmp_path):
     assert sorted(p.name for p in (tmp_path / "ck").iterdir()) == (
         ["block-00000-00000020.npz", "block-00001-00000020.npz", "block-00002-00000020.npz",
          "global-00000020.npz", "meta.json"])  # older iterations removed, no temporary file left
-    with DistributedGPLVM.resume(folder, Y=Y, client=client) as dm:
-        assert dm.iterations == 20
+    with BayesianGPLVM.resume(folder, Y=Y, client=client) as dm:
+        assert isinstance(dm, DistributedGPLVM) and dm.iterations == 20
         assert abs(dm.elbo() - at20) <= 1e-9 * abs(at20)
         dm.fit(10, checkpoint=folder, checkpoint_every=5, progress=False)
         assert dm.iterations == 30 and read_meta(folder)["iteration"] == 30
