@@ -94,6 +94,7 @@ class DistributedGPLVM(Training):
         self.missing_fraction = float(1.0 - count.sum() / (self.N * self.D))
         self._count = count
         groups = self._column_groups(info) if self.missing_fraction else None
+        self._groups_info = groups  # a block rebuilt after a worker's loss is centred with them too
         cent = self._all("centre", self.Y_mean, groups)
         self._YtY = sum(c["YtY"] for c in cent)
         self._colsq = sum(c["colsq"] for c in cent)

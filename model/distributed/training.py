@@ -15,6 +15,7 @@ import numpy as np
 
 from ..gplvm import FIT_ITERS, INIT_CHECK, INIT_ITERS, _check_int
 from ..linalg import CholeskyError
+from ..optimize import MAX_RESTARTS, RESTART_GAIN
 from ..progress import ProgressBar
 from . import checkpoint as ckpt
 from .vlbfgs import minimize_vlbfgs
@@ -109,8 +110,10 @@ class Training:
                         continue
                     mask = self._free_mask()
                     mask[noise] = mask[noise] & (not hold)
+                    restarts = 0
                     while self.iterations < end:
                         self._gpart.mask = mask
+                        before = history[-1] if history else -np.inf
                         try:
                             left = end - self.iterations
                             res = minimize_vlbfgs(parts, left, max(10 * left, 20), memory=self.memory,
@@ -121,7 +124,13 @@ class Training:
                         evals += res.nfev
                         reason = {0: "converged", 2: "stalled"}.get(res.status, "max_iters")
                         message = res.message
-                        break
+                        # as the in-process fit (``optimize.Optimisation.run``): an early end
+                        # (ftol, a failed line search) starts L-BFGS again, memory cleared, for
+                        # as long as that gains something
+                        gained = bool(history) and history[-1] - before > RESTART_GAIN * max(1.0, abs(before))
+                        if res.status not in (0, 2) or not gained or restarts >= MAX_RESTARTS:
+                            break
+                        restarts += 1
                     if reason in ("converged", "stalled") and k == 2:
                         break
             except _Stop:
@@ -143,7 +152,7 @@ class Training:
             raise error
         self._ops = []
         self._blocks.replace(lost)
-        self._all("centre", self.Y_mean, only=lost)
+        self._all("centre", self.Y_mean, self._groups_info, only=lost)
         if self._checkpoint is None and self._init_V is None:
             raise RuntimeError(f"{len(lost)} block(s) of rows were lost with their worker and cannot be rebuilt: "
                                "there is no checkpoint (fit with checkpoint=FOLDER)") from error
