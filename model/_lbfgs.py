@@ -211,29 +211,41 @@ def minimize_lbfgs(fun: Callable, x0: np.ndarray, maxiter: int, maxfun: int, mem
 
 def _line_search(fun, x, f0, gd0, d):
     """L-BFGS-B's line search along d from step 1: (step, (f, g) there, evaluations), or
-    (None, None, evaluations) if no step lowered f within ``LS_MAXFEV`` evaluations. As in
-    L-BFGS-B, a search that ends with a warning (rounding errors, the xtol test) keeps the
-    last point it evaluated, here only if that point lowered f."""
+    (None, None, evaluations) if no step lowered f within ``LS_MAXFEV`` evaluations
+    (``search_step``)."""
+    def phi(stp):
+        fg = fun(x + stp * d)
+        return fg[0], float(fg[1] @ d), fg
+
+    return search_step(phi, f0, gd0)
+
+
+def search_step(phi, f0: float, gd0: float):
+    """The Moré-Thuente search of L-BFGS-B on phi(step) -> (f, df/dstep, payload) from step
+    1: (step, payload there, evaluations), or (None, None, evaluations) if no step lowered f
+    within ``LS_MAXFEV`` evaluations. As in L-BFGS-B, a search that ends with a warning
+    (rounding errors, the xtol test) keeps the last point it evaluated, here only if that
+    point lowered f. (The distributed fit's line search too: ``distributed.vlbfgs``.)"""
     if not gd0 < 0.0:
         return None, None, 0
     search = DCSRCH(None, None, LS_FTOL, LS_GTOL, LS_XTOL, 0.0, STPMAX)
-    stp, phi, dphi, task = 1.0, f0, gd0, b"START"
+    stp, phi_v, dphi, task = 1.0, f0, gd0, b"START"
     last = None
     for n in range(1, LS_MAXFEV + 1):
-        stp, phi, dphi, task = search._iterate(stp, phi, dphi, task)
+        stp, phi_v, dphi, task = search._iterate(stp, phi_v, dphi, task)
         if task[:2] != b"FG":
             break
-        fg = fun(x + stp * d)
-        last = (stp, fg)
-        phi, dphi = fg[0], float(fg[1] @ d)
+        f, dphi, payload = phi(stp)
+        last = (stp, f, payload)
+        phi_v = f
     else:
         n = LS_MAXFEV + 1
         task = b"WARNING: too many evaluations"
     evals = n - 1
-    if last is None or not last[1][0] < f0:
+    if last is None or not last[1] < f0:
         return None, None, evals
     if task[:4] == b"CONV" or task[:4] == b"WARN":
-        return last[0], last[1], evals
+        return last[0], last[2], evals
     return None, None, evals
 
 

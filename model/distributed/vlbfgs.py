@@ -23,7 +23,7 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-from .._lbfgs import DCSRCH, EPS, LS_FTOL, LS_GTOL, LS_MAXFEV, LS_XTOL, STPMAX
+from .._lbfgs import EPS, search_step
 
 #: rows of ``Part.accept``'s dot products: the new s, y and g
 S_ROW, Y_ROW, G_ROW = 0, 1, 2
@@ -226,29 +226,13 @@ def minimize_vlbfgs(parts: Parts, maxiter: int, maxfun: int, memory: int = 50,
 
 
 def _line_search(parts: Parts, f0: float, gd0: float):
-    """``_lbfgs._line_search`` on the parts: (step, (f, g.d, max|g|) there, evaluations), or
+    """``_lbfgs.search_step`` on the parts: (step, (f, g.d, max|g|) there, evaluations), or
     (None, None, evaluations). The parts' trial is left at the returned step."""
-    if not gd0 < 0.0:
-        return None, None, 0
-    search = DCSRCH(None, None, LS_FTOL, LS_GTOL, LS_XTOL, 0.0, STPMAX)
-    stp, phi, dphi, task = 1.0, f0, gd0, b"START"
-    last = None
-    for n in range(1, LS_MAXFEV + 1):
-        stp, phi, dphi, task = search._iterate(stp, phi, dphi, task)
-        if task[:2] != b"FG":
-            break
+    def phi(stp):
         fg = parts.trial(stp)
-        last = (stp, fg)
-        phi, dphi = fg[0], fg[1]
-    else:
-        n = LS_MAXFEV + 1
-        task = b"WARNING: too many evaluations"
-    evals = n - 1
-    if last is None or not last[1][0] < f0:
-        return None, None, evals
-    if task[:4] == b"CONV" or task[:4] == b"WARN":
-        return last[0], last[1], evals
-    return None, None, evals
+        return fg[0], fg[1], fg
+
+    return search_step(phi, f0, gd0)
 
 
 class SingleParts:
