@@ -354,9 +354,11 @@ def test_checkpoint_of_another_model_is_refused_naming_the_difference(client, tm
             dm.fit(5, checkpoint=folder, progress=False)
 
 
-def test_a_killed_worker_loses_nothing(tmp_path):
+@pytest.mark.parametrize("holes", [False, True], ids=["complete", "missing-values"])
+def test_a_killed_worker_loses_nothing(tmp_path, holes):
     """SIGKILL one worker process mid-fit: its blocks come back on the worker left (and the
-    one its nanny restarts) from the last checkpoint, and the fit goes on, rising."""
+    one its nanny restarts) from the last checkpoint, and the fit goes on, rising. With
+    missing values the rebuilt blocks take the model's column groups again."""
     import os
     import signal
 
@@ -364,7 +366,7 @@ def test_a_killed_worker_loses_nothing(tmp_path):
 
     c = local_cluster(2)
     try:
-        Y = _synthetic(N=300)
+        Y = _with_holes(_synthetic(N=300), 0.2) if holes else _synthetic(N=300)
         folder = str(tmp_path / "ck")
         killed = {}
 
