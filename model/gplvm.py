@@ -670,12 +670,19 @@ class BayesianGPLVM:
         return infer_latent(self._test_stats(), Ys, observed, **_infer_kw(**infer_kw)).log_density
 
     # --- persistence ---------------------------------------------------------------------------
-    def save(self, path) -> None:
+    #: the file the training outputs were read from when the model was opened from a file
+    #: that refers to them (``save(..., data=...)``); saving again refers to it again
+    data_file: str | None = None
+
+    def save(self, path, data=None) -> None:
         """Save to ``path`` (a file name or a binary file object): npz + JSON metadata, no pickle.
-        Writing to a file name is atomic (temp file + rename)."""
+        Writing to a file name is atomic (temp file + rename). ``data``: a .npy, .npz, .h5
+        or .zarr file holding Y, referred to instead of copying Y into the model file (its
+        shape and a hash of sampled rows are recorded and checked at ``load``); by default
+        Y is stored, unless the model was opened from a file that referred to it."""
         from .io import save_model
 
-        save_model(self, path)
+        save_model(self, path, data=data)
 
     @classmethod
     def resume(cls, folder, Y=None, client="local", memory: int | None = None):
@@ -686,11 +693,19 @@ class BayesianGPLVM:
         return resume(folder, Y, client, memory)
 
     @classmethod
-    def load(cls, path) -> "BayesianGPLVM":
-        """A model saved by ``save``; the file must hold this class (or a subclass of it)."""
+    def load(cls, path, data=None, client=None, chunks: int | None = None):
+        """A model saved by ``save``; the file must hold this class (or a subclass of it).
+        ``data``: where the training outputs are now, for a file that refers to them
+        (default: where they were, or the same place relative to the model file).
+        ``client`` (a Dask client, address or "local"): the model on Dask workers, which
+        read the referenced rows themselves (``bgplvm.distributed``)."""
+        if client is not None:
+            from .distributed.persist import load_distributed
+
+            return load_distributed(path, data=data, client=client, chunks=chunks, expected=cls)
         from .io import load_model
 
-        return load_model(path, expected=cls)
+        return load_model(path, expected=cls, data=data)
 
     # --- summary -------------------------------------------------------------------------
     def summary(self) -> str:

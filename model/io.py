@@ -25,7 +25,9 @@ FORMAT_NAME = "bgplvm-model"
 #: version-1 files (static models) are still read. Optional members of version 2: per-entry
 #: freeze masks ("frozen_entries" names, arrays "frozen_entries.<name>") and the settings of
 #: registered model classes ("model_args", arrays "model.<name>").
-FORMAT_VERSION = 2
+#: 3: the training outputs may be referenced instead of stored: no array "Y", and "data_ref"
+#: in meta.json (``bgplvm.rowfile.reference``). Files that store Y are still written as 2.
+FORMAT_VERSION = 3
 
 #: model classes registered by their modules (``register_model_class``): name -> class
 MODEL_CLASSES: dict[str, type] = {}
@@ -109,19 +111,28 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
-def save_model(m, target) -> None:
-    """Write model ``m`` to a path (atomically) or to a binary file object."""
+def save_model(m, target, data=None) -> None:
+    """Write model ``m`` to a path (atomically) or to a binary file object. ``data``: the
+    file holding ``m``'s training outputs (.npy, .npz, .h5, .zarr), referred to instead of
+    copying Y into the model file (checked to hold them); None: refer to the file the model
+    was opened from if it was referenced (``m.data_file``), else store Y."""
     from . import __version__
+    from .rowfile import reference
 
     if not hasattr(target, "write"):
         check_writable(target)  # a folder, or no writable folder: say so before the work
+    data = data if data is not None else getattr(m, "data_file", None)
+    ref = None
+    if data is not None:
+        ref = reference(data, None if hasattr(target, "write") else target,
+                        Y=None if getattr(m, "Y", None) is None else m.Y)
     values = m._values()
     meta = {
         "format": FORMAT_NAME,
-        "format_version": FORMAT_VERSION,
+        "format_version": FORMAT_VERSION if ref else 2,
         "library_version": __version__,
         "saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "model_class": type(m).__name__,
+        "model_class": getattr(m, "_file_class", type(m).__name__),
         "prior": m.prior.spec(),
         "kernel": kernel_spec(m.kernel),
         "latent_dim": m.latent_dim,
@@ -137,11 +148,15 @@ def save_model(m, target) -> None:
     model_args, model_arrays = m._file_args() if hasattr(m, "_file_args") else ({}, {})
     if model_args or model_arrays:
         meta["model_args"] = model_args
+    if ref:
+        meta["data_ref"] = ref
     try:
         meta_bytes = json.dumps(meta, allow_nan=True).encode("utf-8")
     except TypeError as e:
         raise ValueError(f"model metadata must be JSON-serialisable: {e}") from None
-    arrays = {"x": m._x, "Y": m.Y, "meta.json": np.frombuffer(meta_bytes, dtype=np.uint8)}
+    arrays = {"x": m._x, "meta.json": np.frombuffer(meta_bytes, dtype=np.uint8)}
+    if ref is None:
+        arrays["Y"] = m.Y
     arrays.update({"value." + k: np.asarray(v) for k, v in values.items()})
     arrays.update({"prior." + k: np.asarray(v) for k, v in m.prior.arrays().items()})
     arrays.update({"model." + k: np.asarray(v) for k, v in model_arrays.items()})
@@ -224,10 +239,25 @@ def _read(source) -> tuple[dict, dict]:
             f"({asset.get('dataset', 'a data set')!r} is fetched when it is opened): open it with "
             f"`bgplvm serve`, or in Python with bgplvm.assets.load_asset("
             f"{asset.get('asset', 'NAME')!r}), which loads the data and checks it")
-    for key in ("x", "Y"):
+    for key in ("x",) + (() if "data_ref" in meta else ("Y",)):
         if key not in arrays:
             raise ModelFileError(f"model file {name!r} lacks the array {key!r}: truncated or corrupt")
     return meta, arrays
+
+
+def _referenced_data(meta: dict, arrays: dict, source, data) -> str | None:
+    """Read the training outputs a file refers to (``rowfile.resolve``) into arrays["Y"];
+    their path, or None when the file stores them."""
+    from .rowfile import read_rows, resolve
+
+    if "data_ref" not in meta:
+        return None
+    try:
+        path = resolve(meta["data_ref"], source, data)
+    except (OSError, ValueError) as e:
+        raise ModelFileError(f"model file {getattr(source, 'name', source)!r}: {e}") from None
+    arrays["Y"] = read_rows(path)
+    return path
 
 
 def _construct(meta: dict, arrays: dict):
@@ -251,13 +281,16 @@ def _construct(meta: dict, arrays: dict):
     raise ModelFileError(f"model class {cls_name!r} is not known to this bgplvm; upgrade bgplvm")
 
 
-def load_model(source, expected=None):
+def load_model(source, expected=None, data=None):
     """Read a model written by ``save_model`` (path or binary file object); the class
     (``BayesianGPLVM``, ``DynamicalGPLVM`` or a registered one) is the one that was saved.
-    ``expected``: a class the saved one must be (or derive from), else ModelFileError."""
+    ``expected``: a class the saved one must be (or derive from), else ModelFileError.
+    ``data``: where the training outputs are now, for a file that refers to them (default:
+    where they were saved from, or the same place relative to the model file)."""
     from ._restore import restoring
 
     meta, arrays = _read(source)
+    data_file = _referenced_data(meta, arrays, source, data)
     try:
         with restoring():
             m = _construct(meta, arrays)
@@ -273,6 +306,7 @@ def load_model(source, expected=None):
         raise
     except (KeyError, ValueError, TypeError, AttributeError) as e:
         raise ModelFileError(f"model file {source!r} has inconsistent contents: {e}") from None
+    m.data_file = data_file
     return m
 
 
@@ -316,6 +350,8 @@ def summary_text(m) -> str:
     lines = [f"{type(m).__name__}  N={N}  D={D}  Q={m.latent_dim}  M={m.num_inducing}  "
              f"kernel={kernel_spec(m.kernel)}",
              f"  bound (ELBO)      {m.elbo():.4f}",
+             *([f"  data              referenced, not in the model file: {m.data_file}"]
+               if getattr(m, "data_file", None) else []),
              *([f"  missing values    {m._missing.n_missing} of {N * D} entries "
                 f"({100 * m.missing_fraction:.1f}%), {len(m._missing.groups)} group(s) of outputs "
                 "observed on the same rows"] if m._missing else []),

@@ -38,3 +38,17 @@ def walk():
     sel = np.arange(0, ds.N, 4)
     return Dataset(name="synth_walk", Y=ds.Y[sel], renderer=ds.renderer, labels=ds.labels[sel],
                    label_names=ds.label_names, sequence=ds.sequence[sel], times=ds.times[sel], meta=ds.meta)
+
+
+@pytest.fixture(scope="session")
+def client():
+    """A Dask client of a LocalCluster of 2 single-threaded worker processes, shared by the
+    distributed tests (tests/test_distributed*.py); they skip without dask[distributed]."""
+    pytest.importorskip("distributed", reason="needs dask[distributed] (the test extra installs it)")
+    from bgplvm.distributed import local_cluster
+
+    c = local_cluster(2)
+    yield c
+    cluster = c.cluster
+    c.close()
+    cluster.close()

@@ -76,15 +76,7 @@ def test_vector_free_lbfgs_takes_the_steps_of_the_fits_lbfgs(memory):
 
 
 # --- on a LocalCluster ------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def client():
-    from bgplvm.distributed import local_cluster
-
-    c = local_cluster(2)
-    yield c
-    cluster = c.cluster
-    c.close()
-    cluster.close()
+# ``client``: a LocalCluster of 2 single-threaded worker processes (conftest.py)
 
 
 def _full_gradient(dm, model):

@@ -8,3 +8,4 @@ Needs ``dask[distributed]`` (``pip install bgplvm[distributed]``).
 from .client import Connection, connect, local_cluster  # noqa: F401
 from .model import DistributedGPLVM  # noqa: F401
 from .dynamical import DistributedDynamicalGPLVM  # noqa: F401
+from .data import open_rows  # noqa: F401

@@ -84,6 +84,9 @@ class DistributedGPLVM(Training):
 
     def _load(self, Y, chunks, rows) -> None:
         """Blocks of rows onto the workers (``blocks.Blocks``); then Y's column mean."""
+        from .data import source_of
+
+        self.data_source = self.data_source or source_of(Y)
         self._blocks = Blocks(self._conn, Y, chunks, self._make_block, rows=rows)
         info = self._all("describe")
         self.block_rows = list(self._blocks.rows)
@@ -385,15 +388,28 @@ class DistributedGPLVM(Training):
         """Take the in-process model's unconstrained parameters (the same transforms): the
         prior's row blocks into the blocks (in block order), the rest into the driver's part;
         its frozen global parameters stay frozen."""
-        x, sl = model._x, model._layout.slices
-        N, Q = model.Y.shape[0], model.latent_dim
-        names = model.prior.row_blocks
+        self._set_parameters(model._x, model._layout, model.prior.row_blocks)
+
+    def _set_parameters(self, x: np.ndarray, layout, names: tuple[str, ...]) -> None:
+        """``_copy_parameters`` from an in-process model's vector ``x`` and ``layout``
+        (``names``: its row blocks)."""
+        sl, N, Q = layout.slices, self.N, self.latent_dim
         local = {n: self._from_y_order(x[sl[n]].reshape(N, Q)) for n in names}
         st = self._blocks.starts
         self._all("set_x", per_block=[(np.concatenate([local[n][a:b].ravel() for n in names]),)
                                       for a, b in zip(st[:-1], st[1:])])
         self._gpart.x = np.concatenate([x[sl[b.name]] for b in self._glayout.blocks])
-        self.frozen = {n for n in model._layout.frozen if n in self._glayout.slices}
+        self.frozen = {n for n in layout.frozen if n in self._glayout.slices}
+
+    # --- model files: the rows referenced (``persist.py``) --------------------------------------
+    def save(self, path, data=None) -> None:
+        """Save to the model file ``path`` (as ``BayesianGPLVM.save``; opened by
+        ``BayesianGPLVM.load``, in process or with ``client=``). Y stays where it is: the file
+        refers to the rows' file (``data``, default: the file the model was built from with
+        ``open_rows`` or the CLI) and records its shape and a hash of sampled rows."""
+        from .persist import save_distributed
+
+        save_distributed(self, path, data)
 
     def _from_y_order(self, a: np.ndarray) -> np.ndarray:
         """Rows in Y's order -> block order (the same for the static model)."""
