@@ -63,6 +63,8 @@ class TrainingStats:
     R0Ts: np.ndarray
     col_group: np.ndarray
     observed: np.ndarray | None = None
+    #: (G, M, M) each group's Psi2 (None for complete data: ``Psi2``)
+    Psi2g: np.ndarray | None = None
 
     @property
     def N(self) -> int:
@@ -137,8 +139,6 @@ class TrainingStats:
             Yc = np.where(observed, Yc, 0.0)
         Yc = np.ascontiguousarray(Yc)
         N, D = Yc.shape
-        M = Z.shape[0]
-        beta = 1.0 / float(noise_variance)
         psi0 = kernel.psi0(mu, S)
         Psi1 = kernel.psi1(mu, S, Z)
         Psi2 = kernel.psi2(mu, S, Z)
@@ -149,30 +149,59 @@ class TrainingStats:
         from .missing import MissingOutputs
 
         mo = MissingOutputs(Yc, observed)
-        groups = [(g.rows, g.cols) for g in mo.groups]
-        Psi2g = kernel.psi2_groups(mu, S, Z, mo.seg, mo.inc)
+        groups = [(g.cols, g.rows.size, float(np.sum(psi0[g.rows])), Psi1[g.rows].T @ Yc[np.ix_(g.rows, g.cols)])
+                  for g in mo.groups]
+        return cls._grouped(kernel, Z, 1.0 / float(noise_variance), groups, kernel.psi2_groups(mu, S, Z, mo.seg, mo.inc), Psi2,
+                            float(np.sum(psi0)), E, yy, Y_mean, mu, S, Yc, observed)
+
+    @classmethod
+    @blas_single_threaded
+    def from_group_sums(cls, kernel: Kernel, Z, noise_variance: float, psi0_sum: float, Psi2, sums, perm,
+                        yy, Y_mean, mu, S, Yc, observed) -> "TrainingStats":
+        """From the sums over the training rows of data with missing values (a distributed
+        model's): ``sums`` a ``missing.GroupSums`` (its E's columns in the group order
+        ``perm``), psi0_sum and Psi2 over all rows, yy (D,) the columns' sums of Yc^2. mu,
+        S, Yc, observed: the training rows test points start from (a sample will do)."""
+        kernel = copy.deepcopy(kernel)
+        Z = np.ascontiguousarray(Z, dtype=np.float64)
+        foff = np.asarray(sums.foff, dtype=np.int64)
+        E = np.empty_like(sums.E)
+        E[:, perm] = sums.E
+        groups = [(perm[foff[g]:foff[g + 1]], int(sums.Ng[g]), float(sums.psi0g[g]), sums.E[:, foff[g]:foff[g + 1]])
+                  for g in range(len(foff) - 1)]
+        return cls._grouped(kernel, Z, 1.0 / float(noise_variance), groups, sums.Psi2g, Psi2, float(psi0_sum), E,
+                            yy, np.asarray(Y_mean, dtype=np.float64).copy(), np.ascontiguousarray(mu, dtype=np.float64),
+                            np.ascontiguousarray(S, dtype=np.float64), np.ascontiguousarray(Yc, dtype=np.float64),
+                            np.asarray(observed, dtype=bool))
+
+    @classmethod
+    def _grouped(cls, kernel, Z, beta, groups, Psi2g, Psi2, psi0_sum, E, yy, Y_mean, mu, S, Yc,
+                 observed) -> "TrainingStats":
+        """The statistics of data with missing values from each group's (columns, rows n_g,
+        sum of psi0 over its rows, Psi1_g^T Yc_g (M, d_g)) and Psi2g (G, M, M)."""
+        M, D = Z.shape[0], E.shape[1]
         Kuu = kernel.K(Z)
-        G = len(groups)
-        R0s = np.empty((G, M, M))
+        R0s = np.empty((len(groups), M, M))
         C = np.empty((M, D))
         col_group = np.empty(D, dtype=np.int64)
         F = 0.0
-        for i, (rows, cols) in enumerate(groups):
+        for i, (cols, n, psi0_g, E_g) in enumerate(groups):
             Luu, A, LB = _factors(Kuu, Psi2g[i], beta)
             Li = solve_lower(Luu, np.eye(M))  # Luu^-1
             R0s[i] = np.tril(solve_lower(LB, Li))
-            C[:, cols] = R0s[i] @ (Psi1[rows].T @ Yc[np.ix_(rows, cols)])
+            C[:, cols] = R0s[i] @ E_g
             col_group[cols] = i
-            n, d = rows.size, cols.size
+            d = len(cols)
             F += (-0.5 * n * d * LOG_2PI + 0.5 * n * d * math.log(beta)
                   - d * float(np.sum(np.log(np.diag(LB)))) - 0.5 * beta * float(yy[cols].sum())
                   + 0.5 * beta**2 * float(np.sum(C[:, cols] ** 2))
-                  - 0.5 * beta * d * float(np.sum(psi0[rows])) + 0.5 * beta * d * float(np.trace(A)))
+                  - 0.5 * beta * d * psi0_g + 0.5 * beta * d * float(np.trace(A)))
             if i == 0:
                 LB0 = LB
         Kinv = Li.T @ Li
         R0Ts = np.ascontiguousarray(R0s.transpose(0, 2, 1))
         return cls(kernel=kernel, Z=Z, beta=beta, mu=mu, S=S, Yc=Yc, Y_mean=Y_mean, Luu=Luu,
                    LB0=LB0, R0=R0s[0], R0T=R0Ts[0], Kinv=0.5 * (Kinv + Kinv.T),
-                   Psi2=Psi2, psi0_sum=float(np.sum(psi0)), E=E, C=np.ascontiguousarray(C), yy=yy,
-                   F_hat=F, R0s=R0s, R0Ts=R0Ts, col_group=col_group, observed=observed)
+                   Psi2=Psi2, psi0_sum=psi0_sum, E=E, C=np.ascontiguousarray(C), yy=yy,
+                   F_hat=F, R0s=R0s, R0Ts=R0Ts, col_group=col_group, observed=observed,
+                   Psi2g=np.asarray(Psi2g))

@@ -140,10 +140,18 @@ class RowBlock:
         return qx.mu[idx], qx.S[idx]
 
     def pool(self, idx) -> tuple:
-        """(mu, S, Yc) at rows ``idx``: starting points of test-time inference."""
+        """(mu, S, Yc, observed) at rows ``idx``: starting points of test-time inference."""
         idx = np.asarray(idx, dtype=np.int64)
         mu, S = self.latent({}, idx)
-        return mu, S, self.Yc[idx]
+        return mu, S, self.Yc[idx], ~np.isnan(self.Y[idx])
+
+    def totals(self, Z: np.ndarray, kparams: dict, pvals: dict) -> tuple[float, np.ndarray]:
+        """(sum of psi0, Psi2 (M, M)) over all the block's rows at the current x (with
+        missing values the forward gives them per group only)."""
+        with single_threaded_blas():
+            self.kernel.set_params(**kparams)
+            qx = self.prior.q({**self.layout.unpack(self.part.x), **pvals}, grad=False)
+            return float(np.sum(self.kernel.psi0(qx.mu, qx.S))), self.kernel.psi2(qx.mu, qx.S, Z)
 
     # --- one evaluation: forward (sums), backward (the rows' gradients) --------------------
     def forward(self, stp: float, Z: np.ndarray, kparams: dict, pvals: dict, ops: tuple = ()) -> dict:
@@ -200,6 +208,9 @@ class RowBlock:
     # --- the optimiser's vectors ------------------------------------------------------------
     def direction(self, a, b, c) -> None:
         self.part.direction(np.asarray(a), np.asarray(b), float(c))
+
+    def perturb(self, k: int) -> None:
+        self.part.perturb(int(k))
 
     def accept(self) -> np.ndarray:
         return self.part.accept()

@@ -93,7 +93,7 @@ def check_rows(dm, data) -> None:
     st = dm._blocks.starts
     got = dm._all("pool", per_block=[(pos[(pos >= a) & (pos < b)] - a,) for a, b in zip(st[:-1], st[1:])])
     theirs = np.empty((idx.size, dm.D))
-    for (_, _, Yc), a, b in zip(got, st[:-1], st[1:]):
+    for (_, _, Yc, _), a, b in zip(got, st[:-1], st[1:]):
         theirs[np.nonzero((pos >= a) & (pos < b))[0]] = Yc
     mine = read_rows(data, idx)
     ok = np.where(np.isnan(mine), theirs == 0.0, np.isclose(mine - dm.Y_mean, theirs, rtol=1e-12, atol=1e-12 * (1 + np.abs(mine).max())))

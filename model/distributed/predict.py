@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..missing import GroupSums
+
 #: training rows gathered as starting points for test-time inference
 POOL_ROWS = 5000
 
@@ -23,9 +25,6 @@ def training_stats(dm, seed: int = 0):
     """``TrainingStats`` of the distributed model ``dm`` at its current parameters."""
     from ..training_stats import TrainingStats
 
-    if dm.missing_fraction:
-        raise NotImplementedError("predictions of a distributed model fitted with missing values are not "
-                                  "available yet: gather a sample and predict in process")
     if getattr(dm, "_prior_names", lambda: [])():
         raise NotImplementedError("a distributed dynamical model's frames are coupled through time: "
                                   "test-time inference of sequences runs in process (DynamicalGPLVM.infer_sequence)")
@@ -39,10 +38,17 @@ def training_stats(dm, seed: int = 0):
     take = np.sort(rng.choice(dm.N, size=min(POOL_ROWS, dm.N), replace=False))
     st = dm._blocks.starts
     pool = dm._all("pool", per_block=[(take[(take >= a) & (take < b)] - a,) for a, b in zip(st[:-1], st[1:])])
-    mu, S, Yc = (np.concatenate([p[j] for p in pool]) for j in range(3))
-    return TrainingStats.from_sums(dm.kernel, Z, float(v["noise_variance"]), dm.N,
-                                   sum(r["psi0_sum"] for r in fw), sum(r["E"] for r in fw),
-                                   sum(r["Psi2"] for r in fw), dm._colsq, dm.Y_mean, mu, S, Yc)
+    mu, S, Yc, observed = (np.concatenate([p[j] for p in pool]) for j in range(4))
+    noise = float(v["noise_variance"])
+    if not dm.missing_fraction:
+        return TrainingStats.from_sums(dm.kernel, Z, noise, dm.N, sum(r["psi0_sum"] for r in fw),
+                                       sum(r["E"] for r in fw), sum(r["Psi2"] for r in fw), dm._colsq,
+                                       dm.Y_mean, mu, S, Yc)
+    tot = dm._all("totals", Z, kp, dm._prior_values(v))
+    sums = GroupSums(psi0g=sum(r["psi0g"] for r in fw), E=sum(r["E"] for r in fw), Psi2g=sum(r["Psi2g"] for r in fw),
+                     foff=dm._foff, Ng=dm._Ng, Dg=dm._Dg, trYYT=dm._trYYT_g)
+    return TrainingStats.from_group_sums(dm.kernel, Z, noise, sum(t[0] for t in tot), sum(t[1] for t in tot), sums,
+                                         dm._groups_info["perm"], dm._colsq, dm.Y_mean, mu, S, Yc, observed)
 
 
 def _rows_out(Ys, stats, n_init, max_iters, what):
@@ -56,9 +62,15 @@ def _rows_out(Ys, stats, n_init, max_iters, what):
     if what == "infer":
         return np.c_[fit.mu, fit.S, fit.log_density]
     k = stats.kernel
-    post = posterior_from_stats(k.K(stats.Z), stats.Psi2, stats.beta, stats.E)
-    mean, var = fstar_moments(post, k.psi0(fit.mu, fit.S), k.psi1(fit.mu, fit.S, stats.Z),
-                              k.psi2n_centred(fit.mu, fit.S, stats.Z))
+    Kuu, psi = k.K(stats.Z), (k.psi0(fit.mu, fit.S), k.psi1(fit.mu, fit.S, stats.Z), k.psi2n_centred(fit.mu, fit.S, stats.Z))
+    if stats.Psi2g is None:
+        mean, var = fstar_moments(posterior_from_stats(Kuu, stats.Psi2, stats.beta, stats.E), *psi)
+    else:  # fitted with missing values: one q(u) per group of outputs (``BayesianGPLVM._posteriors``)
+        mean, var = np.empty((Ys.shape[0], stats.D)), np.empty((Ys.shape[0], stats.D))
+        for g in range(stats.n_groups):
+            cols = np.flatnonzero(stats.col_group == g)
+            mean[:, cols], var[:, cols] = fstar_moments(
+                posterior_from_stats(Kuu, stats.Psi2g[g], stats.beta, stats.E[:, cols]), *psi)
     mean, var = mean + stats.Y_mean, var + 1.0 / stats.beta
     return np.c_[np.where(observed, Ys, mean), np.where(observed, 0.0, var)]
 
