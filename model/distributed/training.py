@@ -41,6 +41,10 @@ class Training:
         self._gpart.direction(a, b, c)
         self._ops.append(("direction", np.asarray(a), np.asarray(b), float(c)))
 
+    def _perturb(self, k: int) -> None:
+        self._gpart.perturb(k)
+        self._ops.append(("perturb", int(k)))
+
     def _trial(self, stp: float):
         try:
             with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
@@ -233,6 +237,9 @@ class _Parts:
 
     def direction(self, a, b, c):
         self.m._direction(a, b, c)
+
+    def perturb(self, k):
+        self.m._perturb(k)
 
     def trial(self, stp):
         return self.m._trial(stp)

@@ -12,8 +12,10 @@ g, the direction d and the m pairs; per iteration it sends one row of dot produc
 
 The iterates are those of ``bgplvm._lbfgs.minimize_lbfgs`` (L-BFGS-B's steps: the same
 first step, line search, curvature test and ends), up to the rounding of the dot products
-(``tests/test_distributed.py`` checks them against it). Its noise-tolerant search is not
-used here: a failed line search clears the memory, and without memory ends the run.
+(``tests/test_distributed.py`` checks them against it), its noise-tolerant search
+included: when the Moré-Thuente search fails, f's noise eps_f is estimated from probes at
+x + u (each part perturbs its own entries, ``Part.perturb``: with x in one part the probes
+are ``_lbfgs.noise_level``'s) and the relaxed backtracking search takes over.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-from .._lbfgs import EPS, search_step
+from .._lbfgs import ARMIJO_C1, EPS, HUGE, MAX_HALVINGS, NOISE_EVERY, NOISE_PROBES, NOISE_STEP, search_step
 
 #: rows of ``Part.accept``'s dot products: the new s, y and g
 S_ROW, Y_ROW, G_ROW = 0, 1, 2
@@ -56,6 +58,16 @@ class Part:
             self.d = c * self.g
         else:
             self.d = np.concatenate([a, b]) @ self.hist + c * self.g
+
+    def perturb(self, k: int) -> None:
+        """d = u_k, the k-th probe of ``_lbfgs.noise_level`` (u_i = +-NOISE_STEP (1 + |x_i|),
+        signs from a generator seeded by the part's size): f's noise is read at trial(1)."""
+        rng = np.random.default_rng(self.x.size)
+        for _ in range(k + 1):
+            signs = rng.choice((-1.0, 1.0), size=self.x.size)
+        self.d = signs * NOISE_STEP * (1.0 + np.abs(self.x))
+        if self.mask is not None:  # frozen entries stay where they are
+            self.d = np.where(self.mask, self.d, 0.0)
 
     def trial_x(self, stp: float) -> np.ndarray:
         return self.x + stp * self.d
@@ -90,6 +102,7 @@ class Parts(Protocol):
     """What the optimiser needs of all parts together (``minimize_vlbfgs``)."""
 
     def direction(self, a: np.ndarray, b: np.ndarray, c: float) -> None: ...
+    def perturb(self, k: int) -> None: ...  # every part's d = its k-th noise probe (``Part.perturb``)
     def trial(self, stp: float) -> tuple[float, float, float]: ...  # f, g.d, max|g| (summed / max over parts)
     def accept(self) -> np.ndarray: ...  # summed (3, 2m + 3) dot products
     def commit(self, slot: int) -> None: ...
@@ -191,6 +204,7 @@ def minimize_vlbfgs(parts: Parts, maxiter: int, maxfun: int, memory: int = 50,
     f, _, gmax = parts.trial(0.0)
     gram.set_g(parts.accept())
     nfev, nit = 1, 0
+    noise = None  # (eps_f, iteration of the estimate) once the run is in its noisy mode
 
     def done(status, message):
         return VlbfgsResult(float(f), status, message, nit, nfev)
@@ -202,8 +216,18 @@ def minimize_vlbfgs(parts: Parts, maxiter: int, maxfun: int, memory: int = 50,
             return done(1, "STOP: TOTAL NO. OF ITERATIONS OR EVALUATIONS REACHED LIMIT")
         a, b, c, gd = gram.two_loop()
         parts.direction(a, b, c)
-        stp, found, evals = _line_search(parts, f, gd)
+        relaxed = noise is not None
+        stp, found, evals = (None, None, 0) if relaxed else _line_search(parts, f, gd)
         nfev += evals
+        if stp is None:
+            if noise is None or nit - noise[1] >= NOISE_EVERY:
+                eps_f, k = _noise_level(parts, f)
+                nfev += k
+                noise = (eps_f, nit)
+                parts.direction(a, b, c)  # the probes moved d
+            stp, found, evals = _relaxed_line_search(parts, f, gd, noise[0])
+            nfev += evals
+            relaxed = True
         if stp is None:
             if gram.count == 0:
                 return done(2, "ABNORMAL: LINE SEARCH FAILED")
@@ -219,10 +243,37 @@ def minimize_vlbfgs(parts: Parts, maxiter: int, maxfun: int, memory: int = 50,
         nit += 1
         if callback is not None:
             callback(f)
-        if (f_old - f) <= ftol * max(abs(f_old), abs(f), 1.0):
+        if not relaxed and (f_old - f) <= ftol * max(abs(f_old), abs(f), 1.0):
             return done(0, "CONVERGENCE: REL_REDUCTION_OF_F <= FACTR*EPSMCH")
         if gmax <= gtol:
             return done(0, "CONVERGENCE: NORM OF PROJECTED GRADIENT <= PGTOL")
+
+
+def _noise_level(parts: Parts, f0: float) -> tuple[float, int]:
+    """``_lbfgs.noise_level`` on the parts: (eps_f, evaluations); the parts' d is left at
+    the last probe (the caller sets the direction again)."""
+    vals = [f0]
+    for k in range(NOISE_PROBES):
+        parts.perturb(k)
+        vals.append(parts.trial(1.0)[0])
+    vals = np.asarray(vals, dtype=np.float64)
+    if not np.all(np.abs(vals) < HUGE):
+        return np.inf, NOISE_PROBES
+    return float(np.std(vals)), NOISE_PROBES
+
+
+def _relaxed_line_search(parts: Parts, f0: float, gd0: float, eps_f: float):
+    """``_lbfgs._relaxed_line_search`` on the parts: backtracking from step 1 with the
+    noise-tolerant Armijo test; the parts' trial is left at the returned step."""
+    if not (gd0 < 0.0 and np.isfinite(eps_f)):
+        return None, None, 0
+    stp = 1.0
+    for n in range(1, MAX_HALVINGS + 1):
+        fg = parts.trial(stp)
+        if fg[0] <= f0 + ARMIJO_C1 * stp * gd0 + 2.0 * eps_f and np.isfinite(fg[1]):
+            return stp, fg, n
+        stp *= 0.5
+    return None, None, MAX_HALVINGS
 
 
 def _line_search(parts: Parts, f0: float, gd0: float):
@@ -245,6 +296,9 @@ class SingleParts:
 
     def direction(self, a, b, c):
         self.part.direction(a, b, c)
+
+    def perturb(self, k):
+        self.part.perturb(k)
 
     def trial(self, stp):
         x = self.part.trial_x(stp)
