@@ -76,6 +76,37 @@ def test_vector_free_lbfgs_takes_the_steps_of_the_fits_lbfgs(memory):
 
 
 # --- on a LocalCluster ------------------------------------------------------------------------
+def _noisy_quadratic(seed=0, n=40, noise=1e-2):
+    """An ill-conditioned quadratic plus rounding-like noise (deterministic in x) and its
+    exact gradient: a Moré-Thuente search fails long before the minimum."""
+    rng = np.random.default_rng(seed)
+    Qm, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    H = (Qm * np.logspace(-6, 2, n)) @ Qm.T
+    w = np.arange(1, n + 1)
+
+    def fun(x):
+        return 0.5 * x @ H @ x + noise * np.sin(1e12 * np.sum(x * w)), H @ x
+    return fun, 100 * rng.standard_normal(n)
+
+
+def test_vector_free_lbfgs_estimates_the_noise_as_the_fits_lbfgs_and_goes_on_past_failed_searches(monkeypatch):
+    """The noise-tolerant mode of ``_lbfgs`` (eps_f from probes, relaxed Armijo search):
+    with x in one part the probes are ``_lbfgs.noise_level``'s; on a noisy function the run
+    goes on where it ended ("ABNORMAL") without the relaxed search."""
+    from bgplvm._lbfgs import noise_level
+    from bgplvm.distributed import vlbfgs
+
+    fun, x0 = _noisy_quadratic()
+    f0 = fun(x0)[0]
+    parts = SingleParts(fun, x0, 10)
+    assert vlbfgs._noise_level(parts, f0) == noise_level(fun, x0, f0)
+    r = minimize_vlbfgs(SingleParts(fun, x0, 10), 2000, 20000, memory=10)
+    monkeypatch.setattr(vlbfgs, "_relaxed_line_search", lambda *a: (None, None, 0))
+    r_off = minimize_vlbfgs(SingleParts(fun, x0, 10), 2000, 20000, memory=10)
+    assert r_off.status == 2 and r.status != 2
+    assert r.nit > r_off.nit and r.fun < 0.2 * r_off.fun
+
+
 # ``client``: a LocalCluster of 2 single-threaded worker processes (conftest.py)
 
 
@@ -255,6 +286,35 @@ def _with_holes(Y, frac=0.3, seed=0):
     hole[np.arange(Y.shape[0]), rng.integers(0, Y.shape[1], Y.shape[0])] = False  # no empty row
     Y[hole] = np.nan
     return Y
+
+
+def test_predictions_of_a_model_fitted_with_missing_values_equal_in_process(client):
+    """Fitted with missing values, each group of outputs has its own q(u): the test-time
+    statistics come from the blocks' group sums (``TrainingStats.from_group_sums``) and
+    agree with the in-process model's."""
+    from bgplvm.distributed import DistributedGPLVM
+    from bgplvm.distributed.predict import training_stats
+
+    Y = _with_holes(_synthetic(N=400), frac=0.2)
+    m = BayesianGPLVM(Y[:300], 3, 15, seed=0)
+    m.fit(60, progress=False)
+    new = Y[300:]
+    with DistributedGPLVM.from_model(m, client=client, chunks=2) as dm:
+        st, st0 = training_stats(dm), m._test_stats()
+        assert st.n_groups == st0.n_groups > 1
+        assert abs(st.F_hat - st0.F_hat) <= 1e-9 * abs(st0.F_hat)
+        np.testing.assert_allclose(st.C, st0.C, rtol=0, atol=1e-8 * np.abs(st0.C).max())  # sums in another order
+        tol = dict(rtol=1e-4, atol=1e-5)  # as for complete data (the test above)
+        rows = da.from_array(new, chunks=(40, -1))
+        mu, S = dm.infer_latent(rows)
+        mu0, S0 = m.infer_latent(new)
+        np.testing.assert_allclose(mu.compute(), mu0, **tol)
+        np.testing.assert_allclose(S.compute(), S0, **tol)
+        np.testing.assert_allclose(dm.log_density(rows).compute(), m.log_density(new), **tol)
+        mean, var = dm.reconstruct(rows)
+        mean0, var0 = m.reconstruct(new)
+        np.testing.assert_allclose(mean.compute(), mean0, **tol)
+        np.testing.assert_allclose(var.compute(), var0, **tol)
 
 
 def test_distributed_bound_with_missing_values_equals_in_process(client):
