@@ -97,7 +97,9 @@ def initial_state(model_path: str | os.PathLike | None = None) -> ExplorerState:
             m = _load_model(str(p.resolve()), p.stat().st_mtime)
             state.set_model(m)
             state.info = (f"Loaded {state.dataset_name} with the model {p.name} "
-                          f"(Q={m.latent_dim}, M={m.num_inducing}).")
+                          f"(Q={m.latent_dim}, M={m.num_inducing}, N={m.Y.shape[0]:,})."
+                          + (f" Its data is referenced, not copied into the model file: read from "
+                             f"{m.data_file}." if getattr(m, "data_file", None) else ""))
             return state
         except Exception as e:  # fall through to the default asset
             log.exception("could not load %s", p)

@@ -15,7 +15,8 @@ import param
 
 from . import plots
 from . import sequences as seqs
-from .figures import Axes, PngCanvas, colormap, new_canvas
+from .density import categories, density_rgba, is_large
+from .figures import Axes, PngCanvas, colormap, new_canvas, palette
 from .latent import ard_off_mask, variance_grid
 from .loading import label_text
 from .masks import hidden_bones
@@ -35,27 +36,38 @@ def _need_model(state: ExplorerState):
 
 
 # --------------------------------------------------------------------------- figures
+def _point_colours(mu, dims, ds, mode: str, sequence_names) -> tuple[list, list]:
+    """(a colour per point, legend [(class, colour)]) as on screen (``plots.latent_points``)."""
+    cols = plots.point_table(mu, dims, ds.labels, ds.label_names, ds.sequence, ds.times, mode, sequence_names)
+    if mode == "time":
+        rgb = colormap(np.asarray(cols["group"], dtype=float), "viridis")
+        return ["#%02x%02x%02x" % tuple(v) for v in rgb], []
+    if mode in ("label", "sequence"):
+        cmap = plots.group_colors(cols["group"])  # the same colours as on screen
+        # in the page legend's order (first appearance in the data), at most 12
+        return [cmap[g] for g in cols["group"]], [(g, cmap[g]) for g in dict.fromkeys(cols["group"])][:12]
+    return ["#1f77b4"] * mu.shape[0], []
+
+
+def _class_legend(cats) -> list:
+    """The legend of a density image's classes (``density.categories``), at most 12."""
+    if cats is None:
+        return []
+    return [(g, plots.CATEGORY[i % len(plots.CATEGORY)]) for i, g in enumerate(cats[1])][:12]
+
+
 def latent_figure(state: ExplorerState, fmt: str = "png", res: int = 200) -> bytes:
     """Latent means in the shown dims over the predictive-variance background."""
     m = _need_model(state)
     ds = state.dataset
     dims = state.dims
-    mu, S = np.asarray(m.latent_mean), np.asarray(m.latent_variance)
+    mu, S = state.latent()
     x0, y0, x1, y1 = state.bounds()
     mode = state.color_mode()
-    cols = plots.point_table(mu, dims, ds.labels, ds.label_names, ds.sequence, ds.times, mode,
-                             seqs.sequence_names(ds) if mode == "sequence" else None)
-    legend = []
-    if mode == "time":
-        rgb = colormap(np.asarray(cols["group"], dtype=float), "viridis")
-        colours = ["#%02x%02x%02x" % tuple(v) for v in rgb]
-    elif mode in ("label", "sequence"):
-        cmap = plots.group_colors(cols["group"])  # the same colours as on screen
-        colours = [cmap[g] for g in cols["group"]]
-        # in the page legend's order (first appearance in the data), at most 12
-        legend = [(g, cmap[g]) for g in dict.fromkeys(cols["group"])][:12]
-    else:
-        colours = ["#1f77b4"] * mu.shape[0]
+    large = is_large(mu.shape[0])
+    names = seqs.sequence_names(ds) if mode == "sequence" else None
+    cats = categories(mode, ds.labels, ds.label_names, ds.sequence, names) if large else None
+    colours, legend = (None, _class_legend(cats)) if large else _point_colours(mu, dims, ds, mode, names)
     W, H = 640, 520
     box = (70, 40, 440, 420)  # the data area: x, y, width, height
     legend_x = box[0] + box[2] + (112 if state.show_variance else 16)
@@ -71,21 +83,27 @@ def latent_figure(state: ExplorerState, fmt: str = "png", res: int = 200) -> byt
         var = variance_grid(m, np.asarray(state.fixed), dims, (x0, y0, x1, y1), res)
         logv = np.log10(np.maximum(var, np.finfo(float).tiny))
         c.image(ax.x, ax.y, ax.w, ax.h, colormap(logv[::-1], "Greys"))
-    if state.show_trajectories and ds.sequence is not None:
+    if large:
+        times = seqs.seconds(ds, ds.times) if mode == "time" else None
+        c.image(ax.x, ax.y, ax.w, ax.h, density_rgba(
+            mu[:, dims[0]], mu[:, dims[1]], (x0, y0, x1, y1), (2 * int(ax.h), 2 * int(ax.w)),
+            codes=None if cats is None else cats[0], values=times, values_palette=palette("viridis")))
+    if state.show_trajectories and ds.sequence is not None and not large:
         for s in np.unique(ds.sequence):
             sel = np.flatnonzero(ds.sequence == s)
             if ds.times is not None:
                 sel = sel[np.argsort(ds.times[sel], kind="stable")]
             c.polyline(ax.pts(mu[sel][:, dims]), "#555555", width=1, opacity=0.45)
-    if state.show_uncertainty:
+    if state.show_uncertainty and not large:
         for e in plots.ellipse_paths(mu, S, dims):
             c.polyline(ax.pts(e), "#1f77b4", width=0.8, opacity=0.35)
-    px, py = ax.px(mu[:, dims[0]]), ax.py(mu[:, dims[1]])
-    for X, Y, col in zip(px.tolist(), py.tolist(), colours):
-        c.circle(X, Y, 3.5, fill=col, stroke="white", width=0.6, opacity=0.9)
+    if not large:
+        px, py = ax.px(mu[:, dims[0]]), ax.py(mu[:, dims[1]])
+        for X, Y, col in zip(px.tolist(), py.tolist(), colours):
+            c.circle(X, Y, 3.5, fill=col, stroke="white", width=0.6, opacity=0.9)
     if state.selected_index >= 0:
         n = state.selected_index
-        c.circle(float(px[n]), float(py[n]), 8, stroke="black", width=2)
+        c.circle(float(ax.px(mu[n, dims[0]])), float(ax.py(mu[n, dims[1]])), 8, stroke="black", width=2)
     cx, cy = float(ax.px(state.cursor[0])), float(ax.py(state.cursor[1]))
     for d in (-1, 1):
         c.polyline([(cx - 7, cy - 7 * d), (cx + 7, cy + 7 * d)], plots.CURSOR_COLOR, width=3)

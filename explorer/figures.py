@@ -209,9 +209,9 @@ class PngCanvas:
         self._img.paste(tile, (int(x * self.s - tile.width / 2), int(y * self.s - tile.height / 2)), tile)
 
     def image(self, x, y, w, h, rgb: np.ndarray):
-        im = Image.fromarray(np.ascontiguousarray(rgb, dtype=np.uint8))
+        im = Image.fromarray(np.ascontiguousarray(rgb, dtype=np.uint8))  # RGB, or RGBA: blended
         im = im.resize((max(1, int(round(w * self.s))), max(1, int(round(h * self.s)))), Image.NEAREST)
-        self._img.paste(im, (int(round(x * self.s)), int(round(y * self.s))))
+        self._img.paste(im, (int(round(x * self.s)), int(round(y * self.s))), im if im.mode == "RGBA" else None)
 
     def begin_clip(self, x, y, w, h):
         box = tuple(int(round(v * self.s)) for v in (x, y, x + w, y + h))

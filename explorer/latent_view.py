@@ -14,6 +14,7 @@ from holoviews.streams import Params, PointerXY, Tap
 from panel.io.document import unlocked
 
 from . import plots
+from .density import is_large, latent_density
 from . import sequences as seqs
 from .latent import ard_off_mask, variance_grid
 from .shared import shared
@@ -41,6 +42,8 @@ class LatentView(Rebuilding):
                                                     color="primary")
         self._reset = pn.widgets.Button(label="Reset sliders to mean of q(X)", width=220)
         self._reset.on_click(lambda e: self._reset_fixed())
+        self._large_note = pn.pane.Markdown("", styles={"font-size": "12px", "color": "#555"}, visible=False,
+                                            margin=(0, 10))
         s.param.watch(self._build_sliders, ["model_version"])
         s.param.watch(self._move_marker, ["cursor"])
         s.param.watch(self._move_selected, ["selected_index"])
@@ -55,7 +58,14 @@ class LatentView(Rebuilding):
         ids or time stamps, no trajectories to draw."""
         s = self.state
         self._reset.disabled = s.model is None
-        self._traj.disabled = s.dataset is None or (s.dataset.sequence is None and s.dataset.times is None)
+        n = s.latent()[0].shape[0] if s.model is not None else 0
+        large = is_large(n)
+        self._traj.disabled = large or s.dataset is None or (s.dataset.sequence is None and s.dataset.times is None)
+        self._unc.disabled = large
+        self._large_note.object = (f"{n:,} points: drawn as a density image "
+                                   "(Datashader; re-drawn at each zoom). Trajectories and ellipses are off."
+                                   if large else "")
+        self._large_note.visible = large
         # only the colourings this data set has (oil offered "sequence" and "time", which
         # then coloured nothing)
         self._color.options = ["auto", *s.color_modes(), "none"]  # the state falls back to auto
@@ -63,25 +73,26 @@ class LatentView(Rebuilding):
     # ---- plot
     def _build(self):
         s = self.state
-        m = s.model
         dims = s.dims
-        mu = np.asarray(m.latent_mean)
-        S = np.asarray(m.latent_variance)
+        mu, S = s.latent()
         ds = s.dataset
+        large = is_large(mu.shape[0])
         bounds = s.bounds()
         self._bounds = bounds
         mode = s.color_mode()
         layers = []
         bg = hv.DynamicMap(self._background, streams=[Params(s, ["fixed", "show_variance", "grid_res"])])
         layers.append(bg)
-        if s.show_trajectories and ds.sequence is not None:
+        # a large model's points are an image (density.py): lines and ellipses through
+        # every one of them would hide it, and cost what the image saves
+        if s.show_trajectories and ds.sequence is not None and not large:
             layers.append(plots.trajectories(mu, dims, ds.sequence, ds.times))
-        if s.show_uncertainty:
+        if s.show_uncertainty and not large:
             layers.append(plots.latent_ellipses(mu, S, dims))
         times = seqs.seconds(ds, ds.times) if ds.times is not None else None
-        pts = plots.latent_points(mu, dims, ds.labels, ds.label_names, ds.sequence, times, mode,
-                                  seqs.time_unit(ds),
-                                  seqs.sequence_names(ds) if mode == "sequence" else None)
+        draw = latent_density if large else plots.latent_points
+        pts = draw(mu, dims, ds.labels, ds.label_names, ds.sequence, times, mode, seqs.time_unit(ds),
+                   seqs.sequence_names(ds) if mode == "sequence" else None)
         layers.append(pts)
         # single-element DynamicMaps (an Overlay-returning one would be collated into a new
         # object and the Tap/PointerXY sources below would no longer match)
@@ -139,7 +150,7 @@ class LatentView(Rebuilding):
         if src is None or s.model is None:
             return
         n = s.selected_index
-        mu = np.asarray(s.model.latent_mean)
+        mu, _ = s.latent()
         xs, ys = ([float(mu[n, s.x_dim])], [float(mu[n, s.y_dim])]) if n >= 0 else ([], [])
         with unlocked():
             src.data = {"lx": xs, "ly": ys}
@@ -170,7 +181,7 @@ class LatentView(Rebuilding):
         if m is None:
             self._sliders.objects = []
             return
-        mu = np.asarray(m.latent_mean)
+        mu, _ = self.state.latent()
         alpha = np.asarray(m.ard_weights)
         off = ard_off_mask(alpha)
         fixed = np.asarray(self.state.fixed)
@@ -214,7 +225,8 @@ class LatentView(Rebuilding):
             "clicking a training point also shows its data.",
             styles={"font-size": "12px"}, width=PLOT_W, margin=(0, 10))
         controls = pn.Row(self._follow, self._color, pn.Column(self._var, self._traj, self._unc))
-        return pn.Column(self._pane, self._placeholder, pn.Column(controls, explain, visible=self._has_model()))
+        return pn.Column(self._pane, self._placeholder,
+                         pn.Column(controls, self._large_note, explain, visible=self._has_model()))
 
     def _has_model(self):
         return pn.bind(lambda v: self.state.model is not None, self.state.param.model_version)

@@ -107,8 +107,10 @@ def dataset_for_model(model) -> Dataset:
                 return ds
         except Exception:  # the named data set may be unavailable here: fall back
             pass
+    where = (f"data referenced by the model file, read from {model.data_file}" if getattr(model, "data_file", None)
+             else "data stored in the model file")
     return Dataset(name=name or "model data", Y=Y, renderer=VectorRenderer(),
-                   meta={"title": f"{name or 'model'} (data stored in the model file)"})
+                   meta={"title": f"{name or 'model'} ({where})"})
 
 
 def same_data(Y_model, Y) -> bool:

@@ -13,6 +13,7 @@ import param
 
 from .latent import latent_bounds
 from .loading import label_text
+from .shared import shared
 
 
 class LatentState(param.Parameterized):
@@ -49,9 +50,16 @@ class LatentState(param.Parameterized):
     def dims(self) -> tuple[int, int]:
         return int(self.x_dim), int(self.y_dim)
 
-    def bounds(self) -> tuple[float, float, float, float]:
+    def latent(self) -> tuple[np.ndarray, np.ndarray]:
+        """(mu, S) of q(X), each (N, Q), read once per model version (``latent_mean`` is a
+        fresh copy at each call: tens of MB per click on a model of 1e6 rows)."""
         m = self.model
-        return latent_bounds(np.asarray(m.latent_mean), np.asarray(m.latent_variance), self.dims)
+        return shared(m, ("qx", self.model_version),
+                      lambda: (np.asarray(m.latent_mean), np.asarray(m.latent_variance)))
+
+    def bounds(self) -> tuple[float, float, float, float]:
+        mu, S = self.latent()
+        return shared(self.model, ("bounds", self.model_version, self.dims), lambda: latent_bounds(mu, S, self.dims))
 
     def assign_axis(self, q: int, axis: str = "x") -> None:
         """Show latent dimension q on the given axis ("x" or "y"); swaps if needed."""
@@ -83,7 +91,7 @@ class LatentState(param.Parameterized):
 
     def reset_fixed(self) -> None:
         if self.model is not None:
-            self.fixed = np.asarray(self.model.latent_mean).mean(axis=0)
+            self.fixed = self.latent()[0].mean(axis=0)
 
     def color_modes(self) -> list[str]:
         """The colourings the data set can give, of "label", "sequence", "time" (in that order)."""
@@ -136,7 +144,7 @@ class LatentState(param.Parameterized):
     def nearest_training_point(self, x, y, radius: float = 0.015) -> int:
         """Index of the training point within ``radius`` (fraction of the view's
         diagonal) of (x, y) in the shown dims, or -1."""
-        mu = np.asarray(self.model.latent_mean)
+        mu, _ = self.latent()
         x0, y0, x1, y1 = self.bounds()
         sx, sy = (x1 - x0) or 1.0, (y1 - y0) or 1.0
         d2 = ((mu[:, self.x_dim] - x) / sx) ** 2 + ((mu[:, self.y_dim] - y) / sy) ** 2
@@ -152,7 +160,7 @@ class LatentState(param.Parameterized):
             x, y = self.cursor
         vec = np.array(self.fixed, dtype=np.float64)
         if vec.size != self.model.latent_dim:
-            vec = np.asarray(self.model.latent_mean).mean(axis=0)
+            vec = self.latent()[0].mean(axis=0)
         vec[self.x_dim] = x
         vec[self.y_dim] = y
         return vec

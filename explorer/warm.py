@@ -138,6 +138,14 @@ def _warm(say, make_page) -> None:
             say(f"default page ready ({time.perf_counter() - t1:.1f} s): {page.state.dataset_name}")
         except Exception:
             log.exception("explorer page warm-up failed")
+    try:
+        t2 = time.perf_counter()
+        from .density import warm as warm_density
+
+        warm_density()
+        say(f"Datashader ready for large models ({time.perf_counter() - t2:.1f} s)")
+    except Exception:
+        log.exception("datashader warm-up failed")
     dt = time.perf_counter() - t0
     log.info("explorer warm-up took %.2f s", dt)
     say(f"warm-up done in {dt:.1f} s; serving")
