@@ -249,7 +249,7 @@ def summarise(name: str, runs: dict, budgets) -> tuple[str, dict]:
               f"reached GPy's median {bmax}-evaluation bound {fmt_b(target)} after "
               f"{', '.join(fmt_t(t) for t in o_reach)}: median {fmt_t(np.median(o_reach))} = "
               f"{ratio:.3f} of GPy's median wall time.",
-              f"Load average (1/5/15 min) per run: "
+              "Load average (1/5/15 min) per run: "
               + "; ".join(f"seed {s}: GPy {runs[s]['gpy'].get('loadavg_start', '?')}, "
                           f"ours {runs[s]['ours'].get('loadavg_start', '?')}" for s in seeds)]
     return "\n".join(lines), facts

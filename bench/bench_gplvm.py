@@ -442,8 +442,8 @@ def compare(name: str, casefile: Path, meta: dict, args, run_gpy: bool, profile=
 
 
 def table(rows: list[dict], title: str) -> str:
-    h = (f"| case | N | D | Q | M | ours median (min) | GPy median (min) | GPy/ours time "
-         f"median (min) | ours peak | GPy peak | GPy/ours mem | bound rel. diff | load avg |")
+    h = ("| case | N | D | Q | M | ours median (min) | GPy median (min) | GPy/ours time "
+         "median (min) | ours peak | GPy peak | GPy/ours mem | bound rel. diff | load avg |")
     lines = [f"### {title}", "", h, "|" + "---|" * 13]
     for r in rows:
         o, g = r["ours"], r["gpy"]
@@ -654,7 +654,7 @@ def main(argv=None) -> int:
             tables.append(f"Full oil fit: FAILED ({fit['error']})")
         else:
             r = fit.get("reached")
-            line = (f"Full oil fit (ours, Q=10, M=50, seed 0): "
+            line = ("Full oil fit (ours, Q=10, M=50, seed 0): "
                     + (f"bound {r['bound']:.1f} >= {args.target:g} reached after {r['time_s']:.1f} s, "
                        f"{r['iterations']} iterations, {r['evaluations']} evaluations"
                        if r else f"bound {args.target:g} NOT reached")
@@ -755,9 +755,9 @@ def main(argv=None) -> int:
     results["wall_s"] = time.perf_counter() - t_all
     report = "\n\n".join(tables)
     log("\n" + "=" * 100 + "\n" + report + "\n")
-    log(f"GPy evaluation call: m._objective_grads(x) (one parameters_changed(): bound + all gradients); "
-        f"ours: m.set_param_vector(x); m.elbo_and_gradient(). Median of repeats after one warm-up "
-        f"evaluation; memory: peak RSS increase in a separate process per (implementation, case).")
+    log("GPy evaluation call: m._objective_grads(x) (one parameters_changed(): bound + all gradients); "
+        "ours: m.set_param_vector(x); m.elbo_and_gradient(). Median of repeats after one warm-up "
+        "evaluation; memory: peak RSS increase in a separate process per (implementation, case).")
     log(f"total benchmark wall time {results['wall_s']:.0f} s")
     import shutil
 

@@ -17,7 +17,7 @@ import pytest
 hv = pytest.importorskip("holoviews")
 from PIL import Image  # noqa: E402
 
-from bgplvm.datasets import Dataset, VectorRenderer, load  # noqa: E402
+from bgplvm.datasets import Dataset, VectorRenderer  # noqa: E402
 from bgplvm import BayesianGPLVM, DynamicalGPLVM  # noqa: E402
 
 from bgplvm.explorer import sequences as seqs  # noqa: E402

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from scipy.linalg import solve_triangular
 
-from gradcheck import assert_gradient, numerical_gradient
+from gradcheck import assert_gradient
 from bgplvm import BayesianGPLVM
 from bgplvm import _numba_config as cfg
 from bgplvm import testbound as tbm
