@@ -44,8 +44,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bgplvm reproduce: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"bgplvm reproduce: interrupted before its result was written (result.json, "
-              f"table.md and REPORT.md are as they were)", file=sys.stderr)
+        print("bgplvm reproduce: interrupted before its result was written (result.json, "
+              "table.md and REPORT.md are as they were)", file=sys.stderr)
         return 130
     print(result.markdown())
     print(f"wrote {Path(args.out) / args.name} and {Path(args.out) / 'REPORT.md'} "

@@ -33,7 +33,7 @@ Points: index 0 is the root, index ``b + 1`` the end of bone ``b`` (ASF bone ord
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
