@@ -27,6 +27,7 @@ With G = (Kuu + beta Psi2)^{-1} = R^T R and E = Psi1^T Yf:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -174,6 +175,26 @@ def _check_nystrom_residual(psi0_sum: float, trA: float) -> None:
             "lengthscale or variance that became extreme.")
 
 
+#: how far above its ceiling (``_check_ceiling``) a bound may come by rounding, relative to
+#: the size of its data-fit term beta/2 tr(Y Y^T)
+CEILING_TOL = 1e-8
+
+
+def _check_ceiling(F: float, n_entries: float, beta: float, trYYT: float) -> None:
+    """F_hat <= n/2 log(beta / (2 pi)) over the n observed entries: each output's term is a
+    Gaussian log density whose covariance is at least the noise's, less traces >= 0. Where
+    B = I + beta A is so ill-conditioned that the data-fit terms beta/2 tr(YY^T) and
+    beta^2/2 |c|^2 cancel to far below their rounding, the bound can come out above it
+    (seen: 1.2e6 and 1.4e7 against a ceiling of 5.6e5 on 1e4 rows at noise 0.0166), a
+    region an optimiser gladly climbs into; such a point is refused like a failed Cholesky."""
+    ceiling = 0.5 * float(n_entries) * (math.log(beta) - LOG_2PI)
+    if not F <= ceiling + CEILING_TOL * (0.5 * beta * float(trYYT) + abs(ceiling)):
+        raise FloatingPointError(
+            f"the bound lost its accuracy here: {F:.6g} exceeds its ceiling {ceiling:.6g} (n/2 log(beta / 2 pi), "
+            "which it cannot in exact arithmetic); likely cause: a noise variance so small that B is "
+            "ill-conditioned.")
+
+
 @dataclass(frozen=True)
 class DataSums:
     """The sums over rows that F_hat depends on (the bound is a map-reduce over rows):
@@ -217,6 +238,7 @@ def bound_from_sums(Kuu: np.ndarray, sums: DataSums, beta: float, grad: bool = T
          - D * float(np.sum(np.log(np.diag(LB))))
          - 0.5 * beta * sums.trYYT + 0.5 * beta**2 * float(np.sum(c * c))
          - 0.5 * beta * D * psi0_sum + 0.5 * beta * D * trA)
+    _check_ceiling(F, N * D, beta, sums.trYYT)
     if not grad:
         return SumsGrads(F=F)
 

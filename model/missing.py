@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .bound import (LOG_2PI, BoundTerms, DataGrads, OutputStats, _check_nystrom_residual,
+from .bound import (LOG_2PI, BoundTerms, DataGrads, OutputStats, _check_ceiling, _check_nystrom_residual,
                     kuu_factors)
 from .linalg import jittered_cholesky, solve_lower
 
@@ -286,6 +286,7 @@ def grouped_bound_from_sums(Kuu: np.ndarray, sums: GroupSums, beta: float, grad:
     F = float(np.sum(-0.5 * Ng * Dg * LOG_2PI + 0.5 * Ng * Dg * np.log(beta) - Dg * logdet
                      - 0.5 * beta * sums.trYYT + 0.5 * beta**2 * csq
                      - 0.5 * beta * Dg * psi0g + 0.5 * beta * Dg * trA))
+    _check_ceiling(F, float(np.sum(Ng * Dg)), beta, float(np.sum(sums.trYYT)))
     if not grad:
         return GroupSumsGrads(F=F)
     R = np.stack([solve_lower(LB[g], Li) for g in range(G)])  # (G, M, M)

@@ -88,3 +88,28 @@ def test_psi_statistics_that_break_the_nystrom_inequality_are_refused():
     collapsed_bound(Kuu, psi0, Psi1, Psi2, beta, data, grad=False)
     with pytest.raises(FloatingPointError, match="psi statistics are inaccurate"):
         collapsed_bound(Kuu, psi0, Psi1, 3 * psi0.sum() / trA * Psi2, beta, data, grad=False)
+
+
+def test_a_bound_above_its_ceiling_is_refused():
+    """F_hat <= N D / 2 log(beta / 2 pi) holds for any real statistics (each output's term
+    is a Gaussian log density with covariance >= the noise's, less traces); rounding that
+    breaks it (an ill-conditioned B: a fit of 1e4 rows reported 1.2e6 against 5.6e5) makes
+    the evaluation fail like a Cholesky, for complete data and with missing values."""
+    from bgplvm.bound import DataSums, bound_from_sums
+    from bgplvm.missing import GroupSums, grouped_bound_from_sums
+
+    Kuu, psi0, Psi1, Psi2, beta, Y = _problem()
+    Yc = Y - Y.mean(0)
+    N, D = Yc.shape
+    ok = DataSums(N=N, D=D, psi0_sum=float(psi0.sum()), E=Psi1.T @ Yc, Psi2=Psi2, trYYT=float(np.sum(Yc ** 2)))
+    F = bound_from_sums(Kuu, ok, beta, grad=False).F
+    assert F <= 0.5 * N * D * np.log(beta / (2 * np.pi))
+    # E inconsistent with tr(YY^T): the data-fit term beta^2/2 |c|^2 beyond beta/2 tr(YY^T)
+    bad = DataSums(N=N, D=D, psi0_sum=ok.psi0_sum, E=1e3 * ok.E, Psi2=Psi2, trYYT=ok.trYYT)
+    with pytest.raises(FloatingPointError, match="exceeds its ceiling"):
+        bound_from_sums(Kuu, bad, beta, grad=True)
+    one = dict(psi0g=np.array([ok.psi0_sum]), Psi2g=Psi2[None], foff=np.array([0, D]), Ng=np.array([float(N)]),
+               Dg=np.array([float(D)]), trYYT=np.array([ok.trYYT]))
+    assert grouped_bound_from_sums(Kuu, GroupSums(E=ok.E, **one), beta, grad=False).F == pytest.approx(F, rel=1e-12)
+    with pytest.raises(FloatingPointError, match="exceeds its ceiling"):
+        grouped_bound_from_sums(Kuu, GroupSums(E=bad.E, **one), beta, grad=False)
