@@ -2,8 +2,8 @@
 
     bgplvm fit --dataset NAME | --data FILE [--key ARRAY] [--latent-dim Q] [--inducing M]
                [--kernel K] [--iters N] [--seed S] --out model.npz
-    bgplvm fit --data FILE --scheduler ADDRESS|local --checkpoint DIR [...]   (on Dask)
-    bgplvm fit --resume DIR [--scheduler ADDRESS|local] [--iters N]
+    bgplvm fit --data FILE --scheduler ADDRESS|local --checkpoint DIR [--out model.npz] [...]   (on Dask)
+    bgplvm fit --resume DIR [--scheduler ADDRESS|local] [--iters N] [--out model.npz]
     bgplvm summary model.npz
     bgplvm datasets list | fetch NAME [--mirror DIR]
     bgplvm serve [--port P] [--no-show]      (the explorer)

@@ -484,12 +484,16 @@ def test_a_killed_driver_resumes_from_its_checkpoint(tmp_path):
     for i, n in enumerate(meta["rows"]):
         assert read_block(str(folder), i, k, 2 * 2 * n).shape == (4 * n,)
     out = subprocess.run([sys.executable, "-m", "bgplvm.cli", "fit", "--resume", str(folder), "--scheduler", "local",
-                          "--iters", "5", "--quiet"], capture_output=True, text=True, timeout=300)
+                          "--iters", "5", "--quiet", "--out", str(tmp_path / "model.npz")],
+                         capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert f"after {k + 5} iterations" in out.stdout
     bound = float(out.stdout.split("bound ")[1].split()[0])
     assert bound >= meta["bound"] - 1e-6 * abs(meta["bound"])
     assert read_meta(str(folder))["iteration"] == k + 5
+    # --out: a model file referring to the rows, opened in process
+    m = BayesianGPLVM.load(tmp_path / "model.npz")
+    assert m.data_file == str((tmp_path / "Y.npy").resolve()) and abs(m.elbo() - bound) <= 1e-8 * abs(bound)
 
 
 # --- the dynamical model: whole sequences per block ------------------------------------------------

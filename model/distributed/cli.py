@@ -1,4 +1,7 @@
-"""``bgplvm fit --scheduler ADDRESS|local --checkpoint DIR`` and ``bgplvm fit --resume DIR``."""
+"""``bgplvm fit --scheduler ADDRESS|local --checkpoint DIR [--out model.npz]`` and ``bgplvm fit
+--resume DIR [--out model.npz]``: ``--out`` writes a model file that refers to the rows'
+file (``DistributedGPLVM.save``), which ``bgplvm serve --model`` and ``BayesianGPLVM.load``
+open."""
 
 from __future__ import annotations
 
@@ -10,8 +13,9 @@ def fit_distributed(args) -> int:
     from .model import DistributedGPLVM
 
     if args.out is not None:
-        raise ValueError("a fit on Dask writes its checkpoint folder (--checkpoint DIR), not --out: the rows "
-                         "stay where they are; continue it with --resume DIR")
+        from ..io import check_writable
+
+        check_writable(args.out)  # before the fit, not after it
     if args.dataset:
         raise ValueError("on Dask the data come from a file the workers read: --data FILE (.npy, .npz, .h5, .zarr)")
     client = args.scheduler or "local"
@@ -42,4 +46,7 @@ def fit_distributed(args) -> int:
             print(f"recovered {r['rows']} rows lost with their worker at iteration {r['iteration']} from the "
                   f"{r['source']}", file=sys.stderr)
         print(f"checkpoint: {folder} (iteration {m.iterations})")
+        if args.out is not None:
+            m.save(args.out)
+            print(f"saved to {args.out} (the rows referenced in {m.data_source}, not copied)")
     return 0
