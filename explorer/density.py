@@ -51,6 +51,20 @@ def categories(color_mode: str, labels=None, label_names=None, sequence=None,
     return rank[codes.ravel()], [names[i] for i in order]
 
 
+#: classes named in the legend of a per-class density image (the first ones, in key order)
+KEY_CLASSES = 20
+
+
+def class_key(names, dims: tuple[int, int]) -> hv.Overlay:
+    """The legend of a per-class density image (an ``ImageStack`` draws none): one point
+    per class, in its colour, at NaN (drawn nowhere; an empty element left its legend entry
+    without a swatch)."""
+    kdims = [_kd(dims[0], "lx"), _kd(dims[1], "ly")]
+    return hv.Overlay([hv.Points([(np.nan, np.nan)], kdims=kdims, label=str(n)).opts(color=CATEGORY[i % len(CATEGORY)], size=8,
+                                                                      tools=[])
+                       for i, n in enumerate(list(names)[:KEY_CLASSES])])
+
+
 def latent_density(mu: np.ndarray, dims: tuple[int, int], labels=None, label_names=None,
                    sequence=None, times=None, color_mode: str = "none", time_unit: str = "s",
                    sequence_names=None):

@@ -14,7 +14,7 @@ from holoviews.streams import Params, PointerXY, Tap
 from panel.io.document import unlocked
 
 from . import plots
-from .density import is_large, latent_density
+from .density import categories, class_key, is_large, latent_density
 from . import sequences as seqs
 from .latent import ard_off_mask, variance_grid
 from .shared import shared
@@ -94,6 +94,10 @@ class LatentView(Rebuilding):
         pts = draw(mu, dims, ds.labels, ds.label_names, ds.sequence, times, mode, seqs.time_unit(ds),
                    seqs.sequence_names(ds) if mode == "sequence" else None)
         layers.append(pts)
+        if large and mode in ("label", "sequence"):  # the density image's colour key
+            cats = categories(mode, ds.labels, ds.label_names, ds.sequence,
+                              seqs.sequence_names(ds) if mode == "sequence" else None)
+            layers.append(class_key(cats[1], dims))
         # single-element DynamicMaps (an Overlay-returning one would be collated into a new
         # object and the Tap/PointerXY sources below would no longer match)
         self._selected_source = None

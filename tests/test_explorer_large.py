@@ -50,6 +50,9 @@ def test_the_latent_view_draws_a_density_image_for_every_colouring(large, walk):
         images = [r.glyph for r in fig.renderers if type(r.glyph).__name__ in ("Image", "ImageStack")]
         assert len(images) >= 2, mode  # the variance background and the points
         kinds[large.color_mode()] = type(images[-1]).__name__
+        if large.color_mode() == "label":  # an ImageStack draws no legend: the view adds the classes' key
+            legend = [str(item.label.value) for lg in fig.legend for item in lg.items]
+            assert legend == sorted(walk.label_names), legend  # the scatter key's (natural) order
     assert kinds == {"label": "ImageStack", "sequence": "ImageStack", "time": "Image", "none": "Image"}
 
 
