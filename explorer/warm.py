@@ -116,6 +116,7 @@ def _warm(say, make_page) -> None:
     import holoviews as hv
 
     hv.extension("bokeh", logo=False)
+    large_start = False
     if make_page is not None:
         try:
             # build and render one throwaway page: imports the whole plotting path, reads the
@@ -136,16 +137,23 @@ def _warm(say, make_page) -> None:
                 page.get_root(doc)
             state._stylesheets.pop(doc, None)
             say(f"default page ready ({time.perf_counter() - t1:.1f} s): {page.state.dataset_name}")
+            from .density import is_large
+
+            large_start = page.state.model is not None and is_large(page.state.latent()[0].shape[0])
         except Exception:
             log.exception("explorer page warm-up failed")
-    try:
-        t2 = time.perf_counter()
-        from .density import warm as warm_density
+    if large_start:
+        # the start-up model is drawn through Datashader: its other colourings compile now,
+        # not at the first change of the colour select (other processes compile when they
+        # first open a large model, ~4 s, rather than at every server start)
+        try:
+            t2 = time.perf_counter()
+            from .density import warm as warm_density
 
-        warm_density()
-        say(f"Datashader ready for large models ({time.perf_counter() - t2:.1f} s)")
-    except Exception:
-        log.exception("datashader warm-up failed")
+            warm_density()
+            say(f"Datashader ready for large models ({time.perf_counter() - t2:.1f} s)")
+        except Exception:
+            log.exception("datashader warm-up failed")
     dt = time.perf_counter() - t0
     log.info("explorer warm-up took %.2f s", dt)
     say(f"warm-up done in {dt:.1f} s; serving")

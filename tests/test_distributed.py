@@ -493,7 +493,7 @@ def test_a_killed_driver_resumes_from_its_checkpoint(tmp_path):
     assert read_meta(str(folder))["iteration"] == k + 5
     # --out: a model file referring to the rows, opened in process
     m = BayesianGPLVM.load(tmp_path / "model.npz")
-    assert m.data_file == str((tmp_path / "Y.npy").resolve()) and abs(m.elbo() - bound) <= 1e-8 * abs(bound)
+    assert m.data_file == str((tmp_path / "Y.npy").resolve()) and abs(m.elbo() - bound) <= 1e-5 * abs(bound)  # printed %.6g
 
 
 # --- the dynamical model: whole sequences per block ------------------------------------------------
