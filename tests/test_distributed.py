@@ -302,7 +302,7 @@ def test_predictions_of_a_model_fitted_with_missing_values_equal_in_process(clie
     with DistributedGPLVM.from_model(m, client=client, chunks=2) as dm:
         st, st0 = training_stats(dm), m._test_stats()
         assert st.n_groups == st0.n_groups > 1
-        assert abs(st.F_hat - st0.F_hat) <= 1e-9 * abs(st0.F_hat)
+        assert abs(st.F_hat - st0.F_hat) <= 1e-8 * abs(st0.F_hat)  # sums in another order: 1.8e-9 seen
         np.testing.assert_allclose(st.C, st0.C, rtol=0, atol=1e-8 * np.abs(st0.C).max())  # sums in another order
         tol = dict(rtol=1e-4, atol=1e-5)  # as for complete data (the test above)
         rows = da.from_array(new, chunks=(40, -1))
