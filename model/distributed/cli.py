@@ -32,7 +32,6 @@ def fit_distributed(args) -> int:
 
         m = DistributedGPLVM(open_rows(args.data), args.latent_dim, args.inducing, args.kernel,
                              seed=args.seed, client=client)
-        m.data_source = str(args.data)
         folder = args.checkpoint
         print(f"fitting {m!r} on {client} for {iters} iterations, checkpoints in {folder}", file=sys.stderr)
     with m:
