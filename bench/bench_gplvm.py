@@ -382,13 +382,14 @@ def run_worker(spec: dict, env_extra: dict | None = None, timeout: float = 3600)
     return _worker.run_worker(SCRIPT, spec, PY, env_extra, timeout)
 
 
-def our_jitter() -> float:
-    """The constant jitter our bound adds to Kuu."""
+def our_jitter(variance: float = 1.0) -> float:
+    """The jitter our bound adds to an RBF kernel's Kuu (whose diagonal is the variance):
+    1e-6 x max(1, variance) (``bgplvm.bound.kuu_jitter``), GPy's const_jitter for a case."""
     try:
         from bgplvm.linalg import JITTER
     except ImportError:
         from bgplvm._numba_config import JITTER
-    return float(JITTER)
+    return float(JITTER) * max(1.0, float(variance))
 
 
 def make_case(path: Path, Y: np.ndarray, Q: int, M: int) -> dict:
@@ -399,7 +400,8 @@ def make_case(path: Path, Y: np.ndarray, Q: int, M: int) -> dict:
     m = BayesianGPLVM(Yc, latent_dim=Q, num_inducing=M, kernel="rbf", seed=0)
     v = m._values()
     np.savez(path, Y=Yc, Q=Q, M=M, mu=v["mu"], S=v["S"], Z=v["Z"], variance=v["kernel.variance"],
-             lengthscale=v["kernel.lengthscale"], noise=v["noise_variance"], jitter=our_jitter())
+             lengthscale=v["kernel.lengthscale"], noise=v["noise_variance"],
+             jitter=our_jitter(v["kernel.variance"]))
     return {"N": Yc.shape[0], "D": Yc.shape[1], "Q": Q, "M": M}
 
 

@@ -138,7 +138,7 @@ def _gpy_model(c: dict):
     kern = GPy.kern.RBF(Q, variance=float(c["variance"]), lengthscale=np.array(c["lengthscale"]), ARD=True)
     lik = GPy.likelihoods.Gaussian(variance=float(c["noise"]))
     inf = VarDTC(limit=3)
-    inf.const_jitter = JITTER  # our jitter, as in bench_gplvm.py
+    inf.const_jitter = JITTER * max(1.0, float(c["variance"]))  # our jitter (bound.kuu_jitter), as in bench_gplvm.py
     return GPy.models.BayesianGPLVM(c["Yc"], Q, X=c["mu"].copy(), X_variance=c["S"].copy(),
                                     Z=c["Z"].copy(), kernel=kern, likelihood=lik,
                                     num_inducing=c["Z"].shape[0], inference_method=inf)

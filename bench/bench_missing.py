@@ -137,7 +137,8 @@ def make_case(path: Path, name: str, Y: np.ndarray, patterns: dict[str, np.ndarr
     v = m._values()
     arrays = {f"obs__{k}": o for k, o in patterns.items()}
     np.savez(path, Y=Y, mu=v["mu"], S=v["S"], Z=v["Z"], variance=v["kernel.variance"],
-             lengthscale=v["kernel.lengthscale"], noise=v["noise_variance"], jitter=JITTER,
+             lengthscale=v["kernel.lengthscale"], noise=v["noise_variance"],
+             jitter=JITTER * max(1.0, float(v["kernel.variance"])),  # bgplvm.bound.kuu_jitter
              patterns=np.array(list(patterns)), **arrays)
 
 

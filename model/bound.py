@@ -132,9 +132,35 @@ class Posterior:
         return solve_upper_t(self.Luu, a - solve_upper_t(self.LB, solve_lower(self.LB, a)))
 
 
+def kuu_jitter(Kuu: np.ndarray) -> float:
+    """The jitter added to Kuu's diagonal: ``linalg.JITTER`` x max(1, mean(diag Kuu)).
+
+    Never below 1e-6 (data in small units fitted with less stalled, ``gplvm._warn_small_
+    units``), and never below 1e-6 of the kernel's scale: where a fit grows the kernel
+    variance and lengthscales together (a smooth map, 1e5 synthetic rows: variance 150,
+    lengthscales 30), a fixed 1e-6 leaves Kuu's condition number at ~1e10, and the
+    trace term beta D / 2 (sum psi0 - tr(Kuu^-1 Psi2)), a difference of two ~1e9 numbers,
+    came out with a rounding noise of 10-300 that the fit then climbed (its bound went up
+    and down by 1e5 between iterations). Kuu + jitter I is still a valid choice of
+    inducing variables (u = f(Z) + noise), so F stays a lower bound on log p(Y)."""
+    M = Kuu.shape[0]
+    return JITTER * max(1.0, float(np.trace(Kuu)) / M) if M else JITTER
+
+
+def chain_kuu_jitter(dL_dKuu: np.ndarray, Kuu: np.ndarray) -> np.ndarray:
+    """dL/dKuu through ``kuu_jitter`` too: where the jitter scales with mean(diag Kuu),
+    each diagonal entry of Kuu also moves the jitter by JITTER / M."""
+    M = Kuu.shape[0]
+    if not (M and float(np.trace(Kuu)) / M > 1.0):
+        return dL_dKuu
+    out = np.array(dL_dKuu, dtype=np.float64)
+    out[np.diag_indices(M)] += JITTER / M * float(np.trace(dL_dKuu))
+    return out
+
+
 def kuu_cholesky(Kuu: np.ndarray) -> np.ndarray:
-    """Luu, the Cholesky factor of Kuu + jitter (``linalg.JITTER``)."""
-    return jittered_cholesky(Kuu, JITTER, what="Kuu (the inducing-point kernel matrix)",
+    """Luu, the Cholesky factor of Kuu + jitter (``kuu_jitter``)."""
+    return jittered_cholesky(Kuu, kuu_jitter(Kuu), what="Kuu (the inducing-point kernel matrix)",
                              hint="Likely cause: two inducing inputs nearly coincide or the "
                                   "lengthscales became extreme.")
 
@@ -261,7 +287,7 @@ def bound_from_sums(Kuu: np.ndarray, sums: DataSums, beta: float, grad: bool = T
                 - 0.5 * D * psi0_sum + 0.5 * D * trA)
     sym = lambda X: 0.5 * (X + X.T)  # noqa: E731
     return SumsGrads(F=F, dpsi0=-0.5 * beta * D, GE=GE, dL_dPsi2=sym(dL_dPsi2),
-                     dL_dKuu=sym(dL_dKuu), dL_dbeta=dL_dbeta)
+                     dL_dKuu=chain_kuu_jitter(sym(dL_dKuu), Kuu), dL_dbeta=dL_dbeta)
 
 
 def collapsed_bound(Kuu: np.ndarray, psi0: np.ndarray, Psi1: np.ndarray, Psi2: np.ndarray,

@@ -43,16 +43,16 @@ INIT_CHECK = 100
 #: rows per batch of ``impute`` (its covFstar holds a (batch, M, M) array)
 IMPUTE_BATCH = 512
 
-#: Below this mean variance of Y's columns the fixed jitter on Kuu (``linalg.JITTER``) is
-#: no longer small against the kernel variance the data need.
+#: Below this mean variance of Y's columns the jitter on Kuu (``bound.kuu_jitter``: at
+#: least ``linalg.JITTER``) is no longer small against the kernel variance the data need.
 SMALL_DATA_VARIANCE = 1e-3
 
 
 def _warn_small_units(Yc: np.ndarray, observed: np.ndarray | None = None) -> None:
     """Warn when the data are in units so small that the jitter distorts the fit (data of
-    unit scale x 1e-3 were fitted as pure noise). A jitter relative to the kernel scale was
-    tried and dropped: the smaller jitter on real data sets (oil, CMU walks) made their fits
-    stall or end lower. ``observed``: the entries to count (Yc centred over them)."""
+    unit scale x 1e-3 were fitted as pure noise). A jitter relative to the kernel scale
+    below 1 was tried and dropped: the smaller jitter on real data sets (oil, CMU walks)
+    made their fits stall or end lower; it is relative above 1 only (``bound.kuu_jitter``). ``observed``: the entries to count (Yc centred over them)."""
     var = float(np.mean(column_variance(Yc, observed)))
     if 0.0 < var < SMALL_DATA_VARIANCE:
         warnings.warn(f"Y's columns have a mean variance of {var:.2g}: in units this small the "

@@ -12,8 +12,9 @@ import numpy as np
 from scipy.linalg import cho_solve
 from scipy.linalg.lapack import dpotrf, dtrtrs
 
-#: Constant jitter added to the diagonal of Kuu before its Cholesky: it keeps Kuu
-#: numerically positive definite when two inducing inputs nearly coincide. (GPy 1.15's
+#: Jitter added to the diagonal of Kuu before its Cholesky, x max(1, mean diag Kuu)
+#: (``bound.kuu_jitter``): it keeps Kuu numerically positive definite when two inducing
+#: inputs nearly coincide. (GPy 1.15's
 #: VarDTC default is 1e-8; the benchmark sets GPy's to this value to compare bounds.)
 JITTER = 1e-6
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .bound import (LOG_2PI, BoundTerms, DataGrads, OutputStats, _check_ceiling, _check_nystrom_residual,
-                    kuu_factors)
+                    chain_kuu_jitter, kuu_factors)
 from .linalg import jittered_cholesky, solve_lower
 
 #: above this fraction of missing entries a data set gets a warning (the fit has little to go on)
@@ -300,7 +300,7 @@ def grouped_bound_from_sums(Kuu: np.ndarray, sums: GroupSums, beta: float, grad:
         dPsi2g[g] -= (0.5 * beta**3) * (GE[:, s] @ GE[:, s].T)
         psi2GE[g] = float(np.sum(GE[:, s] * (Psi2g[g] @ GE[:, s])))
     dPsi2g = _sym(dPsi2g)
-    dKuu = _sym(dPsi2g.sum(0) / beta - (0.5 * beta) * (Li.T @ np.tensordot(Dg, A, axes=1) @ Li))
+    dKuu = chain_kuu_jitter(_sym(dPsi2g.sum(0) / beta - (0.5 * beta) * (Li.T @ np.tensordot(Dg, A, axes=1) @ Li)), Kuu)
     trGPsi2 = np.einsum("gij,gij->g", Gm, Psi2g)
     dbeta = float(np.sum(0.5 * Ng * Dg / beta - 0.5 * Dg * trGPsi2 - 0.5 * sums.trYYT + beta * csq
                          - 0.5 * beta**2 * psi2GE - 0.5 * Dg * psi0g + 0.5 * Dg * trA))

@@ -4,8 +4,7 @@ psi statistics, Kuu and beta by central differences."""
 import numpy as np
 import pytest
 
-from bgplvm.bound import OutputStats, collapsed_bound
-from bgplvm.linalg import JITTER
+from bgplvm.bound import OutputStats, collapsed_bound, kuu_jitter
 
 
 def _problem(N=7, M=4, D=3, seed=0):
@@ -23,7 +22,7 @@ def _problem(N=7, M=4, D=3, seed=0):
 def dense_bound(Kuu, psi0, Psi1, Psi2, beta, Y):
     """FdFinal summed over j, written with dense inverses and determinants (reference)."""
     N, D = Y.shape
-    K = Kuu + JITTER * np.eye(len(Kuu))
+    K = Kuu + kuu_jitter(Kuu) * np.eye(len(Kuu))  # 1e-6 x max(1, mean diag)
     C = beta * Psi2 + K
     W = beta * np.eye(N) - beta**2 * Psi1 @ np.linalg.solve(C, Psi1.T)
     Fj = (-0.5 * N * np.log(2 * np.pi) + 0.5 * N * np.log(beta)
@@ -83,7 +82,7 @@ def test_psi_statistics_that_break_the_nystrom_inequality_are_refused():
     the evaluation fails like a Cholesky (FloatingPointError, which the fit rejects)."""
     Kuu, psi0, Psi1, Psi2, beta, Y = _problem()
     data = OutputStats.from_centred(Y - Y.mean(0))
-    trA = np.trace(np.linalg.solve(Kuu + JITTER * np.eye(len(Kuu)), Psi2))
+    trA = np.trace(np.linalg.solve(Kuu + kuu_jitter(Kuu) * np.eye(len(Kuu)), Psi2))
     assert trA < psi0.sum()  # the fixture is a valid problem
     collapsed_bound(Kuu, psi0, Psi1, Psi2, beta, data, grad=False)
     with pytest.raises(FloatingPointError, match="psi statistics are inaccurate"):
@@ -113,3 +112,22 @@ def test_a_bound_above_its_ceiling_is_refused():
     assert grouped_bound_from_sums(Kuu, GroupSums(E=ok.E, **one), beta, grad=False).F == pytest.approx(F, rel=1e-12)
     with pytest.raises(FloatingPointError, match="exceeds its ceiling"):
         grouped_bound_from_sums(Kuu, GroupSums(E=bad.E, **one), beta, grad=False)
+
+
+def test_the_kuu_gradient_includes_the_jitter_that_scales_with_kuu(monkeypatch):
+    """The jitter is 1e-6 x mean(diag Kuu) above a mean of 1 (``bound.kuu_jitter``), so
+    dF/dKuu carries its share; with the jitter raised to 1e-2 a gradient without it would
+    be off by ~1e-2 relative along a direction that moves the diagonal."""
+    import bgplvm.bound as bound
+
+    monkeypatch.setattr(bound, "JITTER", 1e-2)
+    Kuu, psi0, Psi1, Psi2, beta, Y = _problem()
+    assert np.trace(Kuu) / len(Kuu) > 1.0
+    data = OutputStats.from_centred(Y)
+    t = collapsed_bound(Kuu, psi0, Psi1, Psi2, beta, data)
+    V = np.eye(len(Kuu)) + 0.1 * np.random.default_rng(3).standard_normal(Kuu.shape)
+    V = V + V.T
+    eps = 1e-6
+    F = lambda K: collapsed_bound(K, psi0, Psi1, Psi2, beta, data, grad=False).F  # noqa: E731
+    num = (F(Kuu + eps * V) - F(Kuu - eps * V)) / (2 * eps)
+    assert np.sum(t.dL_dKuu * V) == pytest.approx(num, rel=1e-7)
