@@ -581,3 +581,54 @@ def test_dynamical_model_with_client_keeps_whole_sequences_per_block(client):
         assert mu.shape == (200, 3) and np.all(S > 0)
     with pytest.raises(ValueError, match="must be consecutive"):
         DynamicalGPLVM(da.from_array(Y, chunks=(50, -1)), t, 2, 5, sequences=seqs, client=client)
+
+
+@pytest.mark.parametrize("form", ["dense", "state_space"])
+def test_new_sequences_of_a_distributed_dynamical_model_equal_in_process(client, form):
+    """A new sequence depends on the training data through the M x M and M x D statistics
+    only: its objective from the distributed model's statistics equals the in-process one
+    (value and gradient, at the same start); its fits on the driver (``infer_sequence``,
+    ``reconstruct``) and on the workers (``infer_sequences``) end where the in-process fit
+    does, up to the rounding that a long optimisation path amplifies."""
+    from bgplvm import DynamicalGPLVM
+    from bgplvm.distributed import DistributedDynamicalGPLVM
+    from bgplvm.distributed.sequences import sequence_view
+    from bgplvm.sequence_inference import SequenceObjective
+
+    Y, t, seqs = _sequences()
+    m = DynamicalGPLVM(Y, t, 3, 12, sequences=seqs, time_kernel="matern32+white", time_prior=form)
+    m.fit(30, progress=False)
+    rng = np.random.default_rng(5)
+    new = []
+    for n in (25, 40):
+        ts = 0.1 * np.arange(n)
+        Ys = np.sin(np.c_[ts, 2 * ts, 3 * ts] @ rng.standard_normal((3, 8)))
+        new.append((_with_holes(Ys, 0.3, seed=n), ts))
+    with DistributedDynamicalGPLVM.from_model(m, client=client, chunks=2) as dm:
+        view = sequence_view(dm)
+        Ys, ts = new[1]
+        o0, o1 = (SequenceObjective(mod, np.nan_to_num(Ys), ~np.isnan(Ys), ts) for mod in (m, view))
+        np.testing.assert_allclose(o1.x0, o0.x0, rtol=1e-9, atol=1e-12)
+        for x in (o0.x0, o0.x0 + 0.1 * rng.standard_normal(o0.x0.size)):
+            (F0, g0), (F1, g1) = o0(x), o1(x)
+            assert F1 == pytest.approx(F0, rel=1e-9)
+            assert np.max(np.abs(g1 - g0)) <= 1e-9 * np.max(np.abs(g0))
+        fits = dm.infer_sequences(new, max_iters=100)
+        for (Ys, ts), fit in zip(new, fits):
+            ref = m.infer_sequence(Ys, ts, max_iters=100)
+            for f in (fit, dm.infer_sequence(Ys, ts, max_iters=100)):
+                assert f.bound == pytest.approx(ref.bound, rel=1e-5)
+                np.testing.assert_allclose(f.mu, ref.mu, atol=1e-3)
+            mean, var = dm.reconstruct(Ys, ts, max_iters=100)
+            mean0, var0 = m.reconstruct(Ys, ts, max_iters=100)
+            np.testing.assert_allclose(mean, mean0, atol=1e-3)
+            np.testing.assert_allclose(var, var0, rtol=1e-3)
+            assert np.array_equal(np.isnan(Ys), var > 0)
+        [(mean2, _)] = dm.reconstruct_sequences(new[:1], max_iters=100)
+        np.testing.assert_allclose(mean2, m.reconstruct(*new[0], max_iters=100)[0], atol=1e-3)
+        with pytest.raises(NotImplementedError, match="in process"):
+            dm.infer_sequence(new[0][0][:5], np.array([10.0, 10.1, 10.2, 10.3, 10.4]), sequence=0)
+        with pytest.raises(ValueError, match="pair"):
+            dm.infer_sequences([new[0][0]])
+        with pytest.raises(TypeError, match="infer_sequence"):
+            dm.infer_latent(new[0][0])

@@ -139,10 +139,11 @@ class RowBlock:
         idx = np.asarray(idx, dtype=np.int64)
         return qx.mu[idx], qx.S[idx]
 
-    def pool(self, idx) -> tuple:
-        """(mu, S, Yc, observed) at rows ``idx``: starting points of test-time inference."""
+    def pool(self, idx, pvals: dict) -> tuple:
+        """(mu, S, Yc, observed) at rows ``idx``: starting points of test-time inference
+        (``pvals``: the prior's own values, as ``forward``'s)."""
         idx = np.asarray(idx, dtype=np.int64)
-        mu, S = self.latent({}, idx)
+        mu, S = self.latent(pvals, idx)
         return mu, S, self.Yc[idx], ~np.isnan(self.Y[idx])
 
     def totals(self, Z: np.ndarray, kparams: dict, pvals: dict) -> tuple[float, np.ndarray]:

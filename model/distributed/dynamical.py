@@ -140,6 +140,47 @@ class DistributedDynamicalGPLVM(DistributedGPLVM):
         sub = DynamicalPrior(self.t[self._order[at]], self.sequences[self._order[at]], self._Q, self.time_kernel)
         _init_time_kernel(sub, mu)
 
+    # --- new sequences (``sequences.py``) ---------------------------------------------------------
+    def infer_sequence(self, Y_star, t_star, sequence=None, max_iters: int = 500, progress: bool | None = False):
+        """q(X*) of the frames Y_star (n*, D; NaN = missing) of a new sequence at times t_star
+        (n*,), as ``DynamicalGPLVM.infer_sequence``, here from the training statistics
+        gathered from the workers (M x M and M x D sums). Returns a ``SequenceFit``.
+        ``sequence``: None only (a training sequence's frames: in process)."""
+        from .sequences import check_new_sequence, infer_new_sequence, sequence_view
+
+        view = sequence_view(self)
+        check_new_sequence(view, Y_star, t_star, sequence)
+        return infer_new_sequence(view, Y_star, t_star, max_iters, progress)
+
+    def reconstruct(self, Y_star, t_star, sequence=None, max_iters: int = 500):
+        """Fill the NaN entries of a new sequence's frames Y_star (n*, D) at times t_star: mean
+        and variance (n*, D), as ``DynamicalGPLVM.reconstruct``."""
+        from .sequences import check_new_sequence, reconstruct_new_sequence, sequence_view
+
+        view = sequence_view(self)
+        check_new_sequence(view, Y_star, t_star, sequence)
+        return reconstruct_new_sequence(view, Y_star, t_star, max_iters)
+
+    def infer_sequences(self, sequences, max_iters: int = 500) -> list:
+        """``infer_sequence`` of many new sequences, [(Y_star, t_star), ...], on the workers
+        (each independent given the training statistics): a list of ``SequenceFit``."""
+        from .sequences import map_sequences
+
+        return map_sequences(self, sequences, "infer", max_iters)
+
+    def reconstruct_sequences(self, sequences, max_iters: int = 500) -> list:
+        """``reconstruct`` of many new sequences on the workers: a list of (mean, var)."""
+        from .sequences import map_sequences
+
+        return map_sequences(self, sequences, "reconstruct", max_iters)
+
+    def infer_latent(self, *args, **kwargs):
+        """Not for sequences: frames are coupled through time; see ``infer_sequence``."""
+        raise TypeError("DynamicalGPLVM couples frames through time: use infer_sequence(Y_star, t_star) "
+                        "for q(X*) and reconstruct(Y_star, t_star) for the outputs")
+
+    log_density = infer_latent
+
     def _identity(self) -> dict:
         return dict(super()._identity(), time_kernel=self.time_kernel.spec, time_prior=self.time_prior)
 

@@ -91,7 +91,8 @@ def check_rows(dm, data) -> None:
     idx = sample_index(dm.N)
     pos = dm._to_y_order(np.arange(dm.N))[idx]  # where those rows are, in the blocks' order
     st = dm._blocks.starts
-    got = dm._all("pool", per_block=[(pos[(pos >= a) & (pos < b)] - a,) for a, b in zip(st[:-1], st[1:])])
+    pv = dm._prior_values(dm._globals())
+    got = dm._all("pool", per_block=[(pos[(pos >= a) & (pos < b)] - a, pv) for a, b in zip(st[:-1], st[1:])])
     theirs = np.empty((idx.size, dm.D))
     for (_, _, Yc, _), a, b in zip(got, st[:-1], st[1:]):
         theirs[np.nonzero((pos >= a) & (pos < b))[0]] = Yc

@@ -25,26 +25,23 @@ def training_stats(dm, seed: int = 0):
     """``TrainingStats`` of the distributed model ``dm`` at its current parameters."""
     from ..training_stats import TrainingStats
 
-    if getattr(dm, "_prior_names", lambda: [])():
-        raise NotImplementedError("a distributed dynamical model's frames are coupled through time: "
-                                  "test-time inference of sequences runs in process (DynamicalGPLVM.infer_sequence)")
     v = dm._globals()
     kp = dm._sync_kernel(v)
-    Z = v["Z"]
+    Z, pv = v["Z"], dm._prior_values(v)
     dm._direction(np.zeros(dm.memory), np.zeros(dm.memory), 0.0)
     ops, dm._ops = tuple(dm._ops), []
-    fw = dm._all("forward", 0.0, Z, kp, {}, ops)
+    fw = dm._all("forward", 0.0, Z, kp, pv, ops)
     rng = np.random.default_rng(seed)
     take = np.sort(rng.choice(dm.N, size=min(POOL_ROWS, dm.N), replace=False))
     st = dm._blocks.starts
-    pool = dm._all("pool", per_block=[(take[(take >= a) & (take < b)] - a,) for a, b in zip(st[:-1], st[1:])])
+    pool = dm._all("pool", per_block=[(take[(take >= a) & (take < b)] - a, pv) for a, b in zip(st[:-1], st[1:])])
     mu, S, Yc, observed = (np.concatenate([p[j] for p in pool]) for j in range(4))
     noise = float(v["noise_variance"])
     if not dm.missing_fraction:
         return TrainingStats.from_sums(dm.kernel, Z, noise, dm.N, sum(r["psi0_sum"] for r in fw),
                                        sum(r["E"] for r in fw), sum(r["Psi2"] for r in fw), dm._colsq,
                                        dm.Y_mean, mu, S, Yc)
-    tot = dm._all("totals", Z, kp, dm._prior_values(v))
+    tot = dm._all("totals", Z, kp, pv)
     sums = GroupSums(psi0g=sum(r["psi0g"] for r in fw), E=sum(r["E"] for r in fw), Psi2g=sum(r["Psi2g"] for r in fw),
                      foff=dm._foff, Ng=dm._Ng, Dg=dm._Dg, trYYT=dm._trYYT_g)
     return TrainingStats.from_group_sums(dm.kernel, Z, noise, sum(t[0] for t in tot), sum(t[1] for t in tot), sums,

@@ -1,0 +1,134 @@
+"""Test-time inference of new sequences with a distributed dynamical model.
+
+A new sequence's frames are coupled through its own time prior only: given the training
+statistics (``predict.training_stats``: M x M and M x D sums and a sample of q(X) to
+start from) it is independent of the training rows and of every other new sequence. So
+``DistributedDynamicalGPLVM.infer_sequence`` runs ``sequence_inference.infer_sequence`` on
+the driver against a ``SequenceView`` of the model (what that function reads of a
+``DynamicalGPLVM``, built from the statistics), and ``infer_sequences`` maps it over many
+sequences on the workers, the view sent to each worker once.
+
+Frames of a *training* sequence (``sequence=`` its id) are conditioned on its latent path,
+which lives on one worker: they are inferred in process (the model file opened without
+``client=``).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from ..bound import posterior_from_stats
+from ..dynamical import check_times
+from ..sequence_inference import conditioned_predict, infer_sequence
+from ..testbound import check_test_outputs
+
+
+class SequenceView:
+    """The parts of a ``DynamicalGPLVM`` that new-sequence inference reads, from a
+    distributed model's ``TrainingStats`` ``stats``, its time kernel (at its fitted values),
+    time prior form ("dense" / "state_space") and state-space options."""
+
+    def __init__(self, stats, time_kernel, form: str, options: dict):
+        self.stats = stats
+        self.time_kernel = time_kernel
+        self.prior = _PriorView(form, time_kernel, options)
+        self.latent_dim = stats.Z.shape[1]
+        self.kernel, self.inducing_inputs, self.Y_mean = stats.kernel, stats.Z, stats.Y_mean
+        self.noise_variance = 1.0 / stats.beta
+
+    # the training q(X) that test frames start from: the statistics' sample of rows
+    @property
+    def latent_mean(self) -> np.ndarray:
+        return self.stats.mu
+
+    @property
+    def latent_variance(self) -> np.ndarray:
+        return self.stats.S
+
+    def _test_stats(self):
+        return self.stats
+
+    def _column_stats(self) -> tuple:
+        """As ``BayesianGPLVM._column_stats``: (Kuu, beta, Psi2g, col_group, PsiY)."""
+        st = self.stats
+        Psi2g = st.Psi2[None] if st.Psi2g is None else st.Psi2g
+        return st.kernel.K(st.Z), st.beta, Psi2g, st.col_group, st.E
+
+    def _posterior(self):
+        st = self.stats
+        return posterior_from_stats(st.kernel.K(st.Z), st.Psi2, st.beta, st.E)
+
+
+class _PriorView:
+    def __init__(self, form: str, time_kernel, options: dict):
+        self.form, self.time_kernel, self.options = form, time_kernel, dict(options)
+
+    def state_space(self):
+        from ..state_space import state_space
+
+        return state_space(self.time_kernel, **self.options)
+
+
+def sequence_view(dm) -> SequenceView:
+    """``SequenceView`` of the distributed dynamical model ``dm`` at its current parameters."""
+    from .predict import training_stats
+
+    stats = training_stats(dm)
+    tk = copy.deepcopy(dm.time_kernel)
+    pv = dm._prior_values(dm._globals())
+    tk.set_params(**{k[len("time_kernel."):]: v for k, v in pv.items()})
+    return SequenceView(stats, tk, dm.time_prior, dm._state_space_options)
+
+
+def check_new_sequence(view: SequenceView, Y_star, t_star, sequence) -> tuple:
+    """(Ys, observed, t_star) checked as ``DynamicalGPLVM.infer_sequence`` does; a training
+    sequence's frames are refused with what to do."""
+    if sequence is not None:
+        raise NotImplementedError(
+            f"frames of training sequence {sequence!r} are conditioned on its latent path, which lives on "
+            "one worker: infer them in process (save the model and open it without client=), or as a new "
+            "sequence (sequence=None)")
+    Ys, observed = check_test_outputs(Y_star, view.stats.D)
+    t_star, _ = check_times(np.atleast_1d(t_star), Ys.shape[0], name="t_star", rows="Y_star")
+    return Ys, observed, t_star
+
+
+def infer_new_sequence(view: SequenceView, Y_star, t_star, max_iters: int = 500, progress: bool | None = False):
+    """``SequenceFit`` of the frames Y_star (n*, D; NaN = missing) of a new sequence at times
+    t_star (n*,) (``sequence_inference.infer_sequence``, sequence None)."""
+    Ys, observed, t_star = check_new_sequence(view, Y_star, t_star, None)
+    return infer_sequence(view, Ys, observed, t_star, None, max_iters, None, progress)
+
+
+def reconstruct_new_sequence(view: SequenceView, Y_star, t_star, max_iters: int = 500):
+    """(mean, var) (n*, D) of a new sequence's frames: its q(X*) (``infer_new_sequence``),
+    then each output's q(u) conditioned on the frames' observed entries too
+    (``sequence_inference.conditioned_predict``); observed entries pass through, variance 0."""
+    Ys, observed, t_star = check_new_sequence(view, Y_star, t_star, None)
+    fit = infer_sequence(view, Ys, observed, t_star, None, max_iters, None, False)
+    mean, var = conditioned_predict(view, fit.mu, fit.S, Ys, observed)
+    return np.where(observed, Ys, mean), np.where(observed, 0.0, var)
+
+
+def _one(view, Y_star, t_star, max_iters, what):
+    if what == "infer":
+        return infer_new_sequence(view, Y_star, t_star, max_iters)
+    return reconstruct_new_sequence(view, Y_star, t_star, max_iters)
+
+
+def map_sequences(dm, sequences, what: str, max_iters: int = 500) -> list:
+    """``infer_new_sequence`` ("infer") or ``reconstruct_new_sequence`` ("reconstruct") of
+    each (Y_star, t_star) in ``sequences``, on the workers; results in the given order."""
+    seqs = list(sequences)
+    for k, item in enumerate(seqs):
+        if not (isinstance(item, (tuple, list)) and len(item) == 2):
+            raise ValueError(f"sequences[{k}] must be a pair (Y_star, t_star), got {type(item).__name__}")
+    view = sequence_view(dm)
+    for Y_star, t_star in seqs:  # bad input is reported here, not as a worker's exception
+        check_new_sequence(view, Y_star, t_star, None)
+    shared = dm.client.scatter(view, broadcast=True)
+    futures = [dm.client.submit(_one, shared, np.asarray(Y, dtype=np.float64), np.asarray(t, dtype=np.float64),
+                                max_iters, what, pure=False) for Y, t in seqs]
+    return dm.client.gather(futures)
