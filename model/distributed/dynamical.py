@@ -146,20 +146,18 @@ class DistributedDynamicalGPLVM(DistributedGPLVM):
         (n*,), as ``DynamicalGPLVM.infer_sequence``, here from the training statistics
         gathered from the workers (M x M and M x D sums). Returns a ``SequenceFit``.
         ``sequence``: None only (a training sequence's frames: in process)."""
-        from .sequences import check_new_sequence, infer_new_sequence, sequence_view
+        from .sequences import infer_new_sequence, refuse_training_sequence, sequence_view
 
-        view = sequence_view(self)
-        check_new_sequence(view, Y_star, t_star, sequence)
-        return infer_new_sequence(view, Y_star, t_star, max_iters, progress)
+        refuse_training_sequence(sequence)
+        return infer_new_sequence(sequence_view(self), Y_star, t_star, max_iters, progress)
 
     def reconstruct(self, Y_star, t_star, sequence=None, max_iters: int = 500):
         """Fill the NaN entries of a new sequence's frames Y_star (n*, D) at times t_star: mean
         and variance (n*, D), as ``DynamicalGPLVM.reconstruct``."""
-        from .sequences import check_new_sequence, reconstruct_new_sequence, sequence_view
+        from .sequences import reconstruct_new_sequence, refuse_training_sequence, sequence_view
 
-        view = sequence_view(self)
-        check_new_sequence(view, Y_star, t_star, sequence)
-        return reconstruct_new_sequence(view, Y_star, t_star, max_iters)
+        refuse_training_sequence(sequence)
+        return reconstruct_new_sequence(sequence_view(self), Y_star, t_star, max_iters)
 
     def infer_sequences(self, sequences, max_iters: int = 500) -> list:
         """``infer_sequence`` of many new sequences, [(Y_star, t_star), ...], on the workers

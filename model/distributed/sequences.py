@@ -82,14 +82,18 @@ def sequence_view(dm) -> SequenceView:
     return SequenceView(stats, tk, dm.time_prior, dm._state_space_options)
 
 
-def check_new_sequence(view: SequenceView, Y_star, t_star, sequence) -> tuple:
-    """(Ys, observed, t_star) checked as ``DynamicalGPLVM.infer_sequence`` does; a training
-    sequence's frames are refused with what to do."""
+def refuse_training_sequence(sequence) -> None:
+    """Frames of a training sequence are refused, saying what to do (module docstring)."""
     if sequence is not None:
         raise NotImplementedError(
             f"frames of training sequence {sequence!r} are conditioned on its latent path, which lives on "
             "one worker: infer them in process (save the model and open it without client=), or as a new "
             "sequence (sequence=None)")
+
+
+def check_new_sequence(view: SequenceView, Y_star, t_star) -> tuple:
+    """(Ys, observed, t_star) of a new sequence, checked as ``DynamicalGPLVM.infer_sequence``
+    does."""
     Ys, observed = check_test_outputs(Y_star, view.stats.D)
     t_star, _ = check_times(np.atleast_1d(t_star), Ys.shape[0], name="t_star", rows="Y_star")
     return Ys, observed, t_star
@@ -98,7 +102,7 @@ def check_new_sequence(view: SequenceView, Y_star, t_star, sequence) -> tuple:
 def infer_new_sequence(view: SequenceView, Y_star, t_star, max_iters: int = 500, progress: bool | None = False):
     """``SequenceFit`` of the frames Y_star (n*, D; NaN = missing) of a new sequence at times
     t_star (n*,) (``sequence_inference.infer_sequence``, sequence None)."""
-    Ys, observed, t_star = check_new_sequence(view, Y_star, t_star, None)
+    Ys, observed, t_star = check_new_sequence(view, Y_star, t_star)
     return infer_sequence(view, Ys, observed, t_star, None, max_iters, None, progress)
 
 
@@ -106,7 +110,7 @@ def reconstruct_new_sequence(view: SequenceView, Y_star, t_star, max_iters: int 
     """(mean, var) (n*, D) of a new sequence's frames: its q(X*) (``infer_new_sequence``),
     then each output's q(u) conditioned on the frames' observed entries too
     (``sequence_inference.conditioned_predict``); observed entries pass through, variance 0."""
-    Ys, observed, t_star = check_new_sequence(view, Y_star, t_star, None)
+    Ys, observed, t_star = check_new_sequence(view, Y_star, t_star)
     fit = infer_sequence(view, Ys, observed, t_star, None, max_iters, None, False)
     mean, var = conditioned_predict(view, fit.mu, fit.S, Ys, observed)
     return np.where(observed, Ys, mean), np.where(observed, 0.0, var)
@@ -127,7 +131,7 @@ def map_sequences(dm, sequences, what: str, max_iters: int = 500) -> list:
             raise ValueError(f"sequences[{k}] must be a pair (Y_star, t_star), got {type(item).__name__}")
     view = sequence_view(dm)
     for Y_star, t_star in seqs:  # bad input is reported here, not as a worker's exception
-        check_new_sequence(view, Y_star, t_star, None)
+        check_new_sequence(view, Y_star, t_star)
     shared = dm.client.scatter(view, broadcast=True)
     futures = [dm.client.submit(_one, shared, np.asarray(Y, dtype=np.float64), np.asarray(t, dtype=np.float64),
                                 max_iters, what, pure=False) for Y, t in seqs]
