@@ -118,7 +118,7 @@ def test_the_kuu_gradient_includes_the_jitter_that_scales_with_kuu(monkeypatch):
     """The jitter is 1e-6 x mean(diag Kuu) above a mean of 1 (``bound.kuu_jitter``), so
     dF/dKuu carries its share; with the jitter raised to 1e-2 a gradient without it would
     be off by ~1e-2 relative along a direction that moves the diagonal."""
-    import bgplvm.bound as bound
+    from bgplvm import bound
 
     monkeypatch.setattr(bound, "JITTER", 1e-2)
     Kuu, psi0, Psi1, Psi2, beta, Y = _problem()
