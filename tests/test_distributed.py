@@ -278,6 +278,19 @@ def test_predictions_of_new_rows_run_on_the_workers_and_equal_in_process(client)
         np.testing.assert_allclose(mu1, mu0, **tol)
 
 
+def test_a_local_cluster_stops_with_its_model_even_unclosed():
+    """client="local" starts a cluster for the model: close() stops it, and so does the
+    model's collection when it was never closed (no worker processes left behind)."""
+    import gc
+
+    m = BayesianGPLVM(_synthetic(N=60), 2, 5, client="local")
+    cluster = m.client.cluster
+    assert cluster.status.name == "running"
+    del m
+    gc.collect()
+    assert cluster.status.name == "closed"
+
+
 # --- missing values: the grouped bound over the blocks --------------------------------------------
 def _with_holes(Y, frac=0.3, seed=0):
     rng = np.random.default_rng(seed)

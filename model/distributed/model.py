@@ -17,6 +17,7 @@ iteration). So neither the driver's memory nor the bytes per iteration grow with
 from __future__ import annotations
 
 import copy
+import weakref
 
 import numpy as np
 
@@ -66,6 +67,8 @@ class DistributedGPLVM(Training):
         #: global parameters held fixed in every fit (a dynamical model's time variances)
         self.frozen: set[str] = set()
         self._conn: Connection = connect(client)
+        if self._conn.owned:  # a cluster started for this model stops with it, closed or not
+            weakref.finalize(self, self._conn.close)
         try:
             self._load(Y, chunks, _rows)
             M = _check_int("num_inducing", num_inducing, 1, self.N, f" (the number of data points N={self.N})")
