@@ -100,3 +100,33 @@ def test_state_reads_q_x_once_per_model_version(large):
     np.testing.assert_array_equal(mu, large.model.latent_mean)
     large.model_version += 1
     assert large.latent()[0] is not mu
+
+
+def test_a_large_dynamical_model_draws_its_density_and_still_plays(monkeypatch, walk):
+    """A dynamical model above the threshold: the latent view is the density image, and the
+    player still sends the chosen sequence's frames and draws its path, q(x) band and
+    moving marker into that view."""
+    from bokeh.document import Document
+
+    from bgplvm import DynamicalGPLVM
+    from bgplvm.explorer.latent_view import LatentView
+    from bgplvm.explorer.player import PlayerView
+
+    hv.extension("bokeh")
+    monkeypatch.setattr(density, "RASTER_ABOVE", 50)
+    m = DynamicalGPLVM(walk.Y, walk.times, latent_dim=3, num_inducing=10, sequences=walk.sequence, seed=0)
+    m.fit(max_iters=20, progress=False)
+    s = ExplorerState()
+    s.set_model(m, walk)
+    pv = PlayerView(state=s)
+    lv = LatentView(state=s, decorators=[pv.attach_latent])
+    doc = Document()
+    for p in (lv._pane, pv._out_pane, pv._time_pane):
+        p.get_root(doc)
+    assert lv._large_note.visible and lv._traj.disabled
+    fig = list(lv._pane._plots.values())[0][0].state
+    assert any(type(r.glyph).__name__ in ("Image", "ImageStack") for r in fig.renderers)
+    assert {pv.path_src, pv.ellipse_src, pv.marker} <= {getattr(r, "data_source", None) for r in fig.renderers}
+    pb = s.playback()
+    assert pb.dynamical and len(pv.traj.data["t"]) == pb.T  # the sequence and its forecast
+    assert pb.is_forecast.any()
