@@ -35,6 +35,8 @@ import numpy as np
 from .linalg import JITTER, jittered_cholesky, solve_lower, solve_upper_t
 
 LOG_2PI = float(np.log(2.0 * np.pi))
+#: elements of the (rows, M, D) products ``fstar_moments`` forms per batch of rows
+FSTAR_ELEMENTS = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -336,8 +338,11 @@ def fstar_moments(post: Posterior, psi0: np.ndarray, Psi1: np.ndarray, Psi2c: np
     Bm = post.Bmat
     mean = Psi1 @ Bm
     at_mean = post.projected_variance(psi0, Psi1)  # (n,)
-    var = np.empty((Psi1.shape[0], Bm.shape[1]))
-    for i in range(Psi1.shape[0]):  # covFstar, diagonal per output
-        quad = np.sum(Bm * (Psi2c[i] @ Bm), 0)
-        var[i] = quad + at_mean[i] - float(np.sum(post.Cw * Psi2c[i]))
+    M, D = Bm.shape
+    trace = Psi2c.reshape(-1, M * M) @ post.Cw.reshape(M * M)  # tr(Cw Psi2c_i), Cw symmetric
+    var = np.empty((Psi1.shape[0], D))
+    step = max(1, FSTAR_ELEMENTS // (M * D))  # rows per batch: (step, M, D) temporaries
+    for i in range(0, Psi1.shape[0], step):  # covFstar, diagonal per output
+        quad = np.einsum("imd,md->id", Psi2c[i:i + step] @ Bm, Bm)
+        var[i:i + step] = quad + (at_mean[i:i + step] - trace[i:i + step])[:, None]
     return mean, np.maximum(var, 0.0)

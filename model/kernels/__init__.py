@@ -34,7 +34,7 @@ def warmup() -> None:
     w0, W1, W2 = np.ones(N), np.ones((N, M)), np.eye(M)
     k = make_kernel("rbf+linear+bias+white", Q)
     k.K(Z), k.K(mu, Z), k.Kdiag(mu), k.K_gradients(np.eye(M), Z)
-    k.psi0(mu, S), k.psi1(mu, S, Z), k.psi2(mu, S, Z), k.psi2n(mu, S, Z)
+    k.psi0(mu, S), k.psi1(mu, S, Z), k.psi2(mu, S, Z), k.psi2n(mu, S, Z), k.psi2n_centred(mu, S, Z)
     k.psi_gradients(w0, W1, W2, mu, S, Z)
     k.psi_gradients_n(w0, W1, np.stack([W2] * N), mu, S, Z)
     for part in k.parts:  # the zero-weight shortcuts of the single kernels

@@ -401,6 +401,48 @@ def psi2n_tab(mu, S, pm, pm2, zbar, D0, sf2, alpha, M, nchunks):
     return out
 
 
+@njit(**_SERIAL)
+def _psi2n_centred_rows(n0, n1, mu, S, Z, P1, alpha, pm, pm2, zbar, out):
+    Q, P = zbar.shape
+    w = np.empty(Q)
+    v = np.empty(Q)
+    for n in range(n0, n1):
+        c = 0.0
+        for q in range(Q):
+            s = alpha[q] * S[n, q]
+            c += math.log1p(s) - 0.5 * math.log1p(2.0 * s)
+            w[q] = alpha[q] * s / ((1.0 + s) * (1.0 + 2.0 * s))
+            v[q] = 0.25 * alpha[q] * s / (1.0 + s)
+        for p in range(P):
+            m, m2 = pm[p], pm2[p]
+            r = c
+            for q in range(Q):
+                t = mu[n, q] - zbar[q, p]
+                d = Z[m, q] - Z[m2, q]
+                r += w[q] * t * t - v[q] * d * d
+            val = P1[n, m] * P1[n, m2] * math.expm1(r)
+            out[n, m, m2] = val
+            out[n, m2, m] = val
+
+
+@njit(**_PARALLEL)
+def _psi2n_centred_blocks(N, nchunks, mu, S, Z, P1, alpha, pm, pm2, zbar, out):
+    for c in prange(nchunks):
+        _psi2n_centred_rows(c * N // nchunks, (c + 1) * N // nchunks,
+                            mu, S, Z, P1, alpha, pm, pm2, zbar, out)
+
+
+@njit(**_SERIAL)
+def psi2n_centred(mu, S, Z, P1, alpha, pm, pm2, zbar, nchunks):
+    """(N, M, M) Psi2^n - psi1_n psi1_n^T as psi1_m psi1_m' expm1(log ratio), the ratio's
+    logarithm summed per dimension from O(S) terms (``RBF.psi2n_centred``); P1 (N, M) is
+    Psi1 and pm, pm2, zbar Z's pair tables (``pair_tables``)."""
+    N, M = mu.shape[0], Z.shape[0]
+    out = np.empty((N, M, M))
+    _psi2n_centred_blocks(N, nchunks, mu, S, Z, P1, alpha, pm, pm2, zbar, out)
+    return out
+
+
 # --------------------------------------------------------------------------------------
 # psi statistics: gradients
 # --------------------------------------------------------------------------------------

@@ -111,21 +111,12 @@ class RBF(Kernel):
 
         every term is O(s), so nothing large cancels as S -> 0 (the difference of Psi2^n and
         psi1 psi1^T lost all its digits there: covFstar of a nearly noise-free model came
-        out 50x too wide, or negative). One point at a time: (M, M, Q) temporaries only."""
+        out 50x too wide, or negative). Compiled over the pairs m <= m' (``_rbf_numba``)."""
         mu, S = as_gaussians(mu, S, self.input_dim)
         Z = as_points(Z, self.input_dim, "Z")
-        a = self.alpha
-        P1 = self.psi1(mu, S, Z)
-        zbar = 0.5 * (Z[:, None, :] + Z[None, :, :])  # (M, M, Q)
-        d2 = 0.25 * (Z[:, None, :] - Z[None, :, :]) ** 2
-        out = np.empty((mu.shape[0], Z.shape[0], Z.shape[0]))
-        for n in range(mu.shape[0]):
-            s = a * S[n]
-            log_ratio = (float(np.sum(np.log1p(s) - 0.5 * np.log1p(2.0 * s)))
-                         + ((mu[n] - zbar) ** 2) @ (a * s / ((1.0 + s) * (1.0 + 2.0 * s)))
-                         - d2 @ (a * s / (1.0 + s)))
-            out[n] = np.outer(P1[n], P1[n]) * np.expm1(log_ratio)
-        return out
+        _, pm, pm2, zbar, _ = self._pair_tables(Z)
+        P1 = run_blocks(_nb.psi1, mu.shape[0], mu, S, Z, self.sf2, self.alpha)
+        return run_blocks(_nb.psi2n_centred, mu.shape[0], mu, S, Z, P1, self.alpha, pm, pm2, zbar)
 
     def psi_stats_n(self, mu, S, Z):
         """See :meth:`Kernel.psi_stats_n`: one check of the inputs and one alpha for all three."""
