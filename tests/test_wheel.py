@@ -2,7 +2,8 @@
 sdist), the wheel installed (not editable) into a new virtual environment, and used from a
 folder of the user's own that holds a ``model.py`` and an ``explorer.py``: ``import bgplvm``,
 ``bgplvm --version``, ``bgplvm fit`` / ``summary``, ``bgplvm reproduce --list`` and
-``bgplvm serve`` (the page, from the package's own pre-trained model and embedded data). A
+``bgplvm serve`` (the page, from the package's own pre-trained model and embedded data,
+starting from an empty Numba cache as a fresh install does). A
 file missing from the package data fails here, where the editable install would hide it.
 
 The new environment gets the dependencies from this one (a ``.pth`` line to its
@@ -17,6 +18,7 @@ import socket
 import subprocess
 import sys
 import sysconfig
+import time
 import urllib.request
 import zipfile
 from pathlib import Path
@@ -25,6 +27,7 @@ import numpy as np
 import pytest
 
 import bgplvm
+from explorer_server import COMPILED, COMPILING
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -83,16 +86,6 @@ def test_import_and_version_from_a_users_folder(installed):
     assert _run([str(bin_ / "bgplvm"), "--version"], user, env).stdout.strip() == f"bgplvm {bgplvm.__version__}"
 
 
-def test_fit_summary_and_reproduce_list(installed):
-    bin_, user, env, _ = installed
-    _run([str(bin_ / "bgplvm"), "fit", "--data", "data.npy", "-q", "2", "-m", "5", "--iters", "10",
-          "--quiet", "--out", "m.npz"], user, env)
-    out = _run([str(bin_ / "bgplvm"), "summary", "m.npz"], user, env).stdout
-    assert "bound" in out
-    out = _run([str(bin_ / "bgplvm"), "reproduce", "--list"], user, env).stdout
-    assert "cmu35" in out and "oil" in out
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -100,7 +93,13 @@ def _free_port() -> int:
 
 
 def test_serve_opens_the_page_from_the_package(installed):
+    """The first use of the installed package: its server starts with an empty Numba cache
+    (it compiles before it answers, says so on its console, and the compile goes to the
+    cache; the fit below loads it)."""
     bin_, user, env, _ = installed
+    cache = Path(env["NUMBA_CACHE_DIR"])
+    assert not any(cache.rglob("*.nbi")), "this test runs first: the cache starts empty"
+    t0 = time.perf_counter()
     port = _free_port()
     log = open(user / "serve.log", "w+")
     proc = subprocess.Popen([str(bin_ / "bgplvm"), "serve", "--port", str(port), "--no-show"], cwd=user, env=env,
@@ -109,6 +108,12 @@ def test_serve_opens_the_page_from_the_package(installed):
         from bgplvm.explorer.cli import wait_until_live
 
         assert wait_until_live(proc, port, timeout=900), (user / "serve.log").read_text()[-3000:]
+        live_s = time.perf_counter() - t0
+        log_text = (user / "serve.log").read_text()
+        assert COMPILING in log_text and COMPILED in log_text, log_text[-2000:]
+        seconds = float(re.search(re.escape(COMPILED) + r"([0-9.]+) s\)", log_text).group(1))
+        assert 0 < seconds <= live_s
+        print(f"\ncold start: compiled in {seconds:.1f} s, server answered after {live_s:.1f} s")
         html = urllib.request.urlopen(f"http://127.0.0.1:{port}/app", timeout=120).read().decode()
         assert "<title>bgplvm explorer</title>" in html
         # the server rendered a first page at start: the embedded walk (no data here)
@@ -123,3 +128,14 @@ def test_serve_opens_the_page_from_the_package(installed):
         proc.wait(30)
     text = (user / "serve.log").read_text()
     assert "Traceback" not in text, text[-3000:]
+    assert any(cache.rglob("*.nbi"))  # the compile went to the empty cache
+
+
+def test_fit_summary_and_reproduce_list(installed):
+    bin_, user, env, _ = installed
+    _run([str(bin_ / "bgplvm"), "fit", "--data", "data.npy", "-q", "2", "-m", "5", "--iters", "10",
+          "--quiet", "--out", "m.npz"], user, env)
+    out = _run([str(bin_ / "bgplvm"), "summary", "m.npz"], user, env).stdout
+    assert "bound" in out
+    out = _run([str(bin_ / "bgplvm"), "reproduce", "--list"], user, env).stdout
+    assert "cmu35" in out and "oil" in out
