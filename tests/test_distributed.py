@@ -291,6 +291,33 @@ def test_a_local_cluster_stops_with_its_model_even_unclosed():
     assert cluster.status.name == "closed"
 
 
+def test_a_finalizer_in_an_event_loop_thread_closes_from_another_thread():
+    """The collector may run the model's finalizer in any thread, a Dask client's event-loop
+    thread included: the close (which blocks on another loop) must not run there."""
+    import asyncio
+    import threading
+
+    from bgplvm.distributed.client import close_anywhere
+
+    closed = []
+
+    class Conn:
+        def close(self):
+            closed.append(threading.current_thread())
+
+    close_anywhere(Conn())  # no loop here: at once, in this thread
+    assert closed == [threading.current_thread()]
+
+    async def in_a_loop():
+        close_anywhere(Conn())
+
+    asyncio.run(in_a_loop())
+    for t in threading.enumerate():
+        if t.name.startswith("bgplvm: close"):
+            t.join(10)
+    assert len(closed) == 2 and closed[1] is not threading.current_thread()
+
+
 # --- missing values: the grouped bound over the blocks --------------------------------------------
 def _with_holes(Y, frac=0.3, seed=0):
     rng = np.random.default_rng(seed)

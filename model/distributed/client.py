@@ -44,6 +44,21 @@ class Connection:
             self.owned = False
 
 
+def close_anywhere(conn: Connection) -> None:
+    """``conn.close()``, from whatever thread the garbage collector runs a finalizer in: in
+    a thread that runs an event loop (a Dask client's own, say) a blocking close would stall
+    that loop, so it is done from a new thread there."""
+    import asyncio
+    import threading
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # no loop runs here: close now
+        conn.close()
+        return
+    threading.Thread(target=conn.close, name="bgplvm: close a local cluster", daemon=True).start()
+
+
 def local_cluster(n_workers: int | None = None):
     """A client of a ``LocalCluster``: one worker process per core, one thread each (the
     compiled kernels then run one per core; BLAS on one thread)."""

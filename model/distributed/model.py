@@ -29,7 +29,7 @@ from ..missing import GroupSums, grouped_bound_from_sums
 from ..optimize import MEMORY
 from ..params import ParamLayout
 from .blocks import Blocks
-from .client import Connection, connect
+from .client import Connection, close_anywhere, connect
 from .training import Training
 from .vlbfgs import Part
 
@@ -68,7 +68,7 @@ class DistributedGPLVM(Training):
         self.frozen: set[str] = set()
         self._conn: Connection = connect(client)
         if self._conn.owned:  # a cluster started for this model stops with it, closed or not
-            weakref.finalize(self, self._conn.close)
+            weakref.finalize(self, close_anywhere, self._conn)
         try:
             self._load(Y, chunks, _rows)
             M = _check_int("num_inducing", num_inducing, 1, self.N, f" (the number of data points N={self.N})")
