@@ -59,12 +59,6 @@ NOISE_PROBES, NOISE_STEP, NOISE_EVERY = 4, 1e-10, 50
 ARMIJO_C1, MAX_HALVINGS = 1e-4, 30
 #: values at least this large are failed evaluations (the fit returns 1e300 for them)
 HUGE = 1e299
-#: a spread of f at the probes above this share of |f| (and above 1, a nat of the bound) is
-#: not rounding noise but f jumping within 1e-10 of x (a factorisation that took more
-#: jitter at one probe than at another, say): no relaxed step is taken on it, since nearly
-#: any step passes the Armijo test then (a 1e5-row fit took such steps, eps_f 6.7e3 and
-#: 7.7e5 at a bound of 4e5, and wandered down from its best bound)
-NOISE_MAX_REL = 1e-3
 
 
 @dataclass
@@ -259,25 +253,16 @@ def noise_level(fun, x, f0) -> tuple[float, int]:
     """(eps_f, evaluations): the standard deviation of f at x and at ``NOISE_PROBES``
     points x + u, u_i = +-NOISE_STEP (1 + |x_i|) (fixed signs: the same x gives the same
     estimate). At that distance f's own change is far below its rounding noise. A probe
-    that failed (the fit returns a huge value there), or a spread too large for rounding
-    noise, leaves eps_f infinite: no relaxed step (``probe_spread``)."""
+    that failed (the fit returns a huge value there) leaves eps_f infinite: no relaxed step."""
     rng = np.random.default_rng(x.size)
     vals = [f0]
     for _ in range(NOISE_PROBES):
         u = rng.choice((-1.0, 1.0), size=x.size) * NOISE_STEP * (1.0 + np.abs(x))
         vals.append(fun(x + u)[0])
-    return probe_spread(vals), NOISE_PROBES
-
-
-def probe_spread(vals) -> float:
-    """eps_f from f at x (first) and at its probes: their standard deviation; infinite (no
-    relaxed step) when a probe failed or the spread is beyond rounding noise
-    (``NOISE_MAX_REL``)."""
     vals = np.asarray(vals, dtype=np.float64)
     if not np.all(np.abs(vals) < HUGE):
-        return np.inf
-    eps_f = float(np.std(vals))
-    return eps_f if eps_f <= max(NOISE_MAX_REL * abs(vals[0]), 1.0) else np.inf
+        return np.inf, NOISE_PROBES
+    return float(np.std(vals)), NOISE_PROBES
 
 
 def _relaxed_line_search(fun, x, f0, gd0, d, eps_f):

@@ -25,8 +25,7 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-from .._lbfgs import (ARMIJO_C1, EPS, MAX_HALVINGS, NOISE_EVERY, NOISE_PROBES, NOISE_STEP, probe_spread,
-                      search_step)
+from .._lbfgs import ARMIJO_C1, EPS, HUGE, MAX_HALVINGS, NOISE_EVERY, NOISE_PROBES, NOISE_STEP, search_step
 
 #: rows of ``Part.accept``'s dot products: the new s, y and g
 S_ROW, Y_ROW, G_ROW = 0, 1, 2
@@ -257,7 +256,10 @@ def _noise_level(parts: Parts, f0: float) -> tuple[float, int]:
     for k in range(NOISE_PROBES):
         parts.perturb(k)
         vals.append(parts.trial(1.0)[0])
-    return probe_spread(vals), NOISE_PROBES
+    vals = np.asarray(vals, dtype=np.float64)
+    if not np.all(np.abs(vals) < HUGE):
+        return np.inf, NOISE_PROBES
+    return float(np.std(vals)), NOISE_PROBES
 
 
 def _relaxed_line_search(parts: Parts, f0: float, gd0: float, eps_f: float):
