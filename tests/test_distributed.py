@@ -194,6 +194,33 @@ def test_distributed_fit_follows_the_in_process_fit(client):
         assert abs(dm.elbo() - dm.fit_info["bound"]) <= 1e-9 * abs(dm.fit_info["bound"])
 
 
+def test_a_fit_whose_last_step_fell_ends_at_its_best_iterate(client, monkeypatch):
+    """As in process (``optimize.Optimisation``): where the last accepted step lowered the
+    bound (a relaxed step on a noisy bound can), the fit goes back to its best iterate,
+    every block's q(X) with the globals, and reports that bound."""
+    from bgplvm.distributed import DistributedGPLVM
+    from bgplvm.distributed import training
+
+    real = training.minimize_vlbfgs
+
+    def then_a_step_down(parts, maxiter, maxfun, memory, callback):
+        res = real(parts, maxiter - 1, maxfun, memory=memory, callback=callback)
+        parts.direction(np.zeros(memory), np.zeros(memory), 1e-3)  # d = +g: f = -F goes up
+        f, _, _ = parts.trial(1.0)
+        parts.accept()
+        callback(f)
+        return res
+
+    monkeypatch.setattr(training, "minimize_vlbfgs", then_a_step_down)
+    m = BayesianGPLVM(_synthetic(N=120), 2, 8, seed=0)
+    with DistributedGPLVM.from_model(m, client=client, chunks=2) as dm:
+        dm.fit(20, init_iters=0, progress=False)
+        h = np.asarray(dm.fit_info["history"])
+        assert h[-1] < h.max() - 1e-6 * abs(h.max())  # the last step did fall
+        assert dm.fit_info["bound"] == h.max()
+        assert abs(dm.elbo() - h.max()) <= 1e-9 * abs(h.max())
+
+
 def test_model_with_client_is_distributed_and_starts_from_the_pca(client):
     """``BayesianGPLVM(Y, client=...)`` on a dask array chunked by rows: the start's means
     are the in-process PCA start's (up to each column's sign)."""

@@ -158,10 +158,9 @@ class RowBlock:
     def forward(self, stp: float, Z: np.ndarray, kparams: dict, pvals: dict, ops: tuple = ()) -> dict:
         """The block's sums at x + stp d: psi0_sum, E = Psi1^T Yc (M, D), Psi2 (M, M), kl.
         ``ops``: the optimiser's calls queued by the driver since the last round, run first
-        (("commit", slot), ("direction", a, b, c)): one round trip less each."""
+        (``run_ops``): one round trip less each."""
         self._numba_threads()
-        for op, *args in ops:
-            getattr(self, op)(*args)
+        self.run_ops(ops)
         with single_threaded_blas():
             x = self.part.trial_x(stp)
             self.kernel.set_params(**kparams)
@@ -218,3 +217,14 @@ class RowBlock:
 
     def commit(self, slot: int) -> None:
         self.part.commit(int(slot))
+
+    def keep(self) -> None:
+        self.part.keep()
+
+    def to_best(self) -> None:
+        self.part.to_best()
+
+    def run_ops(self, ops: tuple) -> None:
+        """The optimiser's calls queued by the driver (("commit", slot), ("keep",), ...)."""
+        for op, *args in ops:
+            getattr(self, op)(*args)

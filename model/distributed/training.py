@@ -64,6 +64,17 @@ class Training:
         self._gpart.commit(slot)
         self._ops.append(("commit", int(slot)))
 
+    def _keep(self) -> None:
+        """Every part remembers its x: the best iterate so far (queued, as ``_commit``)."""
+        self._gpart.keep()
+        self._ops.append(("keep",))
+
+    def _to_best(self) -> None:
+        """Every part back at the remembered iterate, now (one round, queued calls first)."""
+        self._gpart.to_best()
+        ops, self._ops = tuple(self._ops) + (("to_best",),), []
+        self._all("run_ops", ops)
+
     # --- training --------------------------------------------------------------------------
     def fit(self, max_iters: int = FIT_ITERS, init_iters: int | None = None, callback=None,
             progress: bool | None = None, checkpoint: str | None = None,
@@ -71,7 +82,8 @@ class Training:
         """Maximise the bound with vector-free L-BFGS (``vlbfgs``) for ``max_iters`` more
         iterations: the in-process fit's phases (the noise held for the model's first
         ``init_iters`` iterations, ``INIT_CHECK`` of them unconditionally, then only while
-        the model wants less noise), its steps and ends. ``callback(iteration, bound)``
+        the model wants less noise), its steps and ends; where its last step lowered the
+        bound it goes back to its best iterate, as in process. ``callback(iteration, bound)``
         after each iteration; returning True stops; Ctrl-C stops after the evaluation.
 
         ``checkpoint``: a folder (local path or fsspec URL) where the workers write their
@@ -95,10 +107,14 @@ class Training:
         phases = [(check, True), (held, True), (None, False)]
         noise = self._glayout.slices["noise_variance"]
         reason, message = "max_iters", ""
+        best = [-np.inf]  # the best bound of this fit; the parts remember its iterate
 
         def on_iter(f):
             self.iterations += 1
             history.append(-f)
+            if -f >= best[0]:
+                best[0] = -f
+                self._keep()
             bar.update(self.iterations - start, f"bound {-f:.6g}")
             if checkpoint is not None and self.iterations % every == 0:
                 self.save_checkpoint(str(checkpoint), bound=-f)
@@ -124,8 +140,11 @@ class Training:
                                                   callback=on_iter)
                         except (OSError, RuntimeError) as e:  # a worker lost? (Dask raises these)
                             recoveries.append(self._recover(e, len(recoveries)))
+                            best[0] = -np.inf  # rebuilt blocks remember nothing: keep anew
                             continue
                         evals += res.nfev
+                        if history and history[-1] < best[0]:  # as in process: on from the best
+                            self._to_best()
                         reason = {0: "converged", 2: "stalled"}.get(res.status, "max_iters")
                         message = res.message
                         # as the in-process fit (``optimize.Optimisation.run``): an early end
@@ -143,8 +162,10 @@ class Training:
                 reason = "interrupted"
             finally:
                 self._gpart.mask = None
+        if reason in ("callback", "interrupted") and history and history[-1] < best[0]:
+            self._to_best()
         self.fit_info = dict(iterations=self.iterations - start, evaluations=evals, reason=reason,
-                             message=message, bound=history[-1] if history else self.elbo(),
+                             message=message, bound=max(best[0], history[-1]) if history else self.elbo(),
                              history=history, recoveries=recoveries, seconds=time.perf_counter() - t0)
         return self
 

@@ -38,7 +38,8 @@ class Part:
     ``trial_x(stp)`` is x + stp d, whose gradient the owner hands to ``set_trial``; the m
     stored pairs are the rows of ``hist`` (2m, p): s_k in row k, y_k in row m + k.
     ``mask``: a bool (p,) of the free entries (frozen ones get gradient 0), or None.
-    The pairs' rows (16 m p bytes) are allocated when the first pair is stored.
+    The pairs' rows (16 m p bytes) are allocated when the first pair is stored; ``best``
+    (8 p bytes) is the iterate ``keep`` remembered.
     """
 
     def __init__(self, x: np.ndarray, memory: int):
@@ -51,6 +52,7 @@ class Part:
         self.mask: np.ndarray | None = None
         self._trial: tuple | None = None  # (x, g) at the last trial point
         self._pair: tuple | None = None  # (s, y) of the last accepted step
+        self.best: np.ndarray | None = None  # the iterate ``keep`` remembered
 
     def direction(self, a: np.ndarray, b: np.ndarray, c: float) -> None:
         """d = sum_k a_k s_k + b_k y_k + c g (coefficients over the m slots)."""
@@ -89,6 +91,15 @@ class Part:
         new = np.stack([s, y, g])
         old = np.zeros((3, 2 * self.m)) if self.hist is None else new @ self.hist.T
         return np.concatenate([old, new @ new.T], axis=1)
+
+    def keep(self) -> None:
+        """Remember x, the best iterate so far (the fit returns to it with ``to_best``)."""
+        self.best = self.x.copy()
+
+    def to_best(self) -> None:
+        """x = the remembered iterate (its gradient comes with the next trial at step 0)."""
+        if self.best is not None:
+            self.x = self.best.copy()
 
     def commit(self, slot: int) -> None:
         """Store the last accepted step's (s, y) in ``slot`` (the driver keeps the pair)."""
