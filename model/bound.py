@@ -140,7 +140,7 @@ def kuu_jitter(Kuu: np.ndarray) -> float:
     Never below 1e-6 (data in small units fitted with less stalled, ``gplvm._warn_small_
     units``), and never below 1e-6 of the kernel's scale: where a fit grows the kernel
     variance and lengthscales together (a smooth map, 1e5 synthetic rows: variance 150,
-    lengthscales 30), a fixed 1e-6 leaves Kuu's condition number at ~1e10, and the
+    lengthscales 30), a fixed 1e-6 leaves Kuu's condition number at ~1e9, and the
     trace term beta D / 2 (sum psi0 - tr(Kuu^-1 Psi2)), a difference of two ~1e9 numbers,
     came out with a rounding noise of 10-300 that the fit then climbed (its bound went up
     and down by 1e5 between iterations). Kuu + jitter I is still a valid choice of

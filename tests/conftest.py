@@ -16,6 +16,24 @@ if not os.environ.get("BGPLVM_DATA_MIRROR") and SHARED.is_dir():
     os.environ["BGPLVM_DATA_MIRROR"] = str(SHARED)
 
 
+def pytest_collection_finish(session):
+    """With ``test_wheel.py`` among the tests: build and install the wheel and start its
+    server now, so that the server's compile runs beside the suite's (``wheel_install``)."""
+    if any(item.path.name == "test_wheel.py" for item in session.items):
+        import importlib.util
+
+        if importlib.util.find_spec("build") is not None:  # else test_wheel skips, saying so
+            import wheel_install
+
+            session.config.bgplvm_wheel = wheel_install.start()
+
+
+def pytest_sessionfinish(session):
+    inst = getattr(session.config, "bgplvm_wheel", None)
+    if inst is not None:
+        inst.stop()
+
+
 @pytest.fixture
 def sigint_raises():
     """Python's own SIGINT handler (KeyboardInterrupt) for the test, restored after: a
