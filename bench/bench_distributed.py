@@ -43,17 +43,18 @@ import numpy as np
 Q, D, M, R, LENGTH, NOISE, SEED = 5, 50, 50, 300, 3.0, 0.1, 0
 
 
-def _features(seed=SEED):
+def _features(seed=SEED, length=None):
     rng = np.random.default_rng([seed, 999])
-    W = rng.standard_normal((Q, R)) / LENGTH
+    W = rng.standard_normal((Q, R)) / (length or LENGTH)
     b = rng.uniform(0, 2 * np.pi, R)
     A = rng.standard_normal((R, D)) * np.sqrt(2.0 / R)
     return W, b, A
 
 
-def rows(start: int, n: int, seed=SEED, with_x=False):
-    """Rows start..start+n of the data set (X and Y drawn from the block's own seed)."""
-    W, b, A = _features(seed)
+def rows(start: int, n: int, seed=SEED, with_x=False, length=None):
+    """Rows start..start+n of the data set (X and Y drawn from the block's own seed; the
+    RBF's lengthscale ``length``, default LENGTH)."""
+    W, b, A = _features(seed, length)
     rng = np.random.default_rng([seed, start])
     X = rng.standard_normal((n, Q))
     Y = np.cos(X @ W + b) @ A + NOISE * rng.standard_normal((n, D))
@@ -247,8 +248,9 @@ def _converge_models(args):
         yield "cmu35", DynamicalGPLVM(d.Y, d.times, 9, 50, kernel="rbf", time_kernel="matern32",
                                       sequences=d.sequence, seed=0, time_prior="dense"), args.converge_iters
     if "synthetic" in sets:
-        _, Y = rows(0, int(args.converge_n), with_x=True)
-        yield "synthetic", BayesianGPLVM(Y, Q, M, seed=0), args.converge_iters_large
+        for length in args.converge_lengthscales:
+            _, Y = rows(0, int(args.converge_n), with_x=True, length=length)
+            yield f"synthetic (lengthscale {length:g})", BayesianGPLVM(Y, Q, M, seed=0), args.converge_iters_large
 
 
 def section_converge(args):
@@ -292,6 +294,9 @@ def main():
                     choices=["oil", "usps", "cmu35", "synthetic"])
     ap.add_argument("--converge-n", type=float, default=1e5)
     ap.add_argument("--converge-iters-large", type=int, default=300)
+    ap.add_argument("--converge-lengthscales", type=float, nargs="+", default=[3.0, 1.5],
+                    help="the synthetic sets' data lengthscales (3: a map smooth enough that both fits "
+                         "reach the bound's precision floor at 1e5 rows)")
     ap.add_argument("--big-n", type=float, default=1e6)
     ap.add_argument("--big-iters", type=int, default=100)
     args = ap.parse_args()

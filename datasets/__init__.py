@@ -32,6 +32,7 @@ __all__ = [
     "Dataset", "DatasetInfo", "DatasetError", "UnknownDatasetError", "DownloadError",
     "ChecksumError", "ParseError", "DEFAULT_DATASET", "REGISTRY", "ImageRenderer",
     "StickFigureRenderer", "VectorRenderer", "cache_root", "cmu35_taylor_scale_bias", "is_available",
+    "resolve_mirror",
 ]
 
 
