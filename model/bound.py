@@ -346,3 +346,22 @@ def fstar_moments(post: Posterior, psi0: np.ndarray, Psi1: np.ndarray, Psi2c: np
         quad = np.einsum("imd,md->id", Psi2c[i:i + step] @ Bm, Bm)
         var[i:i + step] = quad + (at_mean[i:i + step] - trace[i:i + step])[:, None]
     return mean, np.maximum(var, 0.0)
+
+
+def predictive_moments(kernel, Z: np.ndarray, posteriors: list, D: int, mu: np.ndarray,
+                       S: np.ndarray | None = None):
+    """Mean and variance (n, D) of f (centred, no noise) at latent points mu (n, Q): the
+    projected process (eq:testPosteriorF) when ``S`` is None, else at q(x*) = N(mu, diag S)
+    (``fstar_moments``). ``posteriors``: [(columns, Posterior)], one q(u) per group of
+    outputs (``BayesianGPLVM._posteriors``)."""
+    mean, var = np.empty((mu.shape[0], D)), np.empty((mu.shape[0], D))
+    if S is None:
+        kd, Kxu = kernel.Kdiag(mu), kernel.K(mu, Z)
+        for cols, post in posteriors:
+            mean[:, cols] = Kxu @ post.Bmat
+            var[:, cols] = np.maximum(post.projected_variance(kd, Kxu), 0.0)[:, None]
+        return mean, var
+    psi = kernel.psi0(mu, S), kernel.psi1(mu, S, Z), kernel.psi2n_centred(mu, S, Z)
+    for cols, post in posteriors:
+        mean[:, cols], var[:, cols] = fstar_moments(post, *psi)
+    return mean, var

@@ -127,6 +127,27 @@ SMOOTH_TIME_KINDS = ("rbf", "matern12", "matern32", "matern52", "periodic")
 TIME_PRIORS = ("auto", "dense", "state_space")
 
 
+def check_t_new(t_new) -> np.ndarray:
+    """Times to forecast at as a float64 (n*,) array (an (n*, 1) column is accepted)."""
+    t_new = np.asarray(t_new, dtype=np.float64)
+    if t_new.ndim == 2 and t_new.shape[1] == 1:
+        t_new = t_new[:, 0]
+    if t_new.ndim > 1:
+        raise ValueError(f"t_new must be a 1-D array of time stamps, got shape {t_new.shape}")
+    t_new = t_new.reshape(-1)
+    if t_new.size == 0 or not np.all(np.isfinite(t_new)):
+        raise ValueError("t_new must be a non-empty array of finite time stamps")
+    return t_new
+
+
+def check_new_frames(t_star: np.ndarray, t_train: np.ndarray, sequence) -> None:
+    """New frames of training sequence ``sequence`` (times t_train) need times of their own."""
+    clash = np.intersect1d(t_star, t_train)
+    if clash.size:
+        raise ValueError(f"times {clash[:5].tolist()} are training frames of sequence "
+                         f"{sequence!r}; new frames of a sequence need new times")
+
+
 def resolve_time_prior(time_prior: str, time_kernel) -> str:
     """"dense" or "state_space" for ``time_prior`` ("auto": the state-space form where the
     time kernel has an exact one, Matern 1/2, 3/2, 5/2 with white and bias parts; else the
@@ -289,22 +310,11 @@ class DynamicalGPLVM(BayesianGPLVM):
         return self.prior.time_kernel
 
     # --- forecasting -------------------------------------------------------------------------
-    def _check_t_new(self, t_new) -> np.ndarray:
-        t_new = np.asarray(t_new, dtype=np.float64)
-        if t_new.ndim == 2 and t_new.shape[1] == 1:
-            t_new = t_new[:, 0]
-        if t_new.ndim > 1:
-            raise ValueError(f"t_new must be a 1-D array of time stamps, got shape {t_new.shape}")
-        t_new = t_new.reshape(-1)
-        if t_new.size == 0 or not np.all(np.isfinite(t_new)):
-            raise ValueError("t_new must be a non-empty array of finite time stamps")
-        return t_new
-
     def latent_at(self, t_new, sequence=0) -> tuple[np.ndarray, np.ndarray]:
         """q(X*) at times t_new of training sequence ``sequence`` (qxstar): means and
         variances (n*, Q) from the GP conditional, no optimisation. ``sequence=None``: a
         new sequence (the prior)."""
-        return self.prior.latent_at(self._values(), self._check_t_new(t_new), sequence)
+        return self.prior.latent_at(self._values(), check_t_new(t_new), sequence)
 
     def forecast(self, t_new, sequence=0, include_noise: bool = True):
         """Predictive mean and variance (n*, D) of y at times t_new of ``sequence``: q(X*)
@@ -325,10 +335,7 @@ class DynamicalGPLVM(BayesianGPLVM):
         Ys, observed = check_test_outputs(Y_star, self.Y.shape[1])
         t_star, _ = check_times(np.atleast_1d(t_star), Ys.shape[0], name="t_star", rows="Y_star")
         if sequence is not None:
-            clash = np.intersect1d(t_star, self.prior.t[self.prior.rows_of(sequence)])
-            if clash.size:
-                raise ValueError(f"times {clash[:5].tolist()} are training frames of sequence "
-                                 f"{sequence!r}; new frames of a sequence need new times")
+            check_new_frames(t_star, self.prior.t[self.prior.rows_of(sequence)], sequence)
         return infer_sequence(self, Ys, observed, t_star, sequence, max_iters, callback, progress)
 
     def reconstruct(self, Y_star, t_star, sequence=None, max_iters: int = 500,

@@ -16,7 +16,7 @@ from numbers import Integral
 
 import numpy as np
 
-from .bound import OutputStats, data_bound, fstar_moments, posterior_from_stats
+from .bound import OutputStats, data_bound, posterior_from_stats, predictive_moments
 from .init import init_params
 from .kernels import Kernel, make_kernel
 from .missing import MissingOutputs, as_outputs, check_training_outputs, column_variance, observed_mean
@@ -116,6 +116,31 @@ def shared_blocks(kernel: Kernel, M: int, Q: int) -> list[Block]:
     blocks += [Block("kernel." + k, v.shape, POSITIVE) for k, v in kernel.params.items()]
     blocks.append(Block("noise_variance", (), POSITIVE))
     return blocks
+
+
+def check_latent(X, Q: int, name: str) -> np.ndarray:
+    """Latent (or input) points as a float64 (n, Q) array. A 1-D array is one point when
+    Q > 1 and n points when Q == 1."""
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim == 1:
+        X = X[:, None] if Q == 1 else X[None, :]
+    if X.ndim != 2 or X.shape[1] != Q:
+        raise ValueError(f"{name} must have shape (n, {Q}), got {X.shape}")
+    if not np.all(np.isfinite(X)):
+        raise ValueError(f"{name} contains NaN or inf")
+    return np.ascontiguousarray(X)
+
+
+def check_inputs(Xnew, Xnew_var, Q: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """(Xnew, Xnew_var) of ``predict``: points (n, Q) and None, or Gaussian inputs' means
+    and variances (n, Q) each."""
+    Xnew = check_latent(Xnew, Q, "Xnew")
+    if Xnew_var is None:
+        return Xnew, None
+    S = check_latent(Xnew_var, Q, "Xnew_var")
+    if S.shape != Xnew.shape or np.any(S < 0):
+        raise ValueError("Xnew_var must be non-negative with the same shape as Xnew")
+    return Xnew, S
 
 
 class BayesianGPLVM:
@@ -563,16 +588,7 @@ class BayesianGPLVM:
         return self._cache["posteriors"]
 
     def _check_latent(self, X, name: str) -> np.ndarray:
-        """Latent (or input) points as a float64 (n, Q) array. A 1-D array is one point when
-        Q > 1 and n points when Q == 1."""
-        X = np.asarray(X, dtype=np.float64)
-        if X.ndim == 1:
-            X = X[:, None] if self.latent_dim == 1 else X[None, :]
-        if X.ndim != 2 or X.shape[1] != self.latent_dim:
-            raise ValueError(f"{name} must have shape (n, {self.latent_dim}), got {X.shape}")
-        if not np.all(np.isfinite(X)):
-            raise ValueError(f"{name} contains NaN or inf")
-        return np.ascontiguousarray(X)
+        return check_latent(X, self.latent_dim, name)
 
     @blas_single_threaded
     def predictive_variance(self, Xnew) -> np.ndarray:
@@ -596,26 +612,11 @@ class BayesianGPLVM:
         (eq:testPosteriorF). Gaussian points N(Xnew, diag Xnew_var): meanFstar / covFstar.
         ``include_noise`` adds the noise variance (predicting y rather than f).
         """
-        Xnew = self._check_latent(Xnew, "Xnew")
+        Xnew, S = check_inputs(Xnew, Xnew_var, self.latent_dim)
         self._sync_kernel()  # e.g. called from a fit's callback, while the bound moves it
-        Z = self.inducing_inputs
-        noise = self.noise_variance if include_noise else 0.0
-        k = self.kernel
-        shape = (Xnew.shape[0], self.Y.shape[1])
-        mean, var = np.empty(shape), np.empty(shape)
-        if Xnew_var is None:
-            kd, Kxu = k.Kdiag(Xnew), k.K(Xnew, Z)
-            for cols, post in self._posteriors():  # one for complete data
-                mean[:, cols] = Kxu @ post.Bmat
-                var[:, cols] = np.maximum(post.projected_variance(kd, Kxu), 0.0)[:, None]
-            return mean + self.Y_mean, var + noise
-        S = self._check_latent(Xnew_var, "Xnew_var")
-        if S.shape != Xnew.shape or np.any(S < 0):
-            raise ValueError("Xnew_var must be non-negative with the same shape as Xnew")
-        psi = k.psi0(Xnew, S), k.psi1(Xnew, S, Z), k.psi2n_centred(Xnew, S, Z)
-        for cols, post in self._posteriors():
-            mean[:, cols], var[:, cols] = fstar_moments(post, *psi)
-        return mean + self.Y_mean, var + noise
+        mean, var = predictive_moments(self.kernel, self.inducing_inputs, self._posteriors(), self.Y.shape[1],
+                                       Xnew, S)
+        return mean + self.Y_mean, var + (self.noise_variance if include_noise else 0.0)
 
     @blas_single_threaded
     def impute(self) -> tuple[np.ndarray, np.ndarray]:

@@ -70,12 +70,20 @@ class SequenceFit:
 def _conditional_prior(model, t_star: np.ndarray, sequence):
     """(m (n*, Q), C (n*, n*)): the time prior of X* alone (sequence None) or given the
     training frames of ``sequence``."""
-    prior = model.prior
-    tk = model.time_kernel
-    Kss_star = tk.K(t_star)
-    Q = model.latent_dim
     if sequence is None:
-        return np.zeros((t_star.shape[0], Q)), Kss_star
+        return np.zeros((t_star.shape[0], model.latent_dim)), model.time_kernel.K(t_star)
+    values = model._values()
+    model.prior.sync(values)  # the time kernel at the model's values
+    return conditional_prior(model.prior, values["mu_bar"], t_star, sequence)
+
+
+def conditional_prior(prior, mu_bar: np.ndarray, t_star: np.ndarray, sequence):
+    """(m (n*, Q), C (n*, n*)) of X* at times t_star given the training frames of
+    ``sequence`` under a dynamical ``prior`` (dense or state-space form, synced: its time
+    kernel at its values) whose rows have the parameters ``mu_bar`` (n, Q): m = K_*s mu_bar_s,
+    C = K_** - K_*s Kss^{-1} K_s* (module docstring). A distributed model runs it on the
+    worker that holds the sequence."""
+    tk = prior.time_kernel
     ix = prior.rows_of(sequence)
     if len(ix) > CONDITIONAL_MAX_FRAMES:
         raise ValueError(
@@ -88,8 +96,8 @@ def _conditional_prior(model, t_star: np.ndarray, sequence):
                           what="Kt of the training sequence")
     Ksn = tk.K(t_star, t_s)
     A = solve_lower(L, Ksn.T)  # L^{-1} K_s*
-    m = Ksn @ model._values()["mu_bar"][ix]
-    C = Kss_star - A.T @ A
+    m = Ksn @ mu_bar[ix]
+    C = tk.K(t_star) - A.T @ A
     return m, 0.5 * (C + C.T)
 
 
@@ -99,12 +107,13 @@ class SequenceObjective:
 
     Ys, observed : (n*, D) frames (any value where not observed) and the observed mask;
     t_star : (n*,) times; sequence : None (a new sequence) or a training sequence's id.
+    prior : (m, C) of p(X*) computed elsewhere (``conditional_prior``), or None.
     ``x0`` starts from the q(x_n) of the training frame nearest to each frame in its observed
     dims: mu_bar from those means through the prior with a small ridge (so the start's means
     are near them, not equal), lambda = 1 / S_n.
     """
 
-    def __init__(self, model, Ys, observed, t_star, sequence=None):
+    def __init__(self, model, Ys, observed, t_star, sequence=None, prior=None):
         stats = model._test_stats()  # training statistics at the model's current parameters
         n, Q = Ys.shape[0], model.latent_dim
         self.F_train = stats.F_hat
@@ -121,7 +130,7 @@ class SequenceObjective:
             ridge = 0.1 * max(float(np.mean(model.time_kernel.Kdiag(t_star[:1]))), 1e-12)
             mb0 = self.core.solve_ridge(self.core.chains.model(self.ss), mu0, ridge)
         else:
-            self.m, self.C = _conditional_prior(model, t_star, sequence)
+            self.m, self.C = _conditional_prior(model, t_star, sequence) if prior is None else prior
             self.blocks = GaussianBlocks([np.arange(n)])
             ridge = 0.1 * max(float(np.mean(np.diag(self.C))), 1e-12)
             mb0 = np.linalg.solve(self.C + ridge * np.eye(n), mu0 - self.m)
@@ -150,10 +159,12 @@ class SequenceObjective:
 
 
 def infer_sequence(model, Ys, observed, t_star, sequence=None, max_iters: int = 500,
-                   callback=None, progress: bool | None = False) -> SequenceFit:
+                   callback=None, progress: bool | None = False, prior=None) -> SequenceFit:
     """Optimise q(X*) for frames Ys (n*, D) observed where ``observed`` (n*, D) is True, at
-    times t_star (n*,) (checked by the caller: ``DynamicalGPLVM.infer_sequence``)."""
-    obj = SequenceObjective(model, Ys, observed, t_star, sequence)
+    times t_star (n*,) (checked by the caller: ``DynamicalGPLVM.infer_sequence``).
+    ``prior``: (m, C) of p(X*) when computed elsewhere (``conditional_prior`` on a
+    distributed model's worker); None: from ``model`` and ``sequence``."""
+    obj = SequenceObjective(model, Ys, observed, t_star, sequence, prior)
     opt = Optimisation(max_iters, callback, progress)
     with opt.bar:
         x = opt.run(obj, obj.x0, np.ones(obj.layout.size, dtype=bool), max_iters, "q(X*)")

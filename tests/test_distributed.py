@@ -712,9 +712,65 @@ def test_new_sequences_of_a_distributed_dynamical_model_equal_in_process(client,
         assert np.array_equal(np.isnan(Ys), var > 0)
         [(mean2, _)] = dm.reconstruct_sequences(new[:1], max_iters=its)
         np.testing.assert_allclose(mean2, mean0, atol=1e-3)
-        with pytest.raises(NotImplementedError, match="in process"):
-            dm.infer_sequence(new[0][0][:5], np.array([10.0, 10.1, 10.2, 10.3, 10.4]), sequence=0)
         with pytest.raises(ValueError, match="pair"):
             dm.infer_sequences([new[0][0]])
         with pytest.raises(TypeError, match="infer_sequence"):
             dm.infer_latent(new[0][0])
+
+
+@pytest.mark.parametrize("form", ["dense", "state_space"])
+def test_training_sequences_of_a_distributed_dynamical_model_equal_in_process(client, form):
+    """A training sequence's q(X*) at new times (``latent_at``, ``forecast``) and the fits of
+    new frames conditioned on its path (``infer_sequence`` / ``reconstruct`` with
+    ``sequence=``) come from the worker that holds it: equal to the in-process ones at the
+    same parameters (the objective to 1e-9; the fits up to what a path amplifies)."""
+    from bgplvm import DynamicalGPLVM
+    from bgplvm.distributed import DistributedDynamicalGPLVM
+    from bgplvm.distributed.sequences import sequence_view
+    from bgplvm.sequence_inference import SequenceObjective
+
+    Y, t, seqs = _sequences()
+    m = DynamicalGPLVM(Y, t, 3, 12, sequences=seqs, time_kernel="matern32+white", time_prior=form)
+    m.fit(30, progress=False)
+    with DistributedDynamicalGPLVM.from_model(m, client=client, chunks=2) as dm:
+        s = dm.sequences[dm._order[-1]]  # a sequence of the second block
+        assert dm._sequence_block(s) == 1
+        n_s = int(np.sum(seqs == s))
+        t_new = np.r_[0.1 * np.arange(0, n_s, 7), 0.1 * n_s + 0.05 * np.arange(1, 9)]  # training times, then beyond
+        for seq in (s, dm.sequences[dm._order[0]], None):
+            mu1, S1 = dm.latent_at(t_new, seq)
+            mu0, S0 = m.latent_at(t_new, seq)
+            np.testing.assert_allclose(mu1, mu0, rtol=1e-9, atol=1e-12)
+            np.testing.assert_allclose(S1, S0, rtol=1e-9, atol=1e-12)
+        for got, ref in zip(dm.forecast(t_new, s), m.forecast(t_new, s)):
+            np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-12)
+        X = np.random.default_rng(1).standard_normal((7, 3))
+        for args in ((X,), (X, np.full_like(X, 0.2))):
+            for got, ref in zip(dm.predict(*args, include_noise=False), m.predict(*args, include_noise=False)):
+                np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-12)
+
+        ts = 0.1 * n_s + 0.1 * np.arange(1, 13)  # 12 new frames continuing sequence s
+        Ys = _with_holes(np.sin(np.c_[ts, 2 * ts, 3 * ts] @ np.random.default_rng(2).standard_normal((3, 8))), 0.3)
+        obs = ~np.isnan(Ys)
+        prior = dm._on_sequence("conditional_prior", s, ts)
+        o0 = SequenceObjective(m, np.nan_to_num(Ys), obs, ts, s)
+        o1 = SequenceObjective(sequence_view(dm), np.nan_to_num(Ys), obs, ts, s, prior)
+        np.testing.assert_allclose(o1.x0, o0.x0, rtol=1e-9, atol=1e-12)
+        (F0, g0), (F1, g1) = o0(o0.x0), o1(o0.x0)
+        assert F1 == pytest.approx(F0, rel=1e-9)
+        assert np.max(np.abs(g1 - g0)) <= 1e-9 * np.max(np.abs(g0))
+        its = 30
+        here, ref = dm.infer_sequence(Ys, ts, sequence=s, max_iters=its), m.infer_sequence(Ys, ts, sequence=s, max_iters=its)
+        assert here.bound == pytest.approx(ref.bound, rel=1e-5)
+        np.testing.assert_allclose(here.mu, ref.mu, atol=1e-3)
+        (mean, var), (mean0, var0) = dm.reconstruct(Ys, ts, sequence=s, max_iters=its), m.reconstruct(Ys, ts, sequence=s, max_iters=its)
+        np.testing.assert_allclose(mean, mean0, atol=1e-3)
+        np.testing.assert_allclose(var, var0, rtol=1e-3)
+        # the path matters: the same frames as a new sequence fit otherwise
+        assert not np.allclose(dm.infer_sequence(Ys, ts, max_iters=its).mu, here.mu, atol=1e-3)
+        with pytest.raises(ValueError, match="unknown sequence 99"):
+            dm.infer_sequence(Ys, ts, sequence=99)
+        with pytest.raises(ValueError, match="unknown sequence 99"):
+            dm.latent_at(ts, 99)
+        with pytest.raises(ValueError, match="training frames of sequence"):
+            dm.infer_sequence(Ys[:2], np.array([0.0, 0.1]), sequence=s)

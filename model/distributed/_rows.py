@@ -19,6 +19,13 @@ from ..params import ParamLayout
 from .vlbfgs import Part
 
 
+def _quiet():
+    """A trial point far out (a step of the line search) may overflow: the driver refuses
+    its non-finite sums (``training``) as the in-process fit does, without the worker's
+    warnings."""
+    return np.errstate(over="ignore", invalid="ignore", divide="ignore")
+
+
 def _worker_threads() -> int:
     """Threads the worker gives a task (``--nthreads``), 1 outside a worker."""
     try:
@@ -146,6 +153,21 @@ class RowBlock:
         mu, S = self.latent(pvals, idx)
         return mu, S, self.Yc[idx], ~np.isnan(self.Y[idx])
 
+    # --- a training sequence of a dynamical block: test time ---------------------------------
+    def latent_at(self, pvals: dict, t_new: np.ndarray, sequence) -> tuple[np.ndarray, np.ndarray]:
+        """q(X*)'s (mu, S) (n*, Q) at times t_new of the block's training sequence
+        ``sequence`` (the prior's ``latent_at``: qxstar); its path does not leave the worker."""
+        return self.prior.latent_at({**self.layout.unpack(self.part.x), **pvals}, t_new, sequence)
+
+    def conditional_prior(self, pvals: dict, t_star: np.ndarray, sequence) -> tuple[np.ndarray, np.ndarray]:
+        """(m (n*, Q), C (n*, n*)): p(X*) of new frames at t_star of the block's training
+        sequence ``sequence`` (``sequence_inference.conditional_prior``)."""
+        from ..sequence_inference import conditional_prior
+
+        values = {**self.layout.unpack(self.part.x), **pvals}
+        self.prior.sync(values)
+        return conditional_prior(self.prior, values["mu_bar"], t_star, sequence)
+
     def totals(self, Z: np.ndarray, kparams: dict, pvals: dict) -> tuple[float, np.ndarray]:
         """(sum of psi0, Psi2 (M, M)) over all the block's rows at the current x (with
         missing values the forward gives them per group only)."""
@@ -161,7 +183,7 @@ class RowBlock:
         (``run_ops``): one round trip less each."""
         self._numba_threads()
         self.run_ops(ops)
-        with single_threaded_blas():
+        with single_threaded_blas(), _quiet():
             x = self.part.trial_x(stp)
             self.kernel.set_params(**kparams)
             qx = self.prior.q({**self.layout.unpack(x), **pvals}, grad=True)
@@ -185,7 +207,7 @@ class RowBlock:
         f = -F over the local parameters; returns its g.d and max |g| (and the gradient
         itself with ``need_rows``, for tests)."""
         self._numba_threads()
-        with single_threaded_blas():
+        with single_threaded_blas(), _quiet():
             x, qx = self._fwd
             n = self.n
             gr = self._groups

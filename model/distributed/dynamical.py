@@ -14,7 +14,7 @@ import copy
 
 import numpy as np
 
-from ..dynamical import SMOOTH_TIME_KINDS, _init_time_kernel, check_times, resolve_time_prior
+from ..dynamical import SMOOTH_TIME_KINDS, _init_time_kernel, check_t_new, check_times, resolve_time_prior
 from ..optimize import MEMORY
 from ..params import Block
 from ..priors import DynamicalPrior, StateSpacePrior
@@ -140,24 +140,53 @@ class DistributedDynamicalGPLVM(DistributedGPLVM):
         sub = DynamicalPrior(self.t[self._order[at]], self.sequences[self._order[at]], self._Q, self.time_kernel)
         _init_time_kernel(sub, mu)
 
-    # --- new sequences (``sequences.py``) ---------------------------------------------------------
-    def infer_sequence(self, Y_star, t_star, sequence=None, max_iters: int = 500, progress: bool | None = False):
-        """q(X*) of the frames Y_star (n*, D; NaN = missing) of a new sequence at times t_star
-        (n*,), as ``DynamicalGPLVM.infer_sequence``, here from the training statistics
-        gathered from the workers (M x M and M x D sums). Returns a ``SequenceFit``.
-        ``sequence``: None only (a training sequence's frames: in process)."""
-        from .sequences import infer_new_sequence, refuse_training_sequence, sequence_view
+    # --- training sequences: on the worker that holds each ---------------------------------------
+    def _sequence_block(self, sequence) -> int:
+        """Index of the block that holds training sequence ``sequence``."""
+        hit = np.flatnonzero(self.sequence_ids == sequence)
+        if hit.size == 0:
+            raise ValueError(f"unknown sequence {sequence!r}; the model's sequences are "
+                             f"{self.sequence_ids.tolist()[:20]}")
+        first = sum(len(ix) for ix in self._index[:int(hit[0])])  # its first row in block order
+        return int(np.searchsorted(self._starts, first, side="right") - 1)
 
-        refuse_training_sequence(sequence)
-        return infer_new_sequence(sequence_view(self), Y_star, t_star, max_iters, progress)
+    def _on_sequence(self, method: str, sequence, *args):
+        """``RowBlock.method(prior values, *args, sequence)`` on the block that holds training
+        sequence ``sequence`` (any block for None: the prior alone), at the current values."""
+        i = 0 if sequence is None else self._sequence_block(sequence)
+        pv = self._prior_values(self._globals())
+        return self._all(method, pv, *args, sequence, only=[i])[0]
+
+    def latent_at(self, t_new, sequence=0) -> tuple[np.ndarray, np.ndarray]:
+        """q(X*) at times t_new of training sequence ``sequence`` (qxstar), as
+        ``DynamicalGPLVM.latent_at``: means and variances (n*, Q), computed on the worker
+        that holds the sequence. ``sequence=None``: a new sequence (the prior)."""
+        return self._on_sequence("latent_at", sequence, check_t_new(t_new))
+
+    def forecast(self, t_new, sequence=0, include_noise: bool = True):
+        """Predictive mean and variance (n*, D) of y at times t_new of ``sequence``:
+        ``latent_at``, then ``predict`` at those Gaussian inputs (meanFstar / covFstar)."""
+        mu, S = self.latent_at(t_new, sequence)
+        return self.predict(mu, S, include_noise=include_noise)
+
+    # --- frames of new sequences, or new frames of training ones (``sequences.py``) -----------
+    def infer_sequence(self, Y_star, t_star, sequence=None, max_iters: int = 500, progress: bool | None = False):
+        """q(X*) of the frames Y_star (n*, D; NaN = missing) at times t_star (n*,) of a new
+        sequence (``sequence`` None) or of training sequence ``sequence``, as
+        ``DynamicalGPLVM.infer_sequence``, here from the training statistics gathered from
+        the workers (M x M and M x D sums; for a training sequence also its conditional prior,
+        from the worker that holds it). Returns a ``SequenceFit``."""
+        from .sequences import infer_frames
+
+        return infer_frames(self, Y_star, t_star, sequence, max_iters, progress)
 
     def reconstruct(self, Y_star, t_star, sequence=None, max_iters: int = 500):
-        """Fill the NaN entries of a new sequence's frames Y_star (n*, D) at times t_star: mean
-        and variance (n*, D), as ``DynamicalGPLVM.reconstruct``."""
-        from .sequences import reconstruct_new_sequence, refuse_training_sequence, sequence_view
+        """Fill the NaN entries of frames Y_star (n*, D) at times t_star of a new sequence or
+        of training sequence ``sequence``: mean and variance (n*, D), as
+        ``DynamicalGPLVM.reconstruct``."""
+        from .sequences import reconstruct_frames
 
-        refuse_training_sequence(sequence)
-        return reconstruct_new_sequence(sequence_view(self), Y_star, t_star, max_iters)
+        return reconstruct_frames(self, Y_star, t_star, sequence, max_iters)
 
     def infer_sequences(self, sequences, max_iters: int = 500) -> list:
         """``infer_sequence`` of many new sequences, [(Y_star, t_star), ...], on the workers

@@ -299,6 +299,16 @@ class DistributedGPLVM(Training):
         out = map_rows(self, Y_star, "reconstruct", n_init, max_iters)
         return out[:, :self.D], out[:, self.D:]
 
+    def predict(self, Xnew, Xnew_var=None, include_noise: bool = True):
+        """Predictive mean and variance (n, D) of y* at latent points Xnew (n, Q), or at
+        Gaussian inputs N(Xnew, diag Xnew_var), as ``BayesianGPLVM.predict``, from the
+        training statistics gathered from the workers (M x M and M x D sums)."""
+        from ..gplvm import check_inputs
+        from .predict import predict_from_stats, training_stats
+
+        X, S = check_inputs(Xnew, Xnew_var, self.latent_dim)
+        return predict_from_stats(training_stats(self), X, S, include_noise)
+
     def _free_mask(self) -> np.ndarray:
         mask = np.ones(self._glayout.size, bool)
         for n in self.frozen:

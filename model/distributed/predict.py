@@ -48,27 +48,33 @@ def training_stats(dm, seed: int = 0):
                                          dm._groups_info["perm"], dm._colsq, dm.Y_mean, mu, S, Yc, observed)
 
 
+def predict_from_stats(stats, mu: np.ndarray, S: np.ndarray | None = None, include_noise: bool = True):
+    """Predictive mean and variance (n, D) of y* at latent points mu (n, Q) (``S`` None)
+    or at q(x*) = N(mu, diag S), from the ``TrainingStats`` ``stats``, as
+    ``BayesianGPLVM.predict`` (``bound.predictive_moments``; one q(u) per group of outputs
+    when fitted with missing values)."""
+    from ..bound import posterior_from_stats, predictive_moments
+
+    Kuu = stats.kernel.K(stats.Z)
+    if stats.Psi2g is None:
+        posts = [(slice(None), posterior_from_stats(Kuu, stats.Psi2, stats.beta, stats.E))]
+    else:  # ``BayesianGPLVM._posteriors``
+        posts = [(cols, posterior_from_stats(Kuu, stats.Psi2g[g], stats.beta, stats.E[:, cols]))
+                 for g in range(stats.n_groups) for cols in [np.flatnonzero(stats.col_group == g)]]
+    mean, var = predictive_moments(stats.kernel, stats.Z, posts, stats.D, mu, S)
+    return mean + stats.Y_mean, var + (1.0 / stats.beta if include_noise else 0.0)
+
+
 def _rows_out(Ys, stats, n_init, max_iters, what):
     """One block of new rows: [mu | S | log density] (``what`` "infer") or [mean | var]
     of the outputs ("reconstruct")."""
-    from ..bound import fstar_moments, posterior_from_stats
     from ..testbound import check_test_outputs, infer_latent
 
     Ys, observed = check_test_outputs(np.asarray(Ys, dtype=np.float64), stats.D)
     fit = infer_latent(stats, Ys, observed, n_init=n_init, max_iters=max_iters)
     if what == "infer":
         return np.c_[fit.mu, fit.S, fit.log_density]
-    k = stats.kernel
-    Kuu, psi = k.K(stats.Z), (k.psi0(fit.mu, fit.S), k.psi1(fit.mu, fit.S, stats.Z), k.psi2n_centred(fit.mu, fit.S, stats.Z))
-    if stats.Psi2g is None:
-        mean, var = fstar_moments(posterior_from_stats(Kuu, stats.Psi2, stats.beta, stats.E), *psi)
-    else:  # fitted with missing values: one q(u) per group of outputs (``BayesianGPLVM._posteriors``)
-        mean, var = np.empty((Ys.shape[0], stats.D)), np.empty((Ys.shape[0], stats.D))
-        for g in range(stats.n_groups):
-            cols = np.flatnonzero(stats.col_group == g)
-            mean[:, cols], var[:, cols] = fstar_moments(
-                posterior_from_stats(Kuu, stats.Psi2g[g], stats.beta, stats.E[:, cols]), *psi)
-    mean, var = mean + stats.Y_mean, var + 1.0 / stats.beta
+    mean, var = predict_from_stats(stats, fit.mu, fit.S)
     return np.c_[np.where(observed, Ys, mean), np.where(observed, 0.0, var)]
 
 

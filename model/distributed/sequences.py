@@ -8,9 +8,11 @@ the driver against a ``SequenceView`` of the model (what that function reads of 
 ``DynamicalGPLVM``, built from the statistics), and ``infer_sequences`` maps it over many
 sequences on the workers, the view sent to each worker once.
 
-Frames of a *training* sequence (``sequence=`` its id) are conditioned on its latent path,
-which lives on one worker: they are inferred in process (the model file opened without
-``client=``).
+New frames of a *training* sequence (``sequence=`` its id) are conditioned on its latent
+path, which lives on one worker: that worker computes their conditional prior N(m, C)
+(``RowBlock.conditional_prior``: n* x Q and n* x n*), and the fit runs on the driver as
+for a new sequence (``infer_frames``, ``reconstruct_frames``). The path itself does not
+leave the worker; neither does it for ``latent_at`` / ``forecast``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import copy
 import numpy as np
 
 from ..bound import posterior_from_stats
-from ..dynamical import check_times
+from ..dynamical import check_new_frames, check_times
 from ..sequence_inference import conditioned_predict, infer_sequence
 from ..testbound import check_test_outputs
 
@@ -82,21 +84,20 @@ def sequence_view(dm) -> SequenceView:
     return SequenceView(stats, tk, dm.time_prior, dm._state_space_options)
 
 
-def refuse_training_sequence(sequence) -> None:
-    """Frames of a training sequence are refused, saying what to do (module docstring)."""
-    if sequence is not None:
-        raise NotImplementedError(
-            f"frames of training sequence {sequence!r} are conditioned on its latent path, which lives on "
-            "one worker: infer them in process (save the model and open it without client=), or as a new "
-            "sequence (sequence=None)")
-
-
 def check_new_sequence(view: SequenceView, Y_star, t_star) -> tuple:
     """(Ys, observed, t_star) of a new sequence, checked as ``DynamicalGPLVM.infer_sequence``
     does."""
     Ys, observed = check_test_outputs(Y_star, view.stats.D)
     t_star, _ = check_times(np.atleast_1d(t_star), Ys.shape[0], name="t_star", rows="Y_star")
     return Ys, observed, t_star
+
+
+def _reconstructed(view: SequenceView, fit, Ys, observed) -> tuple:
+    """(mean, var) (n*, D) of frames at their q(X*) ``fit``: each output's q(u) conditioned
+    on the frames' observed entries too (``sequence_inference.conditioned_predict``);
+    observed entries pass through, variance 0."""
+    mean, var = conditioned_predict(view, fit.mu, fit.S, Ys, observed)
+    return np.where(observed, Ys, mean), np.where(observed, 0.0, var)
 
 
 def infer_new_sequence(view: SequenceView, Y_star, t_star, max_iters: int = 500, progress: bool | None = False):
@@ -108,12 +109,38 @@ def infer_new_sequence(view: SequenceView, Y_star, t_star, max_iters: int = 500,
 
 def reconstruct_new_sequence(view: SequenceView, Y_star, t_star, max_iters: int = 500):
     """(mean, var) (n*, D) of a new sequence's frames: its q(X*) (``infer_new_sequence``),
-    then each output's q(u) conditioned on the frames' observed entries too
-    (``sequence_inference.conditioned_predict``); observed entries pass through, variance 0."""
+    then ``_reconstructed``."""
     Ys, observed, t_star = check_new_sequence(view, Y_star, t_star)
     fit = infer_sequence(view, Ys, observed, t_star, None, max_iters, None, False)
-    mean, var = conditioned_predict(view, fit.mu, fit.S, Ys, observed)
-    return np.where(observed, Ys, mean), np.where(observed, 0.0, var)
+    return _reconstructed(view, fit, Ys, observed)
+
+
+def _frames(dm, Y_star, t_star, sequence) -> tuple:
+    """(view, Ys, observed, t_star, prior) of frames of a new sequence (``sequence`` None,
+    prior None) or new frames of training sequence ``sequence`` (prior: their (m, C) from
+    the worker that holds it)."""
+    view = sequence_view(dm)
+    Ys, observed, t_star = check_new_sequence(view, Y_star, t_star)
+    if sequence is None:
+        return view, Ys, observed, t_star, None
+    dm._sequence_block(sequence)  # an unknown id is named before anything else
+    check_new_frames(t_star, dm.t[dm.sequences == sequence], sequence)
+    return view, Ys, observed, t_star, dm._on_sequence("conditional_prior", sequence, t_star)
+
+
+def infer_frames(dm, Y_star, t_star, sequence=None, max_iters: int = 500, progress: bool | None = False):
+    """``SequenceFit`` of frames Y_star (n*, D; NaN = missing) at times t_star of a new
+    sequence or of training sequence ``sequence`` of the distributed model ``dm``."""
+    view, Ys, observed, t_star, prior = _frames(dm, Y_star, t_star, sequence)
+    return infer_sequence(view, Ys, observed, t_star, sequence, max_iters, None, progress, prior=prior)
+
+
+def reconstruct_frames(dm, Y_star, t_star, sequence=None, max_iters: int = 500) -> tuple:
+    """(mean, var) (n*, D) of frames Y_star at times t_star (``infer_frames``, then
+    ``_reconstructed``)."""
+    view, Ys, observed, t_star, prior = _frames(dm, Y_star, t_star, sequence)
+    fit = infer_sequence(view, Ys, observed, t_star, sequence, max_iters, None, False, prior=prior)
+    return _reconstructed(view, fit, Ys, observed)
 
 
 def _one(view, Y_star, t_star, max_iters, what):
