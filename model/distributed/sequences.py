@@ -119,11 +119,12 @@ def _frames(dm, Y_star, t_star, sequence) -> tuple:
     """(view, Ys, observed, t_star, prior) of frames of a new sequence (``sequence`` None,
     prior None) or new frames of training sequence ``sequence`` (prior: their (m, C) from
     the worker that holds it)."""
+    if sequence is not None:
+        dm._sequence_block(sequence)  # an unknown id is named before the statistics are gathered
     view = sequence_view(dm)
     Ys, observed, t_star = check_new_sequence(view, Y_star, t_star)
     if sequence is None:
         return view, Ys, observed, t_star, None
-    dm._sequence_block(sequence)  # an unknown id is named before anything else
     check_new_frames(t_star, dm.t[dm.sequences == sequence], sequence)
     return view, Ys, observed, t_star, dm._on_sequence("conditional_prior", sequence, t_star)
 
