@@ -134,6 +134,8 @@ def _facts(m, t0) -> dict:
 #: below this, a fitted noise / input variance (in units of the standardised series) is
 #: "nearly deterministic" in the verdict
 DETERMINISTIC = 1e-4
+#: a spread of the bound around a fit's end below this (nats) is smooth: the bounds rank models
+SMOOTH_SPREAD = 1.0
 
 
 def verdict(per_seed: dict, facts: dict, seeds: list) -> list[str]:
@@ -204,15 +206,20 @@ def verdict(per_seed: dict, facts: dict, seeds: list) -> list[str]:
     near = {s: facts[s][b] for s in seeds if "bounds_nearby" in facts[s].get(b, {})}
     if near:
         spread = max(max(f["bounds_nearby"]) - min(f["bounds_nearby"]) for f in near.values())
-        s0 = max(near, key=lambda s: near[s]["bound"] - float(np.median(near[s]["bounds_nearby"])))
-        f0 = near[s0]
-        out.append(f"The bound is noisy where these fits end: at {N_PROBES} points 1e-12 (relative) around "
-                   f"each fit of (b) it spreads by up to {spread:.3g}, and the bound a fit reports exceeds "
-                   f"its neighbours' median by up to {f0['bound'] - float(np.median(f0['bounds_nearby'])):.3g} "
-                   f"(seed {s0}: {f0['bound']:.4g} against {float(np.median(f0['bounds_nearby'])):.4g}; "
-                   f"neighbours {min(f0['bounds_nearby']):.4g} to {max(f0['bounds_nearby']):.4g}). A fit keeps "
-                   f"the best bound it met, which can be a rounding spike, so these bounds do not rank the "
-                   f"seeds' models.")
+        if spread < SMOOTH_SPREAD:
+            out.append(f"The bound is smooth where these fits end: at {N_PROBES} points 1e-12 (relative) "
+                       f"around each fit of (b) it spreads by at most {spread:.3g} (less than "
+                       f"{SMOOTH_SPREAD:g} nat), so the bounds the fits report rank the seeds' models.")
+        else:
+            s0 = max(near, key=lambda s: near[s]["bound"] - float(np.median(near[s]["bounds_nearby"])))
+            f0 = near[s0]
+            out.append(f"The bound is noisy where these fits end: at {N_PROBES} points 1e-12 (relative) around "
+                       f"each fit of (b) it spreads by up to {spread:.3g}, and the bound a fit reports exceeds "
+                       f"its neighbours' median by up to {f0['bound'] - float(np.median(f0['bounds_nearby'])):.3g} "
+                       f"(seed {s0}: {f0['bound']:.4g} against {float(np.median(f0['bounds_nearby'])):.4g}; "
+                       f"neighbours {min(f0['bounds_nearby']):.4g} to {max(f0['bounds_nearby']):.4g}). A fit keeps "
+                       f"the best bound it met, which can be a rounding spike, so these bounds do not rank the "
+                       f"seeds' models.")
     out.append(f"The check row propagates the whole distribution through (c) by sampling ({N_SAMPLES} "
                f"trajectories, each step drawn at its own window: exact propagation, full window covariance "
                f"included, up to sampling error). Its mean log density is {mean(check, 'mean_log_density'):.3g} "

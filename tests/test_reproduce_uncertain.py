@@ -129,6 +129,10 @@ def test_mackey_glass_verdict_follows_the_numbers():
     assert ("spreads by up to 29.7, and the bound a fit reports exceeds its neighbours' median by up to 37.8 "
             "(seed 0: 331.8 against 294; neighbours 267 to 296.7)") in text
     assert "holds in this run, and its mean log density is the best too" in text
+    text = run_of({a: [0.9, 0.9], b: [1.2, 1.3], c: [0.8, 0.95], **other}, lpd,
+                  nearby={0: (295.7, [295.69, 295.71]), 1: (296.6, [296.6, 296.6])})
+    assert "The bound is smooth where these fits end" in text and "spreads by at most 0.02" in text
+    assert "The bound is noisy" not in text
     assert "nearly deterministic (noise variance 2.0e-06 for (c) and 1.0e-06 for (b)" in text
     text = run_of({a: [0.9, 0.9], b: [1.2, 1.3], c: [0.9, 1.4], **other}, lpd, noise=1e-2)
     assert "RMSE, 0.9, is (a)'s" in text and "is not reproduced in this run (its mean log" in text
