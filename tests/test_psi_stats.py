@@ -234,6 +234,22 @@ def test_centred_psi2n_keeps_its_digits_as_S_goes_to_0(case):
     assert_rel(got, expected, 1e-6)
 
 
+def test_centred_psi2n_of_an_inducing_input_far_from_the_points_is_finite():
+    """An inducing input parked far from q(x_n) (|z| = 110 where alpha = 0.76, as a fitted
+    walk model had it): psi1 underflows to 0 while the log ratio exceeds 709, and
+    psi1 psi1 expm1(ratio) was 0 x inf = NaN (its forecast variances were not finite).
+    The product is now taken in logs there; it equals Psi2^n - psi1 psi1^T, ~0."""
+    k = RBF(2, variance=2.0, lengthscale=np.array([1 / np.sqrt(0.76), 1.0]))
+    rng = np.random.default_rng(0)
+    mu, S = rng.standard_normal((40, 2)), np.full((40, 2), 1.0)
+    S[:5] = 50.0
+    Z = np.r_[rng.standard_normal((6, 2)), [[110.0, 0.0], [-90.0, 3.0]]]
+    got = k.psi2n_centred(mu, S, Z)
+    p1 = k.psi1(mu, S, Z)
+    assert np.all(np.isfinite(got))
+    np.testing.assert_allclose(got, k.psi2n(mu, S, Z) - p1[:, :, None] * p1[:, None, :], rtol=0, atol=1e-14)
+
+
 # ------------------------------------------------------------------------------------------
 # gradients
 # ------------------------------------------------------------------------------------------

@@ -401,11 +401,20 @@ def psi2n_tab(mu, S, pm, pm2, zbar, D0, sf2, alpha, M, nchunks):
     return out
 
 
+#: above this log ratio expm1 nears overflow while psi1 may have underflowed to 0 (an
+#: inducing input far from q(x_n)): the product is then taken in logs
+_LOG_RATIO_BIG = 700.0
+
+
 @njit(**_SERIAL)
-def _psi2n_centred_rows(n0, n1, mu, S, Z, P1, alpha, pm, pm2, zbar, out):
+def _psi2n_centred_rows(n0, n1, mu, S, Z, ZT, P1, sf2, alpha, pm, pm2, zbar, out):
     Q, P = zbar.shape
+    M = Z.shape[0]
     w = np.empty(Q)
     v = np.empty(Q)
+    d1 = np.empty(Q)
+    ad1 = np.empty(Q)
+    lp1 = np.empty(M)
     for n in range(n0, n1):
         c = 0.0
         for q in range(Q):
@@ -413,6 +422,7 @@ def _psi2n_centred_rows(n0, n1, mu, S, Z, P1, alpha, pm, pm2, zbar, out):
             c += math.log1p(s) - 0.5 * math.log1p(2.0 * s)
             w[q] = alpha[q] * s / ((1.0 + s) * (1.0 + 2.0 * s))
             v[q] = 0.25 * alpha[q] * s / (1.0 + s)
+        logs = False  # log psi1_n, computed once a pair of point n needs it
         for p in range(P):
             m, m2 = pm[p], pm2[p]
             r = c
@@ -420,26 +430,35 @@ def _psi2n_centred_rows(n0, n1, mu, S, Z, P1, alpha, pm, pm2, zbar, out):
                 t = mu[n, q] - zbar[q, p]
                 d = Z[m, q] - Z[m2, q]
                 r += w[q] * t * t - v[q] * d * d
-            val = P1[n, m] * P1[n, m2] * math.expm1(r)
+            if r <= _LOG_RATIO_BIG:
+                val = P1[n, m] * P1[n, m2] * math.expm1(r)
+            else:  # psi1_m psi1_m' e^r (1 - e^-r): log Psi2^n_mm' <= 2 log sf2, finite
+                if not logs:
+                    _psi1_log_point(n, mu, S, ZT, sf2, alpha, d1, ad1, lp1)
+                    logs = True
+                val = math.exp(lp1[m] + lp1[m2] + r + math.log(-math.expm1(-r)))
             out[n, m, m2] = val
             out[n, m2, m] = val
 
 
 @njit(**_PARALLEL)
-def _psi2n_centred_blocks(N, nchunks, mu, S, Z, P1, alpha, pm, pm2, zbar, out):
+def _psi2n_centred_blocks(N, nchunks, mu, S, Z, ZT, P1, sf2, alpha, pm, pm2, zbar, out):
     for c in prange(nchunks):
         _psi2n_centred_rows(c * N // nchunks, (c + 1) * N // nchunks,
-                            mu, S, Z, P1, alpha, pm, pm2, zbar, out)
+                            mu, S, Z, ZT, P1, sf2, alpha, pm, pm2, zbar, out)
 
 
 @njit(**_SERIAL)
-def psi2n_centred(mu, S, Z, P1, alpha, pm, pm2, zbar, nchunks):
+def psi2n_centred(mu, S, Z, P1, sf2, alpha, pm, pm2, zbar, nchunks):
     """(N, M, M) Psi2^n - psi1_n psi1_n^T as psi1_m psi1_m' expm1(log ratio), the ratio's
     logarithm summed per dimension from O(S) terms (``RBF.psi2n_centred``); P1 (N, M) is
-    Psi1 and pm, pm2, zbar Z's pair tables (``pair_tables``)."""
+    Psi1 and pm, pm2, zbar Z's pair tables (``pair_tables``). Where the log ratio exceeds
+    ``_LOG_RATIO_BIG`` the product is formed in logs (psi1 underflows to 0 there while
+    expm1 overflows: 0 x inf)."""
     N, M = mu.shape[0], Z.shape[0]
     out = np.empty((N, M, M))
-    _psi2n_centred_blocks(N, nchunks, mu, S, Z, P1, alpha, pm, pm2, zbar, out)
+    ZT = np.ascontiguousarray(Z.T)
+    _psi2n_centred_blocks(N, nchunks, mu, S, Z, ZT, P1, sf2, alpha, pm, pm2, zbar, out)
     return out
 
 

@@ -116,7 +116,7 @@ class RBF(Kernel):
         Z = as_points(Z, self.input_dim, "Z")
         _, pm, pm2, zbar, _ = self._pair_tables(Z)
         P1 = run_blocks(_nb.psi1, mu.shape[0], mu, S, Z, self.sf2, self.alpha)
-        return run_blocks(_nb.psi2n_centred, mu.shape[0], mu, S, Z, P1, self.alpha, pm, pm2, zbar)
+        return run_blocks(_nb.psi2n_centred, mu.shape[0], mu, S, Z, P1, self.sf2, self.alpha, pm, pm2, zbar)
 
     def psi_stats_n(self, mu, S, Z):
         """See :meth:`Kernel.psi_stats_n`: one check of the inputs and one alpha for all three."""
