@@ -72,17 +72,16 @@ def _conditional_prior(model, t_star: np.ndarray, sequence):
     training frames of ``sequence``."""
     if sequence is None:
         return np.zeros((t_star.shape[0], model.latent_dim)), model.time_kernel.K(t_star)
-    values = model._values()
-    model.prior.sync(values)  # the time kernel at the model's values
-    return conditional_prior(model.prior, values["mu_bar"], t_star, sequence)
+    return conditional_prior(model.prior, model._values(), t_star, sequence)
 
 
-def conditional_prior(prior, mu_bar: np.ndarray, t_star: np.ndarray, sequence):
+def conditional_prior(prior, values: dict, t_star: np.ndarray, sequence):
     """(m (n*, Q), C (n*, n*)) of X* at times t_star given the training frames of
-    ``sequence`` under a dynamical ``prior`` (dense or state-space form, synced: its time
-    kernel at its values) whose rows have the parameters ``mu_bar`` (n, Q): m = K_*s mu_bar_s,
+    ``sequence`` under a dynamical ``prior`` (dense or state-space form) at ``values``
+    (its rows' "mu_bar" (n, Q) and its time kernel's): m = K_*s mu_bar_s,
     C = K_** - K_*s Kss^{-1} K_s* (module docstring). A distributed model runs it on the
     worker that holds the sequence."""
+    prior.sync(values)  # the time kernel at its values
     tk = prior.time_kernel
     ix = prior.rows_of(sequence)
     if len(ix) > CONDITIONAL_MAX_FRAMES:
@@ -96,7 +95,7 @@ def conditional_prior(prior, mu_bar: np.ndarray, t_star: np.ndarray, sequence):
                           what="Kt of the training sequence")
     Ksn = tk.K(t_star, t_s)
     A = solve_lower(L, Ksn.T)  # L^{-1} K_s*
-    m = Ksn @ mu_bar[ix]
+    m = Ksn @ values["mu_bar"][ix]
     C = tk.K(t_star) - A.T @ A
     return m, 0.5 * (C + C.T)
 

@@ -138,9 +138,14 @@ class RowBlock:
     def get_x(self) -> np.ndarray:
         return self.part.x.copy()
 
+    def _values(self, pvals: dict) -> dict:
+        """The prior's values at the current x: the block's own (unpacked) and the global
+        ``pvals`` (a time kernel's) the driver sent."""
+        return {**self.layout.unpack(self.part.x), **pvals}
+
     def latent(self, pvals: dict, idx=None) -> tuple[np.ndarray, np.ndarray]:
         """q(X)'s (mu, S) over the block's rows (at rows ``idx``; all: None)."""
-        qx = self.prior.q({**self.layout.unpack(self.part.x), **pvals}, grad=False)
+        qx = self.prior.q(self._values(pvals), grad=False)
         if idx is None:
             return np.array(qx.mu), np.array(qx.S)
         idx = np.asarray(idx, dtype=np.int64)
@@ -157,23 +162,21 @@ class RowBlock:
     def latent_at(self, pvals: dict, t_new: np.ndarray, sequence) -> tuple[np.ndarray, np.ndarray]:
         """q(X*)'s (mu, S) (n*, Q) at times t_new of the block's training sequence
         ``sequence`` (the prior's ``latent_at``: qxstar); its path does not leave the worker."""
-        return self.prior.latent_at({**self.layout.unpack(self.part.x), **pvals}, t_new, sequence)
+        return self.prior.latent_at(self._values(pvals), t_new, sequence)
 
     def conditional_prior(self, pvals: dict, t_star: np.ndarray, sequence) -> tuple[np.ndarray, np.ndarray]:
         """(m (n*, Q), C (n*, n*)): p(X*) of new frames at t_star of the block's training
         sequence ``sequence`` (``sequence_inference.conditional_prior``)."""
         from ..sequence_inference import conditional_prior
 
-        values = {**self.layout.unpack(self.part.x), **pvals}
-        self.prior.sync(values)
-        return conditional_prior(self.prior, values["mu_bar"], t_star, sequence)
+        return conditional_prior(self.prior, self._values(pvals), t_star, sequence)
 
     def totals(self, Z: np.ndarray, kparams: dict, pvals: dict) -> tuple[float, np.ndarray]:
         """(sum of psi0, Psi2 (M, M)) over all the block's rows at the current x (with
         missing values the forward gives them per group only)."""
         with single_threaded_blas():
             self.kernel.set_params(**kparams)
-            qx = self.prior.q({**self.layout.unpack(self.part.x), **pvals}, grad=False)
+            qx = self.prior.q(self._values(pvals), grad=False)
             return float(np.sum(self.kernel.psi0(qx.mu, qx.S))), self.kernel.psi2(qx.mu, qx.S, Z)
 
     # --- one evaluation: forward (sums), backward (the rows' gradients) --------------------

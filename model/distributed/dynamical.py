@@ -18,7 +18,7 @@ from ..dynamical import SMOOTH_TIME_KINDS, _init_time_kernel, check_t_new, check
 from ..optimize import MEMORY
 from ..params import Block
 from ..priors import DynamicalPrior, StateSpacePrior
-from ..priors.dynamical import sequence_index
+from ..priors.dynamical import sequence_index, sequence_number
 from ..time_kernels import make_time_kernel
 from ..transforms import POSITIVE
 from .blocks import is_dask_array
@@ -143,11 +143,8 @@ class DistributedDynamicalGPLVM(DistributedGPLVM):
     # --- training sequences: on the worker that holds each ---------------------------------------
     def _sequence_block(self, sequence) -> int:
         """Index of the block that holds training sequence ``sequence``."""
-        hit = np.flatnonzero(self.sequence_ids == sequence)
-        if hit.size == 0:
-            raise ValueError(f"unknown sequence {sequence!r}; the model's sequences are "
-                             f"{self.sequence_ids.tolist()[:20]}")
-        first = sum(len(ix) for ix in self._index[:int(hit[0])])  # its first row in block order
+        k = sequence_number(self.sequence_ids, sequence)
+        first = sum(len(ix) for ix in self._index[:k])  # its first row in block order
         return int(np.searchsorted(self._starts, first, side="right") - 1)
 
     def _on_sequence(self, method: str, sequence, *args):

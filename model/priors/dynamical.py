@@ -208,6 +208,15 @@ def sequence_index(sequences: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]
     return ids, [np.flatnonzero(sequences == s) for s in ids]
 
 
+def sequence_number(sequence_ids: np.ndarray, sequence) -> int:
+    """Position of ``sequence`` in ``sequence_ids`` (``sequence_index``'s order); an
+    unknown id is refused, naming the model's."""
+    hit = np.flatnonzero(sequence_ids == sequence)
+    if hit.size == 0:
+        raise ValueError(f"unknown sequence {sequence!r}; the model's sequences are {sequence_ids.tolist()[:20]}")
+    return int(hit[0])
+
+
 class DynamicalPrior(LatentPrior):
     """p(X | t) = prod_q N(x_q | 0, Kt) with Kt block-diagonal over independent sequences.
 
@@ -310,11 +319,7 @@ class DynamicalPrior(LatentPrior):
 
     # --- forecasting (qxstar) ------------------------------------------------------------------
     def rows_of(self, sequence) -> np.ndarray:
-        hit = np.flatnonzero(self.sequence_ids == sequence)
-        if hit.size == 0:
-            raise ValueError(f"unknown sequence {sequence!r}; the model's sequences are "
-                             f"{self.sequence_ids.tolist()[:20]}")
-        return self._index[int(hit[0])]
+        return self._index[sequence_number(self.sequence_ids, sequence)]
 
     def latent_at(self, values, t_new: np.ndarray, sequence) -> tuple[np.ndarray, np.ndarray]:
         """q(X*) at times t_new of a training sequence from the GP conditional (qxstar):
