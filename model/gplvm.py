@@ -11,6 +11,7 @@ the static prior), Z as it is, the kernel parameters and the noise variance thro
 from __future__ import annotations
 
 import copy
+import time
 import warnings
 from numbers import Integral
 
@@ -482,9 +483,9 @@ class BayesianGPLVM:
                              rejected_steps=opt.n_rejected, stopped=opt.stopped or interrupted,
                              reason=self._end_reason(opt, error, interrupted, max_iters),
                              bound=float(opt.best_f) if np.isfinite(opt.best_f) else float(self.elbo()),
-                             history=opt.history, held_iterations=opt.phase_iterations.get("init", 0))
-        if opt.last_status is not None and opt.last_status[0] == 2:
-            self.fit_info["message"] = opt.last_status[1]
+                             history=opt.history, held_iterations=opt.phase_iterations.get("init", 0),
+                             message=opt.last_status[1] if opt.last_status is not None and opt.last_status[0] == 2
+                             else "", seconds=time.perf_counter() - opt.t0, recoveries=[], rebalances=[])
         if aborted:  # Ctrl-C twice: stop whatever runs the fit (a loop of fits) as well
             raise KeyboardInterrupt("fit interrupted (Ctrl-C twice): the model keeps the best point "
                                     "reached") from error
@@ -686,12 +687,13 @@ class BayesianGPLVM:
         save_model(self, path, data=data)
 
     @classmethod
-    def resume(cls, folder, Y=None, client="local", memory: int | None = None):
+    def resume(cls, folder, Y=None, client="local", memory: int | None = None, timeout: float | None = None):
         """The distributed model of the last checkpoint of a fit on Dask (``fit(checkpoint=
-        folder)``), ready to fit on: see ``bgplvm.distributed.checkpoint.resume``."""
+        folder)``), ready to fit on: see ``bgplvm.distributed.checkpoint.resume``. ``Y``:
+        the same rows, needed when the model was built from an array rather than a file."""
         from .distributed.checkpoint import resume
 
-        return resume(folder, Y, client, memory)
+        return resume(folder, Y, client, memory, timeout)
 
     @classmethod
     def load(cls, path, data=None, client=None, chunks: int | None = None):

@@ -49,6 +49,15 @@ def _minimize(objective, x0, maxiter, maxfun, memory, ftol, gtol, callback):
                     options=dict(maxiter=maxiter, maxfun=maxfun, maxcor=memory, ftol=ftol, gtol=gtol))
 
 
+#: ``fit_info``'s keys after every fit, in process and on Dask (``distributed.training``):
+#: counts, how it ended (reason: converged, stalled, max_iters, callback, interrupted or
+#: error; message: the optimiser's word when it stalled), the best bound, the bound after
+#: each iteration, the iterations with the noise held, seconds, and on Dask the workers'
+#: losses recovered and the blocks moved to workers that joined (empty in process)
+FIT_INFO_KEYS = ("iterations", "evaluations", "rejected_steps", "stopped", "reason", "message", "bound", "history",
+                 "held_iterations", "seconds", "recoveries", "rebalances")
+
+
 @dataclass(frozen=True)
 class FitProgress:
     """Passed to the fit callback after every optimiser iteration."""

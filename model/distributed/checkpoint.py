@@ -140,23 +140,29 @@ def check_same_model(meta: dict, **have) -> None:
         raise ValueError("the checkpoint is of another model: " + "; ".join(diff))
 
 
-def resume(folder, Y=None, client="local", memory: int | None = None):
-    """The distributed model of the last checkpoint in ``folder`` (``DistributedGPLVM.resume``)."""
+def resume(folder, Y=None, client="local", memory: int | None = None, timeout: float | None = None):
+    """The distributed model of the last checkpoint in ``folder`` (``DistributedGPLVM.resume``).
+    Without ``Y`` the rows come from the file the checkpoint names: a model built from
+    ``open_rows`` (.npy, .npz, .h5, .zarr) or by ``bgplvm fit --data``; one built from an
+    array needs ``Y``."""
     from ..optimize import MEMORY
+    from .faults import CALL_TIMEOUT
 
     folder = str(folder)
     meta = read_meta(folder)
     if Y is None:
         if not meta.get("data"):
-            raise ValueError(f"the checkpoint in {folder} does not name its data (the model was built from an "
-                             "array): pass the same rows as Y=")
+            raise ValueError(f"the checkpoint in {folder} does not name its data: the model was built from an array "
+                             "(NumPy, or a dask array not opened by bgplvm.distributed.open_rows), which a checkpoint "
+                             "cannot reopen by itself. Pass the same rows: "
+                             f"BayesianGPLVM.resume({folder!r}, Y=..., client=...)")
         from .data import open_rows
 
         Y = open_rows(meta["data"])
     k = int(meta["iteration"])
     g = read_global(folder, k)
     common = dict(seed=meta.get("seed"), client=client, memory=memory or meta.get("memory", MEMORY),
-                  _init=False, _rows=tuple(meta["rows"]))
+                  timeout=timeout or CALL_TIMEOUT, _init=False, _rows=tuple(meta["rows"]))
     if meta.get("model", "static") == "dynamical":
         from .dynamical import DistributedDynamicalGPLVM
 

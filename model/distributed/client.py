@@ -32,15 +32,18 @@ class Connection:
 
     @property
     def workers(self) -> list[str]:
-        """The workers' addresses, sorted (the blocks are dealt to them in this order)."""
-        return sorted(self.client.scheduler_info(n_workers=-1)["workers"])
+        """The workers' addresses alive now, sorted (the blocks are dealt to them in this
+        order; ``faults.alive_workers``)."""
+        from .faults import alive_workers
+
+        return alive_workers(self.client)
 
     def close(self) -> None:
         if self.owned:
             cluster = getattr(self.client, "cluster", None)
-            self.client.close()
+            self.client.close(timeout=CONNECT_TIMEOUT)
             if cluster is not None:
-                cluster.close()
+                cluster.close(timeout=CONNECT_TIMEOUT)
             self.owned = False
 
 
@@ -122,7 +125,11 @@ def check_workers(client) -> dict:
                            "with `dask worker SCHEDULER_ADDRESS`") from e
     # importlib.metadata.version travels by reference and exists on every worker, with or
     # without bgplvm (a function of bgplvm would fail to unpickle there instead)
-    found = client.run(importlib.metadata.version, "bgplvm", on_error="return")
+    try:
+        found = client.run(importlib.metadata.version, "bgplvm", on_error="return", callback_timeout=CONNECT_TIMEOUT)
+    except (TimeoutError, OSError) as e:
+        raise RuntimeError(f"the Dask workers did not answer within {CONNECT_TIMEOUT:.0f} s "
+                           f"({type(e).__name__}: {e}): are they stuck or unreachable from here?") from e
     bad = {w: v for w, v in found.items() if v != __version__}
     if bad:
         w, v = sorted(bad.items())[0]

@@ -22,6 +22,7 @@ from ..priors.dynamical import sequence_index, sequence_number
 from ..time_kernels import make_time_kernel
 from ..transforms import POSITIVE
 from .blocks import is_dask_array
+from .faults import CALL_TIMEOUT
 from .model import DistributedGPLVM
 
 #: rows of PCA means gathered to start the time kernel's scales (whole sequences)
@@ -58,8 +59,8 @@ class DistributedDynamicalGPLVM(DistributedGPLVM):
                  time_kernel="matern32", sequences=None, seed: int | None = 0,
                  learn_time_variance: bool = False, time_prior: str = "auto",
                  state_space_options: dict | None = None, mask=None, client="local",
-                 chunks: int | None = None, memory: int = MEMORY, _init: bool = True,
-                 _rows: tuple | None = None):
+                 chunks: int | None = None, memory: int = MEMORY, timeout: float = CALL_TIMEOUT,
+                 _init: bool = True, _rows: tuple | None = None):
         N = int(Y.shape[0])
         self.t, self.sequences = check_times(t, N, sequences)
         self._time_kernel_arg = time_kernel
@@ -68,7 +69,7 @@ class DistributedDynamicalGPLVM(DistributedGPLVM):
         self._state_space_options = dict(state_space_options or {})
         self.sequence_ids, self._index = sequence_index(self.sequences)
         super().__init__(Y, latent_dim, num_inducing, kernel, seed=seed, mask=mask, client=client,
-                         chunks=chunks, memory=memory, _init=False, _rows=_rows)
+                         chunks=chunks, memory=memory, timeout=timeout, _init=False, _rows=_rows)
         if not learn_time_variance:
             self.frozen |= set(self.smooth_time_variances())
         if _init:

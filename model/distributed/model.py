@@ -30,6 +30,7 @@ from ..optimize import MEMORY
 from ..params import ParamLayout
 from .blocks import Blocks
 from .client import Connection, close_anywhere, connect
+from .faults import CALL_TIMEOUT
 from .training import Training
 from .vlbfgs import Part
 
@@ -42,17 +43,24 @@ class DistributedGPLVM(Training):
         N-sized array reaches the driver).
     client : a ``dask.distributed.Client``, a scheduler address or "local".
     memory : L-BFGS pairs kept (on the workers, 16 m bytes per local parameter).
+    timeout : seconds one round of calls on the blocks may take with their workers alive
+        before the cluster is taken to be stuck (``faults``: a worker that leaves is noticed
+        within a second, whatever this is).
     Other arguments as ``BayesianGPLVM``'s. Complete data and the static prior.
     """
 
     def __init__(self, Y, latent_dim: int = 2, num_inducing: int = 20, kernel="rbf",
                  seed: int | None = 0, mask=None, client="local", chunks: int | None = None,
-                 memory: int = MEMORY, _init: bool = True, _rows: tuple | None = None):
+                 memory: int = MEMORY, timeout: float = CALL_TIMEOUT, _init: bool = True,
+                 _rows: tuple | None = None):
         if mask is not None:  # False = missing, as NaN
             Y = _apply_mask(Y, mask)
         Q = _check_int("latent_dim", latent_dim, 1)
         self._Q = Q
         self.memory = _check_int("memory", memory, 1)
+        if not (isinstance(timeout, (int, float)) and timeout > 0):
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        self.timeout = float(timeout)
         self.seed = seed
         self.kernel: Kernel = make_kernel(kernel if isinstance(kernel, str) else copy.deepcopy(kernel), Q)
         self.fit_info: dict = {}
@@ -90,7 +98,7 @@ class DistributedGPLVM(Training):
         from .data import source_of
 
         self.data_source = self.data_source or source_of(Y)
-        self._blocks = Blocks(self._conn, Y, chunks, self._make_block, rows=rows)
+        self._blocks = Blocks(self._conn, Y, chunks, self._make_block, rows=rows, timeout=self.timeout)
         info = self._all("describe")
         self.block_rows = list(self._blocks.rows)
         self.N, self.D = sum(self.block_rows), int(info[0]["D"])

@@ -97,7 +97,9 @@ def map_rows(dm, Y_star, what: str, n_init: int = 1, max_iters: int = 200):
 
 
 def _read_latent(actor, pvals, j):
-    return actor.latent(pvals).result()[j]
+    from .faults import CALL_TIMEOUT
+
+    return actor.latent(pvals).result(timeout=CALL_TIMEOUT)[j]
 
 
 def latent_arrays(dm, j: int):

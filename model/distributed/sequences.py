@@ -163,4 +163,7 @@ def map_sequences(dm, sequences, what: str, max_iters: int = 500) -> list:
     shared = dm.client.scatter(view, broadcast=True)
     futures = [dm.client.submit(_one, shared, np.asarray(Y, dtype=np.float64), np.asarray(t, dtype=np.float64),
                                 max_iters, what, pure=False) for Y, t in seqs]
+    import distributed
+
+    distributed.wait(futures, timeout=dm.timeout)  # TimeoutError past the model's timeout
     return dm.client.gather(futures)

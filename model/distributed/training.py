@@ -9,16 +9,22 @@ with the next forward round, ``_trial`` is one evaluation (``DistributedGPLVM._e
 
 from __future__ import annotations
 
+import logging
 import time
+import warnings
 
 import numpy as np
 
+from .._interrupt import aborts, caused_by_interrupt, deferred_interrupt
 from ..gplvm import FIT_ITERS, INIT_CHECK, INIT_ITERS, _check_int
 from ..linalg import CholeskyError
-from ..optimize import MAX_RESTARTS, RESTART_GAIN
+from ..optimize import MAX_RESTARTS, RESTART_GAIN, FitProgress
 from ..progress import ProgressBar
 from . import checkpoint as ckpt
+from .faults import ClusterError, WorkerLost, where
 from .vlbfgs import minimize_vlbfgs
+
+log = logging.getLogger("bgplvm.distributed")
 
 #: f handed to the optimiser where the bound cannot be evaluated (it shortens the step)
 _BAD_VALUE = 1e300
@@ -28,6 +34,10 @@ MAX_RECOVERIES = 5
 
 class _Stop(Exception):
     pass
+
+
+class _Rebalance(Exception):
+    """Raised after a checkpoint when workers joined: the fit deals them blocks."""
 
 
 class Training:
@@ -83,114 +93,189 @@ class Training:
         iterations: the in-process fit's phases (the noise held for the model's first
         ``init_iters`` iterations, ``INIT_CHECK`` of them unconditionally, then only while
         the model wants less noise), its steps and ends; where its last step lowered the
-        bound it goes back to its best iterate, as in process. ``callback(iteration, bound)``
-        after each iteration; returning True stops; Ctrl-C stops after the evaluation.
+        bound it goes back to its best iterate, as in process. The same contract as
+        ``BayesianGPLVM.fit``: ``callback(FitProgress)`` after each iteration, returning
+        True stops; Ctrl-C stops after the iteration (twice: at once); ``fit_info`` has the
+        same keys (``optimize.FIT_INFO_KEYS``).
 
         ``checkpoint``: a folder (local path or fsspec URL) where the workers write their
-        blocks and the driver the globals every ``checkpoint_every`` iterations
-        (``checkpoint.py``; ``resume`` continues from it). A worker lost during the fit:
-        its blocks are rebuilt on the workers left, their q(X) from the last checkpoint
-        (without one, from the PCA start), the L-BFGS memory is cleared, and the fit goes on.
+        blocks and the driver the globals at the fit's start and every ``checkpoint_every``
+        iterations (``checkpoint.py``; ``resume`` continues from it). Workers that joined
+        take blocks at a checkpoint (``fit_info["rebalances"]``). A worker lost during the
+        fit: its blocks are rebuilt on the workers alive then, their q(X) from the last
+        checkpoint (without one, from the PCA start), the L-BFGS memory is cleared, and
+        the fit goes on (``fit_info["recoveries"]``, and a logged warning). A scheduler
+        that does not answer, or workers that do not answer within the model's
+        ``timeout``, stop the fit with a ``faults.ClusterError`` saying what to do.
         """
         max_iters = _check_int("max_iters", max_iters, 0)
+        if callback is not None and not callable(callback):
+            raise TypeError(f"callback must be a function of a FitProgress, got {callback!r}")
         if init_iters is None:
             init_iters = min(INIT_ITERS, max_iters // 4)
         init_iters = _check_int("init_iters", init_iters, 0, None)
         every = _check_int("checkpoint_every", checkpoint_every, 1)
         if checkpoint is not None:
-            self._check_checkpoint_folder(str(checkpoint))
-        parts = _Parts(self)
-        history: list[float] = []
-        start, evals, recoveries, t0 = self.iterations, 0, [], time.perf_counter()
+            checkpoint = str(checkpoint)
+            self._check_checkpoint_folder(checkpoint)
+        run = _Run(self, max_iters, callback, checkpoint, every)
+        error = None
+        with ProgressBar(max_iters, "fit", enabled=progress) as run.bar, deferred_interrupt() as run.interrupt:
+            try:
+                if checkpoint is not None and self._checkpoint != (checkpoint, self.iterations):
+                    self.save_checkpoint(checkpoint)  # the start: what a loss before the first one goes back to
+                run.fit_from = self._checkpoint if checkpoint is not None else None
+                self._phases(run, init_iters)
+            except _Stop:
+                run.reason = "callback" if not run.interrupted else "interrupted"
+            except ClusterError as e:
+                error = self._stopped_by(e)
+            except BaseException as e:  # noqa: BLE001 - a callback's error, a second Ctrl-C
+                error = e
+            finally:
+                self._gpart.mask = None
+        aborted = error is not None and caused_by_interrupt(error)
+        if aborted or (error is not None and not isinstance(error, ClusterError)):
+            run.reason = "interrupted" if aborted else "error"
+        elif error is not None:
+            run.reason = "error"
+        if not isinstance(error, ClusterError) and run.history and run.history[-1] < run.best:
+            self._to_best()  # stopped mid-way, as in process: the best iterate
+        self.fit_info = run.info()
+        if aborted:
+            raise KeyboardInterrupt("fit interrupted (Ctrl-C twice): the model keeps the best point reached") from error
+        if error is not None:
+            raise error
+        if run.interrupted:
+            warnings.warn("fit interrupted: the model keeps the best point reached (Ctrl-C again stops at once)",
+                          stacklevel=2)
+            if aborts():
+                raise KeyboardInterrupt("fit interrupted (Ctrl-C)")
+        return self
+
+    def _phases(self, run: "_Run", init_iters: int) -> None:
+        """The fit's phases (``fit``): L-BFGS runs until each phase's end, started again
+        after an early end that gained, a worker's loss or a rebalance."""
+        start = run.start
         check = max(0, min(INIT_CHECK, init_iters) - start)
         held = max(0, init_iters - start - check)
         phases = [(check, True), (held, True), (None, False)]
         noise = self._glayout.slices["noise_variance"]
-        reason, message = "max_iters", ""
-        best = [-np.inf]  # the best bound of this fit; the parts remember its iterate
+        parts = _Parts(self, run)
+        for k, (iters, hold) in enumerate(phases):
+            end = self.iterations + iters if iters is not None else start + run.max_iters
+            end = min(end, start + run.max_iters)
+            if end <= self.iterations or (k == 1 and not self._hold_helps()):
+                continue
+            run.phase = "init" if hold else "main"
+            mask = self._free_mask()
+            mask[noise] = mask[noise] & (not hold)
+            restarts = 0
+            while self.iterations < end:
+                self._gpart.mask = mask
+                before = run.history[-1] if run.history else -np.inf
+                left = end - self.iterations
+                try:
+                    res = minimize_vlbfgs(parts, left, max(10 * left, 20), memory=self.memory, callback=run.on_iter)
+                except _Rebalance:
+                    run.rebalances.append(self._rebalance())
+                    run.best = -np.inf  # moved blocks remember nothing: keep anew
+                    continue
+                except (WorkerLost, OSError) as e:  # OSError: what Dask raises for a connection lost
+                    run.recoveries.append(self._recover_all(e, run))
+                    run.best = -np.inf  # rebuilt blocks remember nothing: keep anew
+                    continue
+                if run.history and run.history[-1] < run.best:  # as in process: on from the best
+                    self._to_best()
+                run.reason = {0: "converged", 2: "stalled"}.get(res.status, "max_iters")
+                run.message = res.message
+                # as the in-process fit (``optimize.Optimisation.run``): an early end (ftol, a
+                # failed line search) starts L-BFGS again, memory cleared, while that gains
+                gained = bool(run.history) and run.history[-1] - before > RESTART_GAIN * max(1.0, abs(before))
+                if res.status not in (0, 2) or not gained or restarts >= MAX_RESTARTS:
+                    break
+                restarts += 1
+            if run.reason in ("converged", "stalled") and k == 2:
+                break
 
-        def on_iter(f):
-            self.iterations += 1
-            history.append(-f)
-            if -f >= best[0]:
-                best[0] = -f
-                self._keep()
-            bar.update(self.iterations - start, f"bound {-f:.6g}")
-            if checkpoint is not None and self.iterations % every == 0:
-                self.save_checkpoint(str(checkpoint), bound=-f)
-            if callback is not None and callback(self.iterations - start, -f):
-                raise _Stop
-
-        with ProgressBar(max_iters, "fit", enabled=progress) as bar:
+    def _recover_all(self, error: BaseException, run: "_Run") -> dict:
+        """``_recover``, again while workers keep leaving during it (``MAX_RECOVERIES`` in all)."""
+        while True:
             try:
-                for k, (iters, hold) in enumerate(phases):
-                    end = self.iterations + iters if iters is not None else start + max_iters
-                    end = min(end, start + max_iters)
-                    if end <= self.iterations or (k == 1 and not self._hold_helps()):
-                        continue
-                    mask = self._free_mask()
-                    mask[noise] = mask[noise] & (not hold)
-                    restarts = 0
-                    while self.iterations < end:
-                        self._gpart.mask = mask
-                        before = history[-1] if history else -np.inf
-                        try:
-                            left = end - self.iterations
-                            res = minimize_vlbfgs(parts, left, max(10 * left, 20), memory=self.memory,
-                                                  callback=on_iter)
-                        except (OSError, RuntimeError) as e:  # a worker lost? (Dask raises these)
-                            recoveries.append(self._recover(e, len(recoveries)))
-                            best[0] = -np.inf  # rebuilt blocks remember nothing: keep anew
-                            continue
-                        evals += res.nfev
-                        if history and history[-1] < best[0]:  # as in process: on from the best
-                            self._to_best()
-                        reason = {0: "converged", 2: "stalled"}.get(res.status, "max_iters")
-                        message = res.message
-                        # as the in-process fit (``optimize.Optimisation.run``): an early end
-                        # (ftol, a failed line search) starts L-BFGS again, memory cleared, for
-                        # as long as that gains something
-                        gained = bool(history) and history[-1] - before > RESTART_GAIN * max(1.0, abs(before))
-                        if res.status not in (0, 2) or not gained or restarts >= MAX_RESTARTS:
-                            break
-                        restarts += 1
-                    if reason in ("converged", "stalled") and k == 2:
-                        break
-            except _Stop:
-                reason = "callback"
-            except KeyboardInterrupt:
-                reason = "interrupted"
-            finally:
-                self._gpart.mask = None
-        if reason in ("callback", "interrupted") and history and history[-1] < best[0]:
-            self._to_best()
-        self.fit_info = dict(iterations=self.iterations - start, evaluations=evals, reason=reason,
-                             message=message, bound=max(best[0], history[-1]) if history else self.elbo(),
-                             history=history, recoveries=recoveries, seconds=time.perf_counter() - t0)
-        return self
+                return self._recover(error, len(run.recoveries), run.fit_from)
+            except WorkerLost as again:
+                if len(run.recoveries) >= MAX_RECOVERIES or again is error:
+                    raise
+                error = again
+                run.recoveries.append(dict(iteration=self.iterations, blocks=again.blocks, workers=again.workers,
+                                           rows=0, source="lost again while being rebuilt", to=[],
+                                           error=f"{type(again).__name__}: {again}", seconds=0.0))
 
-    def _recover(self, error: BaseException, done: int) -> dict:
+    def _recover(self, error: BaseException, done: int, fit_from=None) -> dict:
         """Rebuild the blocks of lost workers (``fit``'s docstring), or raise ``error`` when
         no block was lost (it was not a worker's loss) or after ``MAX_RECOVERIES``."""
+        t0 = time.perf_counter()
         lost = self._blocks.find_lost()
-        if not lost or done >= MAX_RECOVERIES:
+        if not lost:
             raise error
+        gone = sorted({self._blocks.where[i] for i in lost if self._blocks.where[i]} | set(getattr(error, "workers", ())))
+        if done >= MAX_RECOVERIES:
+            raise WorkerLost(f"{where(lost, gone)} lost: the fit gave up after {MAX_RECOVERIES} recoveries", gone,
+                             lost) from error
+        if self._checkpoint is None and self._init_V is None:
+            raise WorkerLost(f"{where(lost, gone)} lost with their worker and cannot be rebuilt: there is no "
+                             "checkpoint (fit with checkpoint=FOLDER)", gone, lost) from error
         self._ops = []
         self._blocks.replace(lost)
         self._all("centre", self.Y_mean, self._groups_info, only=lost)
-        if self._checkpoint is None and self._init_V is None:
-            raise RuntimeError(f"{len(lost)} block(s) of rows were lost with their worker and cannot be rebuilt: "
-                               "there is no checkpoint (fit with checkpoint=FOLDER)") from error
         if self._checkpoint is not None:
             folder, k = self._checkpoint
             self._all("restore", per_block={i: (folder, i, k) for i in lost}, only=lost)
             source = f"checkpoint of iteration {k}"
+            if self._checkpoint == fit_from:
+                source += " (the start of this fit: no later checkpoint yet)"
         else:
             pv = self._prior_values(self._globals())
             self._all("init_latent", per_block={i: (self._init_V, self.seed, i, pv) for i in lost}, only=lost)
             source = "the PCA start (no checkpoint)"
-        return dict(iteration=self.iterations, blocks=lost, rows=int(sum(self.block_rows[i] for i in lost)),
-                    source=source, error=f"{type(error).__name__}: {error}")
+        rec = dict(iteration=self.iterations, blocks=lost, rows=int(sum(self.block_rows[i] for i in lost)),
+                   workers=gone, to=[self._blocks.where[i] for i in lost], source=source,
+                   error=f"{type(error).__name__}: {error}", seconds=time.perf_counter() - t0)
+        log.warning("bgplvm: %s lost at iteration %d; rebuilt on %s, their q(X) from the %s (%.1f s)",
+                    where(lost, gone), rec["iteration"], ", ".join(sorted(set(rec["to"]))), source, rec["seconds"])
+        return rec
+
+    def _rebalance(self) -> dict:
+        """Deal blocks to workers that joined (``Blocks.moves``), at the checkpoint just
+        written: each moved block starts anew there with its parameters from it."""
+        t0 = time.perf_counter()
+        moves = self._blocks.moves()
+        folder, k = self._checkpoint
+        came_from = {i: self._blocks.where[i] for i in moves}
+        self._ops = []
+        self._blocks.move(moves)
+        which = sorted(moves)
+        self._all("centre", self.Y_mean, self._groups_info, only=which)
+        self._all("restore", per_block={i: (folder, i, k) for i in which}, only=which)
+        rec = dict(iteration=self.iterations, blocks=which, rows=int(sum(self.block_rows[i] for i in which)),
+                   workers=sorted(set(came_from.values())), to=[moves[i] for i in which],
+                   seconds=time.perf_counter() - t0)
+        log.info("bgplvm: %s moved to %s at the checkpoint of iteration %d (%.1f s)", where(which, rec["workers"]),
+                 ", ".join(sorted(set(rec["to"]))), k, rec["seconds"])
+        return rec
+
+    def _stopped_by(self, e: ClusterError) -> ClusterError:
+        """``e`` again, its message saying where the fit stopped and what to do."""
+        if self._checkpoint is not None:
+            folder, k = self._checkpoint
+            rows = "" if self.data_source else "Y=<the same rows>, "
+            todo = (f"the checkpoint of iteration {k} in {folder} is whole: once the cluster answers, continue with "
+                    f"BayesianGPLVM.resume({folder!r}, {rows}client=...).fit(...)")
+        else:
+            todo = "there is no checkpoint to continue from (fit with checkpoint=FOLDER to keep a fit's progress)"
+        out = type(e)(f"{e}. The fit stopped at iteration {self.iterations}; {todo}", e.workers, e.blocks)
+        out.__cause__ = e
+        return out
 
     # --- checkpoints ---------------------------------------------------------------------------
     def _identity(self) -> dict:
@@ -235,12 +320,14 @@ class Training:
                              "checkpoint to another folder")
 
     @classmethod
-    def resume(cls, folder: str, Y=None, client="local", memory: int | None = None) -> "Training":
+    def resume(cls, folder: str, Y=None, client="local", memory: int | None = None,
+               timeout: float | None = None) -> "Training":
         """The model of the last checkpoint in ``folder`` (static or dynamical), its rows
-        (``Y``, or the file the checkpoint names) dealt to the workers in the checkpoint's
-        blocks (``checkpoint.resume``). ``fit`` then goes on from there (its L-BFGS memory
-        starts empty)."""
-        return ckpt.resume(folder, Y, client, memory)
+        (``Y``, or the file the checkpoint names: rows opened with ``open_rows`` or by
+        ``bgplvm fit --data``; an array needs ``Y``) dealt to the workers in the
+        checkpoint's blocks (``checkpoint.resume``). ``fit`` then goes on from there (its
+        L-BFGS memory starts empty)."""
+        return ckpt.resume(folder, Y, client, memory, timeout)
 
     def _hold_helps(self) -> bool:
         """As ``BayesianGPLVM._hold_helps``: go on holding the noise only while dF/d noise < 0."""
@@ -250,11 +337,68 @@ class Training:
         return float(-out["g"][self._glayout.slices["noise_variance"]][0]) < 0.0
 
 
-class _Parts:
-    """The model's blocks and the driver's part, as ``vlbfgs.Parts``."""
+class _Run:
+    """One fit's state: its history and best bound, counts, recoveries and rebalances,
+    and ``on_iter``, what happens after each iteration (checkpoint, callback, Ctrl-C)."""
 
-    def __init__(self, model):
-        self.m = model
+    def __init__(self, model, max_iters: int, callback, checkpoint: str | None, every: int):
+        self.m, self.max_iters, self.callback = model, max_iters, callback
+        self.checkpoint, self.every = checkpoint, every
+        self.start, self.t0 = model.iterations, time.perf_counter()
+        self.history: list[float] = []
+        self.best = -np.inf  # the best bound of this fit; the parts remember its iterate
+        self.evaluations = self.rejected = self.held = 0
+        self.recoveries: list[dict] = []
+        self.rebalances: list[dict] = []
+        self.reason, self.message, self.phase = "max_iters", "", "main"
+        self.interrupted = False
+        self.interrupt = None  # ``_interrupt.InterruptRequest``
+        self.bar = None
+        self.fit_from = None  # (folder, iteration) of the checkpoint written at the start
+
+    def on_iter(self, f: float) -> None:
+        m = self.m
+        m.iterations += 1
+        self.history.append(-f)
+        self.held += self.phase == "init"
+        if -f >= self.best:
+            self.best = -f
+            m._keep()
+        self.bar.update(m.iterations - self.start, f"bound {-f:.6g} [{self.phase}]")
+        join = False
+        if self.checkpoint is not None and m.iterations % self.every == 0:
+            m.save_checkpoint(self.checkpoint, bound=-f)
+            join = bool(m._blocks.moves())
+        if self.callback is not None:
+            p = FitProgress(m.iterations - self.start, self.max_iters, self.evaluations, -f, self.phase,
+                            time.perf_counter() - self.t0)
+            if self.callback(p):
+                raise _Stop
+        if self.interrupt is not None and self.interrupt.requested:
+            self.interrupted = True
+            raise _Stop
+        if join:
+            raise _Rebalance
+
+    def info(self) -> dict:
+        """``fit_info`` (the keys of ``optimize.FIT_INFO_KEYS``)."""
+        m = self.m
+        if self.history:
+            bound = max(self.best, self.history[-1])
+        else:  # no iteration: the bound where the fit started (unknown when the cluster failed)
+            bound = m.elbo() if self.reason != "error" else np.nan
+        return dict(iterations=m.iterations - self.start, evaluations=self.evaluations, rejected_steps=self.rejected,
+                    stopped=self.reason in ("callback", "interrupted"), reason=self.reason, message=self.message,
+                    bound=float(bound), history=self.history, held_iterations=self.held,
+                    seconds=time.perf_counter() - self.t0, recoveries=self.recoveries, rebalances=self.rebalances)
+
+
+class _Parts:
+    """The model's blocks and the driver's part, as ``vlbfgs.Parts`` (counting the
+    evaluations of ``run``)."""
+
+    def __init__(self, model, run: _Run):
+        self.m, self.run = model, run
 
     def direction(self, a, b, c):
         self.m._direction(a, b, c)
@@ -263,7 +407,10 @@ class _Parts:
         self.m._perturb(k)
 
     def trial(self, stp):
-        return self.m._trial(stp)
+        self.run.evaluations += 1
+        out = self.m._trial(stp)
+        self.run.rejected += int(out[0] == _BAD_VALUE)
+        return out
 
     def accept(self):
         return self.m._accept()
