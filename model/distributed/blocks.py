@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .faults import (CALL_TIMEOUT, PING_TIMEOUT, POLL, SCHEDULER_TIMEOUT, ClusterTimeout, Deadline, WorkerLost,
-                     alive_workers, where)
+from . import faults
+from .faults import CALL_TIMEOUT, ClusterTimeout, Deadline, WorkerLost, alive_workers, where
 
 
 def is_dask_array(Y) -> bool:
@@ -98,13 +98,13 @@ class Blocks:
     # --- workers --------------------------------------------------------------------------------
     def alive(self) -> list[str]:
         """The workers alive now, as the scheduler lists them (``faults.alive_workers``);
-        waits up to ``SCHEDULER_TIMEOUT`` for a first one."""
+        waits up to ``faults.SCHEDULER_TIMEOUT`` for a first one."""
         workers = alive_workers(self.conn.client)
         if not workers:
             try:
-                self.conn.client.wait_for_workers(1, timeout=SCHEDULER_TIMEOUT)
+                self.conn.client.wait_for_workers(1, timeout=faults.SCHEDULER_TIMEOUT)
             except (TimeoutError, OSError) as e:
-                raise WorkerLost(f"the Dask cluster has no workers left (waited {SCHEDULER_TIMEOUT:.0f} s): start "
+                raise WorkerLost(f"the Dask cluster has no workers left (waited {faults.SCHEDULER_TIMEOUT:.0f} s): start "
                                  "some (`dask worker SCHEDULER_ADDRESS`, or cluster.scale(n))") from e
             workers = alive_workers(self.conn.client)
         return workers
@@ -130,7 +130,7 @@ class Blocks:
         client = self.conn.client
         if self._numpy is not None:
             return client.scatter(self._numpy[self.starts[i]:self.starts[i + 1]], workers=[worker], hash=False,
-                                  timeout=SCHEDULER_TIMEOUT)
+                                  timeout=faults.SCHEDULER_TIMEOUT)
         return client.compute(self._delayed[i], workers=[worker], allow_other_workers=True)
 
     def _start(self, which, place: dict[int, str] | None = None) -> None:
@@ -159,7 +159,7 @@ class Blocks:
         pending, again = dict(futs), []
         while pending:
             try:
-                distributed.wait(list(pending.values()), timeout=min(POLL, max(deadline.left(), 0.01)))
+                distributed.wait(list(pending.values()), timeout=min(faults.POLL, max(deadline.left(), 0.01)))
             except TimeoutError:
                 pass
             alive = set(self.alive())
@@ -204,12 +204,12 @@ class Blocks:
 
     def _collect(self, idx: list[int], futs: list, what: str, deadline: Deadline) -> list:
         """The results of the actor calls ``futs`` on blocks ``idx``, looking at the
-        scheduler every ``POLL`` seconds while waiting (``_check``)."""
+        scheduler every ``faults.POLL`` seconds while waiting (``_check``)."""
         out = []
         for k, f in enumerate(futs):
             while True:
                 try:
-                    out.append(f.result(timeout=min(POLL, max(deadline.left(), 0.01))))
+                    out.append(f.result(timeout=min(faults.POLL, max(deadline.left(), 0.01))))
                     break
                 except TimeoutError:  # (before OSError: TimeoutError is one)
                     self._check(idx[k:], what, deadline)
@@ -243,7 +243,7 @@ class Blocks:
                 or self._futures[i].status != "finished"}
         for i in sorted(set(range(len(self.rows))) - lost):
             try:
-                self.call("ping", only=[i], timeout=PING_TIMEOUT)
+                self.call("ping", only=[i], timeout=faults.PING_TIMEOUT)
             except (WorkerLost, OSError):
                 lost.add(i)
         return sorted(lost)

@@ -50,9 +50,11 @@ class SchedulerLost(ClusterError):
     """The scheduler does not answer (it stopped, or the network to it is down)."""
 
 
-def alive_workers(client, timeout: float = SCHEDULER_TIMEOUT) -> list[str]:
+def alive_workers(client, timeout: float | None = None) -> list[str]:
     """The addresses of the workers the scheduler lists now, sorted, those about to leave
-    left out; ``SchedulerLost`` when it does not answer within ``timeout`` seconds."""
+    left out; ``SchedulerLost`` when it does not answer within ``timeout`` seconds
+    (``SCHEDULER_TIMEOUT``)."""
+    timeout = SCHEDULER_TIMEOUT if timeout is None else timeout
     if client.status in ("closing", "closed"):
         raise SchedulerLost(f"the Dask client is {client.status}: the model's cluster is gone")
     try:
