@@ -135,9 +135,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return plugins[argv[0]].load()(argv[1:])
     args = _parser().parse_args(argv)
+    from .distributed.faults import ClusterError  # (imports no Dask)
+
     try:
         return {"fit": _fit, "summary": _summary}[args.command](args)
-    except (ValueError, OSError) as e:
+    except (ValueError, OSError, ClusterError) as e:
         print(f"bgplvm {args.command}: error: {e}", file=sys.stderr)
         return 2
 

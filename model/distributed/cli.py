@@ -44,6 +44,8 @@ def fit_distributed(args) -> int:
         for r in info["recoveries"]:
             print(f"recovered {r['rows']} rows lost with their worker at iteration {r['iteration']} from the "
                   f"{r['source']}", file=sys.stderr)
+        for r in info["rebalances"]:
+            print(f"moved {r['rows']} rows to workers that joined at iteration {r['iteration']}", file=sys.stderr)
         print(f"checkpoint: {folder} (iteration {m.iterations})")
         if args.out is not None:
             m.save(args.out)

@@ -123,7 +123,8 @@ class Training:
         with ProgressBar(max_iters, "fit", enabled=progress) as run.bar, deferred_interrupt() as run.interrupt:
             try:
                 if checkpoint is not None and self._checkpoint != (checkpoint, self.iterations):
-                    self.save_checkpoint(checkpoint)  # the start: what a loss before the first one goes back to
+                    # the start: what a loss before the first periodic checkpoint goes back to
+                    self._surviving(run, lambda: self.save_checkpoint(checkpoint))
                 run.fit_from = self._checkpoint if checkpoint is not None else None
                 self._phases(run, init_iters)
             except _Stop:
@@ -135,10 +136,8 @@ class Training:
             finally:
                 self._gpart.mask = None
         aborted = error is not None and caused_by_interrupt(error)
-        if aborted or (error is not None and not isinstance(error, ClusterError)):
+        if error is not None:
             run.reason = "interrupted" if aborted else "error"
-        elif error is not None:
-            run.reason = "error"
         if not isinstance(error, ClusterError) and run.history and run.history[-1] < run.best:
             self._to_best()  # stopped mid-way, as in process: the best iterate
         self.fit_info = run.info()
@@ -165,7 +164,7 @@ class Training:
         for k, (iters, hold) in enumerate(phases):
             end = self.iterations + iters if iters is not None else start + run.max_iters
             end = min(end, start + run.max_iters)
-            if end <= self.iterations or (k == 1 and not self._hold_helps()):
+            if end <= self.iterations or (k == 1 and not self._surviving(run, self._hold_helps)):
                 continue
             run.phase = "init" if hold else "main"
             mask = self._free_mask()
@@ -197,6 +196,14 @@ class Training:
                 restarts += 1
             if run.reason in ("converged", "stalled") and k == 2:
                 break
+
+    def _surviving(self, run: "_Run", step):
+        """``step()``, done again after recovering from a worker's loss during it."""
+        while True:
+            try:
+                return step()
+            except (WorkerLost, OSError) as e:
+                run.recoveries.append(self._recover_all(e, run))
 
     def _recover_all(self, error: BaseException, run: "_Run") -> dict:
         """``_recover``, again while workers keep leaving during it (``MAX_RECOVERIES`` in all)."""
