@@ -40,7 +40,7 @@ class RowBlock:
     """Rows Y (n, D) of the data and q(X) over them under ``prior`` (a ``LatentPrior`` over
     these n rows, e.g. ``StaticPrior(n, Q)``)."""
 
-    def __init__(self, Y, kernel, prior, memory: int):
+    def __init__(self, Y, kernel, prior, memory: int, state: dict | None = None):
         self.Y = np.ascontiguousarray(np.asarray(Y, dtype=np.float64))
         if self.Y.ndim != 2:
             raise ValueError(f"a block of rows must be 2-D, got shape {self.Y.shape}")
@@ -53,6 +53,8 @@ class RowBlock:
         self._groups: dict | None = None  # missing values: the block's patterns (``centre``)
         self._fwd: tuple | None = None  # (x, qx) of the last trial point
         self._threads = _worker_threads()
+        if state is not None:  # a block moved from another worker (``export_state``)
+            vars(self.part).update(state)
 
     def _numba_threads(self) -> None:
         import numba
@@ -62,6 +64,12 @@ class RowBlock:
     # --- set-up ------------------------------------------------------------------------
     def ping(self) -> int:
         return self.n
+
+    def export_state(self) -> dict:
+        """The optimiser's vectors over the block (``vlbfgs.Part``: x, g, d, the pairs, the
+        remembered best): what a copy of the block on another worker needs to go on with the
+        fit where this one is (``Blocks.move``)."""
+        return {k: v for k, v in vars(self.part).items() if k != "_trial"}
 
     def checkpoint(self, folder: str, i: int, k: int) -> None:
         """Write the block's parameters at the current iterate (``checkpoint.write_block``)."""
@@ -253,3 +261,9 @@ class RowBlock:
         """The optimiser's calls queued by the driver (("commit", slot), ("keep",), ...)."""
         for op, *args in ops:
             getattr(self, op)(*args)
+
+
+def export_state(actor) -> dict:
+    """A task on the worker of ``actor`` (a ``RowBlock``): its ``export_state``, kept on that
+    worker until the block's copy elsewhere takes it (worker to worker)."""
+    return actor.export_state().result()

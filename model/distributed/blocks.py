@@ -133,11 +133,13 @@ class Blocks:
                                   timeout=faults.SCHEDULER_TIMEOUT)
         return client.compute(self._delayed[i], workers=[worker], allow_other_workers=True)
 
-    def _start(self, which, place: dict[int, str] | None = None) -> None:
-        """Start the actors of blocks ``which`` on the workers alive now (or at ``place``);
-        a block whose worker leaves meanwhile is dealt again, until ``timeout``."""
+    def _start(self, which, place: dict[int, str] | None = None, states: dict | None = None) -> None:
+        """Start the actors of blocks ``which`` on the workers alive now (or at ``place``;
+        ``states``: block -> future of its optimiser's state, ``move``); a block whose
+        worker leaves meanwhile is dealt again, until ``timeout``."""
         which, deadline = list(which), Deadline(self.timeout)
         others = set(range(len(self.rows))) - set(which)
+        states = states or {}
         while which:
             workers = self.alive()
             if place is None or any(place.get(i) not in workers for i in which):
@@ -145,7 +147,7 @@ class Blocks:
             futs = {}
             for i in which:
                 cls, *args = self.make(i, self.rows[i], self._data(i, place[i]))
-                futs[i] = self.conn.client.submit(cls, *args, actor=True, workers=[place[i]],
+                futs[i] = self.conn.client.submit(cls, *args, states.get(i), actor=True, workers=[place[i]],
                                                   allow_other_workers=False, pure=False)
             which = self._await_started(futs, place, deadline)
             others |= set(futs) - set(which)
@@ -281,14 +283,21 @@ class Blocks:
             out[i] = lo
 
     def move(self, moves: dict[int, str]) -> None:
-        """Start blocks ``moves`` (block -> worker) anew there, then release the old actors
-        (the caller restores their parameters, ``Training._rebalance``)."""
-        old = {i: (self.actors[i], self._futures[i], self.where[i]) for i in moves}
-        self._start(sorted(moves), place=dict(moves))
-        for i, (a, f, _) in old.items():
-            for fut in (f, getattr(a, "_future", None)):
+        """Start blocks ``moves`` (block -> worker) anew there with their optimiser's state,
+        sent from their old worker to the new one, then release the old actors: the fit
+        goes on as if nothing moved (the caller centres their rows again,
+        ``Training._rebalance``)."""
+        from ._rows import export_state
+
+        client = self.conn.client
+        old = {i: (self.actors[i], self._futures[i]) for i in moves}
+        states = {i: client.submit(export_state, self.actors[i], workers=[self.where[i]], pure=False)
+                  for i in moves}
+        self._start(sorted(moves), place=dict(moves), states=states)
+        for i, (a, f) in old.items():
+            for fut in (f, getattr(a, "_future", None), states[i]):
                 try:
-                    if fut is not None and fut is not self._futures[i]:
+                    if fut is not None:
                         fut.release()
                 except Exception:  # noqa: BLE001
                     pass

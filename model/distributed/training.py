@@ -36,10 +36,6 @@ class _Stop(Exception):
     pass
 
 
-class _Rebalance(Exception):
-    """Raised after a checkpoint when workers joined: the fit deals them blocks."""
-
-
 class Training:
     """Fit, recovery and checkpoints of ``DistributedGPLVM`` (which holds the state)."""
 
@@ -154,7 +150,7 @@ class Training:
 
     def _phases(self, run: "_Run", init_iters: int) -> None:
         """The fit's phases (``fit``): L-BFGS runs until each phase's end, started again
-        after an early end that gained, a worker's loss or a rebalance."""
+        after an early end that gained or a worker's loss."""
         start = run.start
         check = max(0, min(INIT_CHECK, init_iters) - start)
         held = max(0, init_iters - start - check)
@@ -176,10 +172,6 @@ class Training:
                 left = end - self.iterations
                 try:
                     res = minimize_vlbfgs(parts, left, max(10 * left, 20), memory=self.memory, callback=run.on_iter)
-                except _Rebalance:
-                    run.rebalances.append(self._rebalance())
-                    run.best = -np.inf  # moved blocks remember nothing: keep anew
-                    continue
                 except (WorkerLost, OSError) as e:  # OSError: what Dask raises for a connection lost
                     run.recoveries.append(self._recover_all(e, run))
                     run.best = -np.inf  # rebuilt blocks remember nothing: keep anew
@@ -252,23 +244,20 @@ class Training:
                     where(lost, gone), rec["iteration"], ", ".join(sorted(set(rec["to"]))), source, rec["seconds"])
         return rec
 
-    def _rebalance(self) -> dict:
-        """Deal blocks to workers that joined (``Blocks.moves``), at the checkpoint just
-        written: each moved block starts anew there with its parameters from it."""
+    def _rebalance(self, moves: dict) -> dict:
+        """Deal blocks to workers that joined (``moves``: block -> worker, ``Blocks.moves``):
+        each moved block starts there with its optimiser's state (``Blocks.move``), so the
+        fit goes on as it was (its queued calls reach the moved blocks with the next round)."""
         t0 = time.perf_counter()
-        moves = self._blocks.moves()
-        folder, k = self._checkpoint
         came_from = {i: self._blocks.where[i] for i in moves}
-        self._ops = []
         self._blocks.move(moves)
         which = sorted(moves)
         self._all("centre", self.Y_mean, self._groups_info, only=which)
-        self._all("restore", per_block={i: (folder, i, k) for i in which}, only=which)
         rec = dict(iteration=self.iterations, blocks=which, rows=int(sum(self.block_rows[i] for i in which)),
                    workers=sorted(set(came_from.values())), to=[moves[i] for i in which],
                    seconds=time.perf_counter() - t0)
-        log.info("bgplvm: %s moved to %s at the checkpoint of iteration %d (%.1f s)", where(which, rec["workers"]),
-                 ", ".join(sorted(set(rec["to"]))), k, rec["seconds"])
+        log.info("bgplvm: %s moved to %s at iteration %d (%.1f s)", where(which, rec["workers"]),
+                 ", ".join(sorted(set(rec["to"]))), self.iterations, rec["seconds"])
         return rec
 
     def _stopped_by(self, e: ClusterError) -> ClusterError:
@@ -372,10 +361,11 @@ class _Run:
             self.best = -f
             m._keep()
         self.bar.update(m.iterations - self.start, f"bound {-f:.6g} [{self.phase}]")
-        join = False
         if self.checkpoint is not None and m.iterations % self.every == 0:
             m.save_checkpoint(self.checkpoint, bound=-f)
-            join = bool(m._blocks.moves())
+            moves = m._blocks.moves()
+            if moves:  # workers joined: they take blocks now
+                self.rebalances.append(m._rebalance(moves))
         if self.callback is not None:
             p = FitProgress(m.iterations - self.start, self.max_iters, self.evaluations, -f, self.phase,
                             time.perf_counter() - self.t0)
@@ -384,8 +374,6 @@ class _Run:
         if self.interrupt is not None and self.interrupt.requested:
             self.interrupted = True
             raise _Stop
-        if join:
-            raise _Rebalance
 
     def info(self) -> dict:
         """``fit_info`` (the keys of ``optimize.FIT_INFO_KEYS``)."""
