@@ -71,7 +71,8 @@ def fit(client, path: str, iters: int, every: int, folder: str, callback=None) -
         secs = time.perf_counter() - t1
         info = dict(dm.fit_info)
         times = getattr(callback, "times", None)
-    return dict(build=build, seconds=secs, bound=info["bound"], history=[float(h) for h in info["history"]],
+    return dict(build=build, seconds=secs, bound=info["bound"], iterations=info["iterations"],
+                history=[float(h) for h in info["history"]],
                 recoveries=info["recoveries"], rebalances=info["rebalances"], reason=info["reason"], times=times)
 
 
@@ -139,8 +140,8 @@ def main() -> None:
     c = local_cluster(args.workers)
     try:
         clean = fit(c, path, args.iters, args.checkpoint_every, os.path.join(tmp, "ck-clean"))
-        print(f"[clean] {args.iters} iterations in {clean['seconds']:.1f} s ({clean['seconds'] / args.iters:.2f} s "
-              f"per iteration), bound {clean['bound']:.6g}", flush=True)
+        print(f"[clean] {clean['iterations']} iterations ({clean['reason']}) in {clean['seconds']:.1f} s "
+              f"({clean['seconds'] / args.iters:.2f} s per iteration), bound {clean['bound']:.6g}", flush=True)
         c.wait_for_workers(args.workers, timeout=120)
         killer = Killer(c, args.kill_every, args.iters)
         faults = fit(c, path, args.iters, args.checkpoint_every, os.path.join(tmp, "ck-faults"), killer)
@@ -148,7 +149,8 @@ def main() -> None:
         lost = (faults["seconds"] - clean["seconds"]) / n
         reach = first_reaching(clean["history"], faults["bound"])
         print(f"[faults] {len(killer.kills)} workers killed ({', '.join(str(k['iteration']) for k in killer.kills)}); "
-              f"{len(faults['recoveries'])} recoveries; {args.iters} iterations in {faults['seconds']:.1f} s: {lost:+.1f} s "
+              f"{len(faults['recoveries'])} recoveries; {faults['iterations']} iterations ({faults['reason']}) in "
+              f"{faults['seconds']:.1f} s: {lost:+.1f} s "
               "per fault against clean; "
               f"bound {faults['bound']:.6g} against clean's {clean['bound']:.6g} (relative gap "
               f"{(clean['bound'] - faults['bound']) / abs(clean['bound']):.2e}); clean reached it at iteration "

@@ -82,10 +82,11 @@ def _in_process_bound(dm, Y) -> float:
 
 
 def _check_recovered(dm, info, Y, source: str, k_before: int) -> None:
-    """One recovery from ``source``; the fit went on to its end, rising from the restored
-    point and beyond the bound it was restored to; every block holds its rows."""
+    """One recovery from ``source``; the fit went on to its end (all its iterations: these
+    small fits do not converge so soon), rising from the restored point and beyond the
+    bound it was restored to; every block holds its rows."""
     assert len(info["recoveries"]) >= 1 and info["recoveries"][0]["source"] == source, info["recoveries"]
-    assert info["reason"] in ("max_iters", "converged", "stalled")
+    assert info["reason"] == "max_iters" and info["iterations"] == len(info["history"])
     at = info["recoveries"][-1]["iteration"]
     after = np.asarray(info["history"][at:])
     assert np.all(np.diff(after) >= -1e-9 * np.abs(after[1:])), after
@@ -96,10 +97,12 @@ def _check_recovered(dm, info, Y, source: str, k_before: int) -> None:
         assert abs(_in_process_bound(dm, Y) - F) <= 1e-8 * abs(F)
 
 
-@pytest.fixture(scope="module")
-def nannies():
+@pytest.fixture
+def two():
     """A LocalCluster as Dask makes it by default: 2 worker processes under nannies (a killed
-    worker comes back under a new address). Each test waits for both."""
+    worker comes back under a new address). One per test: a nanny does not always restart a
+    worker killed just after it started (seen once in three runs of this file), and a test
+    must not depend on what the one before it killed."""
     from bgplvm.distributed import local_cluster
 
     c = local_cluster(2)
@@ -108,12 +111,6 @@ def nannies():
     with contextlib.suppress(RuntimeError):
         c.close()
     cl.close()
-
-
-@pytest.fixture
-def two(nannies):
-    nannies.wait_for_workers(2, timeout=60)
-    return nannies
 
 
 # --- the headline: the issue's fit, rows from a dask graph -----------------------------------
@@ -267,10 +264,9 @@ def test_losing_the_worker_that_held_a_source_chunk(two, tmp_path):
     assert np.array_equal(P.compute(), rows)  # the user's array: its lost chunk computed again
 
 
-def test_a_loss_before_the_first_checkpoint_goes_back_to_the_start(two, tmp_path):
+def test_a_loss_before_the_first_checkpoint_goes_back_to_the_fits_start(two, tmp_path):
     """With a checkpoint folder the fit's start is written first: a loss at iteration 3
-    (every 10) restores the lost blocks from it, and says so; without one, a new model's
-    lost blocks start again from the PCA start, said so too."""
+    (checkpoints every 10) restores the lost blocks from it, and says so."""
     Y = _rows(600)
     with BayesianGPLVM(Y, 2, 10, seed=0, client=two, chunks=4) as dm:
         victim = dm._blocks.where[1]
@@ -278,11 +274,40 @@ def test_a_loss_before_the_first_checkpoint_goes_back_to_the_start(two, tmp_path
                callback=_at(3, lambda p: _kill(two, victim)), progress=False)
         _check_recovered(dm, dm.fit_info, Y, "checkpoint of iteration 0 (the start of this fit: no later checkpoint "
                                              "yet)", 1)
-    two.wait_for_workers(2, timeout=60)
+
+
+def test_a_loss_without_a_checkpoint_goes_back_to_the_pca_start(two):
+    """Without a checkpoint folder a new model's lost blocks start again from the PCA
+    start, said so."""
+    Y = _rows(600)
     with BayesianGPLVM(Y, 2, 10, seed=0, client=two, chunks=4) as dm:
         victim = dm._blocks.where[1]
         dm.fit(15, callback=_at(3, lambda p: _kill(two, victim)), progress=False)
         _check_recovered(dm, dm.fit_info, Y, "the PCA start (no checkpoint)", 1)
+
+
+def test_a_run_that_stalls_right_after_a_recovery_does_not_end_the_fit(two, monkeypatch):
+    """After a recovery the fit starts below the bound it had: a first L-BFGS run that stalls
+    there (one iteration, then a failed line search) gained on the recovered point, and the
+    fit goes on to its iterations (it was ended, comparing with the bound before the loss)."""
+    import dataclasses
+
+    from bgplvm.distributed import training
+
+    real, stalled = training.minimize_vlbfgs, []
+
+    def stall_once_after_a_recovery(parts, maxiter, maxfun, memory, callback):
+        if parts.run.recoveries and not stalled:
+            stalled.append(1)
+            return dataclasses.replace(real(parts, 1, maxfun, memory=memory, callback=callback), status=2)
+        return real(parts, maxiter, maxfun, memory=memory, callback=callback)
+
+    monkeypatch.setattr(training, "minimize_vlbfgs", stall_once_after_a_recovery)
+    Y = _rows(600)
+    with BayesianGPLVM(Y, 2, 10, seed=0, client=two, chunks=4) as dm:
+        victim = dm._blocks.where[1]
+        dm.fit(25, callback=_at(12, lambda p: _kill(two, victim)), progress=False)
+        assert stalled and dm.fit_info["iterations"] == 25 and len(dm.fit_info["recoveries"]) == 1
 
 
 def test_a_loss_while_a_checkpoint_is_written_uses_the_previous_one(two, tmp_path, monkeypatch):

@@ -165,16 +165,19 @@ class Training:
             run.phase = "init" if hold else "main"
             mask = self._free_mask()
             mask[noise] = mask[noise] & (not hold)
-            restarts = 0
+            restarts, recovered = 0, False
             while self.iterations < end:
                 self._gpart.mask = mask
-                before = run.history[-1] if run.history else -np.inf
+                # after a recovery the run starts below the last bound: any iteration gains
+                before = run.history[-1] if run.history and not recovered else -np.inf
+                n0, recovered = len(run.history), False
                 left = end - self.iterations
                 try:
                     res = minimize_vlbfgs(parts, left, max(10 * left, 20), memory=self.memory, callback=run.on_iter)
                 except (WorkerLost, OSError) as e:  # OSError: what Dask raises for a connection lost
                     run.recoveries.append(self._recover_all(e, run))
                     run.best = -np.inf  # rebuilt blocks remember nothing: keep anew
+                    recovered = True
                     continue
                 if run.history and run.history[-1] < run.best:  # as in process: on from the best
                     self._to_best()
@@ -182,7 +185,8 @@ class Training:
                 run.message = res.message
                 # as the in-process fit (``optimize.Optimisation.run``): an early end (ftol, a
                 # failed line search) starts L-BFGS again, memory cleared, while that gains
-                gained = bool(run.history) and run.history[-1] - before > RESTART_GAIN * max(1.0, abs(before))
+                gained = len(run.history) > n0 and (before == -np.inf or run.history[-1] - before
+                                                    > RESTART_GAIN * max(1.0, abs(before)))
                 if res.status not in (0, 2) or not gained or restarts >= MAX_RESTARTS:
                     break
                 restarts += 1
