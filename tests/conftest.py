@@ -1,12 +1,12 @@
 """Fixtures shared by the tests, and the data mirror they and the loaders use."""
 
-import contextlib
 import os
 import signal
 
 import numpy as np
 import pytest
 
+from clusters import close_cluster
 from mirror import SHARED
 
 # The loaders and the tests look in the same place, however pytest was started: the mirror
@@ -68,10 +68,4 @@ def client():
 
     c = local_cluster(2)
     yield c
-    cluster = c.cluster
-    # the client's event loop is a thread of this process: once (CI, at the end of a 27-minute
-    # session, every distributed test passed) it was found closed here; the cluster's own
-    # close then still stops the worker processes
-    with contextlib.suppress(RuntimeError):
-        c.close()
-    cluster.close()
+    close_cluster(c)

@@ -11,6 +11,7 @@ import pytest
 from bgplvm import BayesianGPLVM
 from bgplvm._lbfgs import minimize_lbfgs
 from bgplvm.distributed.vlbfgs import Part, SingleParts, minimize_vlbfgs
+from clusters import close_cluster
 from mirror import needs_data
 
 distributed = pytest.importorskip("distributed", reason="needs dask[distributed] (the test extra installs it)")
@@ -525,9 +526,7 @@ def test_a_killed_worker_loses_nothing(tmp_path, holes):
             assert info["bound"] > info["history"][9]  # beyond the checkpoint's bound
             assert abs(dm.elbo() - info["bound"]) <= 1e-9 * abs(info["bound"])
     finally:
-        cl = c.cluster
-        c.close()
-        cl.close()
+        close_cluster(c)
 
 
 def test_a_killed_driver_resumes_from_its_checkpoint(tmp_path):

@@ -18,6 +18,7 @@ import pytest
 
 from bgplvm import BayesianGPLVM, FitProgress
 from bgplvm.optimize import FIT_INFO_KEYS
+from clusters import close_cluster
 
 distributed = pytest.importorskip("distributed", reason="needs dask[distributed] (the test extra installs it)")
 da = pytest.importorskip("dask.array")
@@ -107,10 +108,7 @@ def two():
 
     c = local_cluster(2)
     yield c
-    cl = c.cluster
-    with contextlib.suppress(RuntimeError):
-        c.close()
-    cl.close()
+    close_cluster(c)
 
 
 # --- the headline: the fit, rows from a dask graph -----------------------------------
@@ -421,9 +419,7 @@ def test_a_worker_that_joins_takes_blocks_at_the_next_checkpoint(tmp_path):
             np.testing.assert_allclose(info["history"], alone, rtol=1e-12, atol=0)
             assert abs(_in_process_bound(dm, Y) - dm.elbo()) <= 1e-8 * abs(dm.elbo())
     finally:
-        cl = c.cluster
-        c.close()
-        cl.close()
+        close_cluster(c)
 
 
 # --- one contract for fit -------------------------------------------------------------------------
