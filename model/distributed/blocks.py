@@ -253,12 +253,7 @@ class Blocks:
     def _forget(self, i: int) -> None:
         """Release block i's actor (the scheduler would otherwise wait to rebuild it on its
         worker, gone: a task nobody can run)."""
-        for f in (self._futures[i], getattr(self.actors[i], "_future", None)):
-            try:
-                if f is not None:
-                    f.release()
-            except Exception:  # noqa: BLE001 - releasing on a broken connection
-                pass
+        _release(self._futures[i], getattr(self.actors[i], "_future", None))
         self.actors[i], self._futures[i], self.where[i] = None, None, None
 
     def replace(self, lost: list[int]) -> None:
@@ -295,12 +290,17 @@ class Blocks:
                   for i in moves}
         self._start(sorted(moves), place=dict(moves), states=states)
         for i, (a, f) in old.items():
-            for fut in (f, getattr(a, "_future", None), states[i]):
-                try:
-                    if fut is not None:
-                        fut.release()
-                except Exception:  # noqa: BLE001
-                    pass
+            _release(f, getattr(a, "_future", None), states[i])
 
     def close(self) -> None:
         self.actors, self._futures, self.where = [], [], []
+
+
+def _release(*futures) -> None:
+    """Release Dask futures (None: skipped), quietly where the connection is broken."""
+    for f in futures:
+        try:
+            if f is not None:
+                f.release()
+        except Exception:  # noqa: BLE001 - releasing on a broken connection
+            pass
