@@ -165,19 +165,17 @@ class Training:
             run.phase = "init" if hold else "main"
             mask = self._free_mask()
             mask[noise] = mask[noise] & (not hold)
-            restarts, recovered = 0, False
+            restarts = 0
             while self.iterations < end:
                 self._gpart.mask = mask
                 # after a recovery the run starts below the last bound: any iteration gains
-                before = run.history[-1] if run.history and not recovered else -np.inf
-                n0, recovered = len(run.history), False
+                before = run.history[-1] if run.history and not run.recovered else -np.inf
+                n0, run.recovered = len(run.history), False
                 left = end - self.iterations
                 try:
                     res = minimize_vlbfgs(parts, left, max(10 * left, 20), memory=self.memory, callback=run.on_iter)
                 except (WorkerLost, OSError) as e:  # OSError: what Dask raises for a connection lost
                     run.recoveries.append(self._recover_all(e, run))
-                    run.best = -np.inf  # rebuilt blocks remember nothing: keep anew
-                    recovered = True
                     continue
                 if run.history and run.history[-1] < run.best:  # as in process: on from the best
                     self._to_best()
@@ -202,10 +200,13 @@ class Training:
                 run.recoveries.append(self._recover_all(e, run))
 
     def _recover_all(self, error: BaseException, run: "_Run") -> dict:
-        """``_recover``, again while workers keep leaving during it (``MAX_RECOVERIES`` in all)."""
+        """``_recover``, again while workers keep leaving during it (``MAX_RECOVERIES`` in all).
+        Rebuilt blocks remember no best iterate: the fit keeps one anew (``run.best``)."""
         while True:
             try:
-                return self._recover(error, len(run.recoveries), run.fit_from)
+                rec = self._recover(error, len(run.recoveries), run.fit_from)
+                run.best, run.recovered = -np.inf, True
+                return rec
             except WorkerLost as again:
                 if len(run.recoveries) >= MAX_RECOVERIES or again is error:
                     raise
@@ -352,6 +353,7 @@ class _Run:
         self.rebalances: list[dict] = []
         self.reason, self.message, self.phase = "max_iters", "", "main"
         self.interrupted = False
+        self.recovered = False  # blocks were rebuilt since the last L-BFGS run started
         self.interrupt = None  # ``_interrupt.InterruptRequest``
         self.bar = None
         self.fit_from = None  # (folder, iteration) of the checkpoint written at the start
