@@ -606,33 +606,88 @@ class BayesianGPLVM:
                    for cols, post in self._posteriors())
 
     @blas_single_threaded
-    def predict(self, Xnew, Xnew_var=None, include_noise: bool = True):
+    def predict(self, Xnew, Xnew_var=None, include_noise: bool = True, calibrated: bool = True):
         """Predictive mean (n, D) and variance (n, D) of y* at latent points.
 
         Deterministic points (``Xnew_var`` None): projected-process predictive
         (eq:testPosteriorF). Gaussian points N(Xnew, diag Xnew_var): meanFstar / covFstar.
-        ``include_noise`` adds the noise variance (predicting y rather than f).
+        ``include_noise`` adds the noise variance (predicting y rather than f); then, if the
+        model was calibrated (``calibrate``) and ``calibrated``, the variance is scaled by
+        the calibration's per-output factor (``bgplvm.calibration``).
         """
         Xnew, S = check_inputs(Xnew, Xnew_var, self.latent_dim)
         self._sync_kernel()  # e.g. called from a fit's callback, while the bound moves it
         mean, var = predictive_moments(self.kernel, self.inducing_inputs, self._posteriors(), self.Y.shape[1],
                                        Xnew, S)
-        return mean + self.Y_mean, var + (self.noise_variance if include_noise else 0.0)
+        if not include_noise:
+            return mean + self.Y_mean, var
+        return mean + self.Y_mean, self._calibrated(var + self.noise_variance, calibrated)
+
+    # --- calibration (model/calibration.py) ------------------------------------------------------
+    #: the model's ``calibration.Calibration`` (``calibrate``), or None
+    _calibration = None
+
+    def calibrate(self, rows: int = 1000, hide: float = 0.5, folds: int = 5, level: float = 0.95,
+                  method: str = "quantile", per_output: bool | None = None, seed: int = 0):
+        """Learn a per-output scale of the predictive sd from the training data itself
+        (``bgplvm.calibration``): ``rows`` training rows lose a fraction ``hide`` of their
+        observed entries, which are predicted as a new row's would be (``reconstruct``) from
+        q(u) without their fold's rows (``folds``); the scale matches a nominal ``level``
+        interval (``method`` "quantile", split-conformal) or the mean squared normalised
+        residual ("variance"). Afterwards ``predict``, ``impute``, ``reconstruct`` and
+        ``forecast`` scale their variances (``calibrated=False`` turns it off per call; set
+        ``m.calibration = None`` to drop it); ``save`` keeps it. Returns the
+        ``Calibration``, whose ``before`` / ``after`` give the scores on held-out entries
+        it was not tuned on. Refuses fewer than 50 held-out entries."""
+        from .calibration import calibrate
+
+        self._calibration = calibrate(self, rows=rows, hide=hide, folds=folds, level=level, method=method,
+                                      per_output=per_output, seed=seed)
+        return self._calibration
+
+    @property
+    def calibration(self):
+        """The ``Calibration`` in use (``calibrate``), or None."""
+        return self._calibration
+
+    @calibration.setter
+    def calibration(self, cal) -> None:
+        from .calibration import check_calibration
+
+        self._calibration = None if cal is None else check_calibration(self, cal)
+
+    def _calibrated(self, var: np.ndarray, calibrated: bool) -> np.ndarray:
+        """``var`` (n, D) of y scaled by the calibration's squared sd factors, if any is
+        active and ``calibrated`` (``calibration.active_scale``)."""
+        if not calibrated or self._calibration is None:
+            return var
+        from .calibration import active_scale
+
+        scale = active_scale(self)
+        return var if scale is None else var * scale ** 2
+
+    def _baseline_warning(self) -> None:
+        """Warn when the calibration found k-NN better at point predictions of this data."""
+        text = None if self._calibration is None else self._calibration.baseline_warning()
+        if text is not None:
+            warnings.warn(text, stacklevel=3)
 
     @blas_single_threaded
-    def impute(self) -> tuple[np.ndarray, np.ndarray]:
+    def impute(self, calibrated: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Y with its missing training entries filled in: (mean (N, D), variance (N, D)).
         A missing entry gets meanFstar / covFstar (eqs. meanFstar, covFstar) at the row's
-        q(x_n) plus the noise variance; an observed one is passed through, variance 0."""
+        q(x_n) plus the noise variance (scaled as ``predict`` does when calibrated); an
+        observed one is passed through, variance 0."""
         mean = np.array(self.Y)
         var = np.zeros(self.Y.shape)
         if self._missing is None:
             return mean, var
+        self._baseline_warning()
         obs = self._missing.observed
         rows = np.flatnonzero(~obs.all(axis=1))
         for start in range(0, rows.size, IMPUTE_BATCH):  # psi2n_centred: (batch, M, M)
             r = rows[start:start + IMPUTE_BATCH]
-            m_r, v_r = self.predict(self.latent_mean[r], self.latent_variance[r])
+            m_r, v_r = self.predict(self.latent_mean[r], self.latent_variance[r], calibrated=calibrated)
             hole = ~obs[r]
             mean[r] = np.where(hole, m_r, mean[r])
             var[r] = np.where(hole, v_r, 0.0)
@@ -656,13 +711,15 @@ class BayesianGPLVM:
         fit = infer_latent(self._test_stats(), Ys, observed, **_infer_kw(n_init=n_init, max_iters=max_iters))
         return fit if return_fit else (fit.mu, fit.S)
 
-    def reconstruct(self, Y_star, **infer_kw):
+    def reconstruct(self, Y_star, calibrated: bool = True, **infer_kw):
         """Mean and variance (n*, D) of y* given its observed entries: meanFstar / covFstar
-        at the inferred q(x*) plus the noise variance; observed entries are passed through
-        with variance 0. ``infer_kw`` go to ``infer_latent``."""
+        at the inferred q(x*) plus the noise variance (scaled as ``predict`` does when
+        calibrated); observed entries are passed through with variance 0. ``infer_kw`` go
+        to ``infer_latent``."""
         Ys, observed = check_test_outputs(Y_star, self.Y.shape[1])
+        self._baseline_warning()
         fit = infer_latent(self._test_stats(), Ys, observed, **_infer_kw(**infer_kw))
-        mean, var = self.predict(fit.mu, fit.S)
+        mean, var = self.predict(fit.mu, fit.S, calibrated=calibrated)
         return np.where(observed, Ys, mean), np.where(observed, 0.0, var)
 
     def log_density(self, Y_star, **infer_kw) -> np.ndarray:

@@ -150,6 +150,9 @@ def save_model(m, target, data=None) -> None:
         meta["model_args"] = model_args
     if ref:
         meta["data_ref"] = ref
+    cal = getattr(m, "_calibration", None)
+    if cal is not None:
+        meta["calibration"] = cal.meta()
     try:
         meta_bytes = json.dumps(meta, allow_nan=True).encode("utf-8")
     except TypeError as e:
@@ -161,6 +164,8 @@ def save_model(m, target, data=None) -> None:
     arrays.update({"prior." + k: np.asarray(v) for k, v in m.prior.arrays().items()})
     arrays.update({"model." + k: np.asarray(v) for k, v in model_arrays.items()})
     arrays.update({"frozen_entries." + k: v for k, v in m._layout.frozen_entries.items()})
+    if cal is not None:
+        arrays["calibration.scale"] = cal.scale
     buf = io.BytesIO()
     np.savez_compressed(buf, **arrays)
     if hasattr(target, "write"):
@@ -330,6 +335,20 @@ def _restore_state(m, meta: dict, arrays: dict, source) -> None:
     m.fit_info = dict(meta.get("fit_info") or {})
     m.fit_info["history"] = [float(h) for h in meta.get("bound_history", [])]
     m._sync_kernel()
+    if "calibration" in meta:
+        _restore_calibration(m, meta["calibration"], arrays, source)
+
+
+def _restore_calibration(m, cal_meta: dict, arrays: dict, source) -> None:
+    """The saved calibration, refused (ModelFileError) if the outputs are not those it was made on."""
+    from .calibration import Calibration
+
+    if "calibration.scale" not in arrays:
+        raise ModelFileError(f"model file {source!r} lacks the array 'calibration.scale': truncated or corrupt")
+    try:
+        m.calibration = Calibration.from_file(cal_meta, arrays["calibration.scale"])
+    except ValueError as e:
+        raise ModelFileError(f"model file {source!r}: {e}") from None
 
 
 def time_prior_text(prior) -> str:
@@ -389,6 +408,12 @@ def summary_text(m) -> str:
                      f"{fi.get('evaluations', '?')} evaluations"
                      + (f", ended: {fi['reason']}" if fi.get("reason")
                         else ", stopped early" if fi.get("stopped") else ""))
+    cal = getattr(m, "_calibration", None)
+    if cal is not None:
+        lines.append(f"  intervals         {cal.describe()}")
+        if cal.knn_better:
+            lines.append(f"  baseline          k-NN (k = {cal.knn_k}) RMSE {cal.knn_rmse:.4g} < the model's "
+                         f"{cal.model_rmse:.4g} on the held-out entries")
     return "\n".join(lines)
 
 

@@ -1,0 +1,159 @@
+"""bgplvm.calibration: per-output scales of the predictive sd learned from held-out entries
+of the training rows (``BayesianGPLVM.calibrate``), applied by every prediction, saved with
+the model and refused on other data."""
+
+from __future__ import annotations
+
+import io
+import warnings
+
+import numpy as np
+import pytest
+
+from bgplvm import BayesianGPLVM
+from bgplvm.bound import posterior_from_stats, predictive_moments
+from bgplvm.calibration import Calibration, _posteriors, fit_scale
+from bgplvm.metrics import gaussian_scores
+from bgplvm.training_stats import TrainingStats
+
+
+def _curve(N=240, D=8, noise=0.05, seed=0, curve=0):
+    """Rows on a closed 1-D curve in D dimensions (one curve per ``curve``; ``seed``: which
+    points): half a row can fit two places."""
+    W = np.random.default_rng(100 + curve).standard_normal((4, D))
+    rng = np.random.default_rng(seed)
+    t = rng.uniform(0, 2 * np.pi, N)
+    return np.c_[np.cos(t), np.sin(t), np.cos(2 * t), np.sin(2 * t)] @ W + noise * rng.standard_normal((N, D))
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    return BayesianGPLVM(_curve(), latent_dim=2, num_inducing=15, seed=0).fit(max_iters=300, progress=False)
+
+
+def _copy(m):
+    buf = io.BytesIO()
+    m.save(buf)
+    buf.seek(0)
+    return BayesianGPLVM.load(buf)
+
+
+def test_fold_statistics_predict_as_a_model_of_the_other_rows(fitted):
+    """The held-out path's q(u) (statistics of the rows outside the fold) equals that of a
+    model built on those rows alone with the same parameters."""
+    m = fitted
+    keep = np.arange(m.Y.shape[0]) % 4 != 0
+    v = m._values()
+    other = BayesianGPLVM(m.Y[keep], latent_dim=2, num_inducing=15, seed=0)
+    other.Y_mean = m.Y_mean  # the held-out path centres with the whole model's mean
+    other._Yc = m.Y[keep] - m.Y_mean
+    other._data = type(m._data).from_centred(other._Yc)
+    other._set_x(other._layout.pack({**v, "mu": v["mu"][keep], "S": v["S"][keep]}))
+    st = TrainingStats.from_arrays(m.kernel, m.inducing_inputs, m.latent_mean[keep], m.latent_variance[keep],
+                                   m.noise_variance, m.Y[keep], m.Y_mean)
+    X, S = m.latent_mean[~keep][:10], m.latent_variance[~keep][:10]
+    mean, var = predictive_moments(st.kernel, st.Z, _posteriors(st, posterior_from_stats), m.Y.shape[1], X, S)
+    m2, v2 = other.predict(X, S, include_noise=False)
+    assert np.allclose(mean + m.Y_mean, m2, atol=1e-10) and np.allclose(var, v2, atol=1e-10)
+
+
+def test_calibrated_intervals_hold_their_level_on_entries_not_tuned_on():
+    """Outputs of very different noise under one noise variance: the noisy outputs' intervals
+    are too narrow and the quiet ones' too wide; the per-output scales mend both, on new rows
+    the calibration never saw."""
+    noise = np.geomspace(0.01, 0.4, 8)
+    m = BayesianGPLVM(_curve(600, noise=noise), latent_dim=2, num_inducing=15, seed=0).fit(max_iters=300,
+                                                                                            progress=False)
+    cal = m.calibrate(rows=600, folds=4)
+    assert cal.per_output and cal.scale.shape == (8,) and cal.n_entries == 4 * 600
+    assert cal.scale[-1] > 1.5 > 0.8 > cal.scale[0], cal.scale
+    assert abs(cal.after["coverage"]["0.95"] - 0.95) < 0.03, cal.after["coverage"]
+    Yt = _curve(1000, noise=noise, seed=7)
+    rng = np.random.default_rng(3)
+    miss = np.zeros(Yt.shape, bool)
+    for i in range(Yt.shape[0]):
+        miss[i, rng.permutation(8)[:4]] = True
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the k-NN note, if any
+        raw = m.reconstruct(np.where(miss, np.nan, Yt), calibrated=False)
+        new = m.reconstruct(np.where(miss, np.nan, Yt))
+    for d, (lo, hi) in [(7, (0.0, 0.85)), (0, (0.99, 1.0))]:  # the noisiest and the quietest output
+        assert lo <= gaussian_scores(*(a[:, d] for a in raw), Yt[:, d], mask=miss[:, d]).coverage[0.95] <= hi
+        assert abs(gaussian_scores(*(a[:, d] for a in new), Yt[:, d], mask=miss[:, d]).coverage[0.95] - 0.95) < 0.05
+    after = gaussian_scores(*new, Yt, mask=miss)
+    assert abs(after.coverage[0.95] - 0.95) < 0.03 and after.rmse == gaussian_scores(*raw, Yt, mask=miss).rmse
+
+
+def test_predict_scales_the_variance_of_y_only_and_can_be_turned_off(fitted):
+    m = _copy(fitted)
+    X, S = m.latent_mean[:5], m.latent_variance[:5]
+    mean0, var0 = m.predict(X, S)
+    m.calibrate(rows=120, folds=3)
+    mean1, var1 = m.predict(X, S)
+    assert np.array_equal(mean0, mean1)
+    assert np.allclose(var1, var0 * m.calibration.scale ** 2, rtol=1e-12)
+    assert np.array_equal(m.predict(X, S, calibrated=False)[1], var0)
+    assert np.array_equal(m.predict(X, S, include_noise=False)[1], fitted.predict(X, S, include_noise=False)[1])
+    m.calibration = None
+    assert np.array_equal(m.predict(X, S)[1], var0)
+
+
+def test_a_calibration_travels_in_the_model_file_and_is_refused_on_other_data(fitted, tmp_path):
+    m = _copy(fitted)
+    cal = m.calibrate(rows=120, folds=3)
+    m.save(tmp_path / "m.npz")
+    back = BayesianGPLVM.load(tmp_path / "m.npz")
+    assert isinstance(back.calibration, Calibration)
+    assert np.array_equal(back.calibration.scale, cal.scale) and back.calibration.after == cal.after
+    assert np.array_equal(back.predict(m.latent_mean[:3])[1], m.predict(m.latent_mean[:3])[1])
+    assert "calibrated (quantile" in back.summary()
+    other = BayesianGPLVM(_curve(curve=5), latent_dim=2, num_inducing=15, seed=0)
+    with pytest.raises(ValueError, match="other data"):
+        other.calibration = cal
+    with pytest.raises(TypeError, match="Calibration"):
+        other.calibration = cal.scale
+
+
+def test_a_model_fitted_after_its_calibration_warns_and_uses_none(fitted):
+    m = _copy(fitted)
+    m.calibrate(rows=120, folds=3)
+    m.fit(max_iters=3, progress=False)
+    X = m.latent_mean[:2]
+    with pytest.warns(UserWarning, match="calibrate\\(\\) again"):
+        var = m.predict(X)[1]
+    assert np.array_equal(var, m.predict(X, calibrated=False)[1])
+
+
+def test_too_few_held_out_entries_are_refused_with_the_count(fitted):
+    with pytest.raises(ValueError, match=r"at least 50 held-out entries.* hide 40 entries on 10 rows"):
+        fitted.calibrate(rows=10, folds=2)
+    for bad, match in [(dict(method="median"), "method"), (dict(level=1.0), "level"), (dict(hide=0.0), "hide"),
+                       (dict(folds=1), "folds")]:
+        with pytest.raises(ValueError, match=match):
+            fitted.calibrate(**bad)
+
+
+def test_calibration_with_missing_training_values_and_impute(fitted):
+    Y = _curve(seed=2)
+    rng = np.random.default_rng(4)
+    hole = rng.random(Y.shape) < 0.2
+    m = BayesianGPLVM(np.where(hole, np.nan, Y), latent_dim=2, num_inducing=15, seed=0).fit(max_iters=200,
+                                                                                             progress=False)
+    cal = m.calibrate(rows=240, folds=4)
+    assert cal.n_entries >= 50 and np.all(np.isfinite(cal.scale))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mean, var = m.impute()
+        _, var0 = m.impute(calibrated=False)
+    assert np.allclose(var[hole], (var0 * cal.scale ** 2)[hole]) and np.all(var[~hole] == 0)
+
+
+def test_scale_rules():
+    rng = np.random.default_rng(0)
+    z = rng.standard_normal((4000, 2)) * np.array([1.0, 3.0])
+    held = np.ones_like(z, dtype=bool)
+    q = fit_scale(z, held, 0.95, "quantile", per_output=True)
+    v = fit_scale(z, held, 0.95, "variance", per_output=True)
+    assert np.allclose(q, [1.0, 3.0], rtol=0.06) and np.allclose(v, [1.0, 3.0], rtol=0.04)
+    pooled = fit_scale(z, held, 0.95, "quantile", per_output=False)
+    assert pooled[0] == pooled[1]
