@@ -10,10 +10,29 @@ and an ``UncertainInputGPR`` with q(X) centred at the windows (means tied to Z, 
 variances around them) is fitted to them. Forecasting from the end of the series, each
 step's predictive mean and variance of y (meanFstar / covFstar) enter the window as a
 Gaussian input with that variance (a diagonal Gaussian: covariances between window
-entries are dropped), so the variance propagates; the zero-variance variant (a standard GP
-on the windows, ``propagate_uncertainty=False``) feeds back the means only.
-``AutoregressiveGP.from_fixed_inputs(zero_variance_fit)`` starts the uncertain-input model
-at the zero-variance model's fit (the same GP), from which it learns its input variances.
+entries are dropped), so the variance propagates (``forecast(method="moments")``); the
+zero-variance variant (a standard GP on the windows, ``propagate_uncertainty=False``) feeds
+back the means only. ``AutoregressiveGP.from_fixed_inputs(zero_variance_fit)`` starts the
+uncertain-input model at the zero-variance model's fit (the same GP), from which it learns
+its input variances.
+
+Two choices keep forecasts far from the end of the series sane (issue 44, measured on
+Mackey-Glass with delays 17 and 30, 150 steps, window 12, M = 40, 100 steps ahead):
+
+- **The signal variance is tied to the series' variance** (``tie_signal_variance``, on for
+  the RBF kernel). The prior variance of y_t given nothing about its past must be the
+  series' own marginal variance for a stationary series. Learned, it ran to 17-19x the
+  series variance (the bound gains ~60 nats from it, so a log-normal hyperprior of width
+  0.5 around the series variance left it there), and a noise floor made it worse (a floor
+  of 1e-3 of the series variance: 300x). Whatever the window, a stationary GP's forecast
+  can then reach signal + noise, far more than the series ever varies.
+- **Propagated moments are those of sampled trajectories** (``method="samples"``, the
+  default): each trajectory's window is exact, so the trajectories stay on the dynamics
+  the model learned, and their spread tends to that of the series. Gaussian windows
+  (``method="moments"``, the paper's; also with their full covariance, tried) put mass
+  off the series' attractor, where the nearly noise-free fit's mean function swings
+  widely: the propagated variance settles at a fixed point of 5.4x the series variance
+  with the tied signal variance, 38-40x without.
 """
 
 from __future__ import annotations
@@ -66,10 +85,14 @@ class AutoregressiveGP(UncertainInputGPR):
     propagate_uncertainty : True: q(X) N(z_hat_n, S_n) with learned S and Sigma_z, and
         forecasts carry their variance forward; False: a standard GP on (z_hat, y_hat)
         (inputs fixed) whose forecasts feed back means with zero variance.
+    tie_signal_variance : hold the RBF kernel's signal variance at the variance of the
+        training outputs (module docstring). None (default): for an RBF kernel whose
+        variance was not given; True needs such a kernel; False learns it.
     """
 
     def __init__(self, series, window: int = 16, num_inducing: int = 50, kernel="rbf",
-                 propagate_uncertainty: bool = True, seed: int | None = 0):
+                 propagate_uncertainty: bool = True, seed: int | None = 0,
+                 tie_signal_variance: bool | None = None):
         y = check_series(series)
         _check_positive_int("window", window)
         T = y.shape[0]
@@ -85,19 +108,52 @@ class AutoregressiveGP(UncertainInputGPR):
         Z, Y = lagged_pairs(y, self.window)
         super().__init__(Z, Y, num_inducing=num_inducing, kernel=kernel, tie_mean=True,
                          fixed_inputs=not propagate_uncertainty, seed=seed)
+        self.tie_signal_variance = self._tie_signal_variance(tie_signal_variance)
+
+    def _tie_signal_variance(self, tie: bool | None) -> bool:
+        """Hold the RBF signal variance at the training outputs' variance (see the module
+        docstring); returns whether it is held."""
+        from .kernels import RBF
+
+        rbf = isinstance(self.kernel, RBF) and "variance" not in getattr(self.kernel, "user_set", ())
+        if tie is None:
+            tie = rbf
+        elif tie and not rbf:
+            raise ValueError("tie_signal_variance=True holds the signal variance of an RBF kernel at the series' "
+                             f"variance; this model's kernel is {self.kernel!r} (a single RBF without a given "
+                             "variance is needed), or pass tie_signal_variance=False")
+        if tie:
+            values = self._values()
+            values["kernel.variance"] = np.asarray(float(np.mean(np.var(self.Y, axis=0))))
+            self._set_x(self._layout.pack(values))
+            self.freeze("kernel.variance")
+        return bool(tie)
 
     def forecast(self, steps: int = 180, propagate_uncertainty: bool | None = None,
-                 include_noise: bool = True):
+                 include_noise: bool = True, method: str = "samples", n_samples: int = 1000,
+                 seed: int | None = 0):
         """Iterated one-step predictions for ``steps`` steps after the end of the series.
 
-        Each step predicts y_{T+k} from the window of the last tau values (observed ones
-        exact, earlier predictions Gaussian with their predictive variance) and shifts it in.
-        ``propagate_uncertainty`` (default: the model's) False feeds back means only and
-        treats the window as exact. Returns (mean, var), each (steps,) for a 1-D series,
-        else (steps, D).
+        ``propagate_uncertainty`` (default: the model's) True carries each step's
+        uncertainty into the next:
+        - ``method="samples"`` (default): the mean and variance over ``n_samples``
+          trajectories of ``sample_forecast`` (seed ``seed``; relative error of the
+          variance ~ sqrt(2 / n_samples));
+        - ``method="moments"``: the paper's Gaussian propagation, each step predicting
+          y_{T+k} from the window of the last tau values (observed ones exact, earlier
+          predictions Gaussian with their predictive variance, a diagonal window).
+        The module docstring says why samples are the default. False feeds back means
+        only and treats the window as exact. Returns (mean, var), each (steps,) for a 1-D
+        series, else (steps, D).
         """
         _check_positive_int("steps", steps)
+        if method not in ("samples", "moments"):
+            raise ValueError(f"method must be 'samples' or 'moments', got {method!r}")
         prop = self.propagate_uncertainty if propagate_uncertainty is None else bool(propagate_uncertainty)
+        if prop and method == "samples":
+            paths = self.sample_forecast(steps, n_samples=n_samples, seed=seed)
+            mean, var = paths.mean(axis=0), paths.var(axis=0)
+            return mean, var if include_noise else np.maximum(var - self.noise_variance, 0.0)
         D = self.series.shape[1]
         win_mean = self.series[-self.window:].ravel().copy()
         win_var = np.zeros_like(win_mean)
@@ -116,6 +172,25 @@ class AutoregressiveGP(UncertainInputGPR):
         if self._series_ndim == 1:
             return mean[:, 0], var[:, 0]
         return mean, var
+
+    @property
+    def forecast_variance_bound(self) -> np.ndarray:
+        """(D,) the largest variance a forecast of this model can have, by either method:
+        sf2 (1 + |m|_H^2) + noise for the RBF kernel (signal variance sf2), where |m|_H^2 =
+        b^T Kuu b is the RKHS norm of the posterior mean m(x) = k_u(x)^T b (b the column of
+        meanFstar's B for that output). Whatever the distribution of the window, m(x)^2 <=
+        |m|_H^2 k(x, x) and the projected-process variance is at most k(x, x), so
+        Var[y] <= E[m^2] + E[var f] + noise stays below it."""
+        from .kernels import RBF
+
+        if not isinstance(self.kernel, RBF):
+            raise TypeError(f"the bound is the RBF kernel's (sf2 = k(x, x) for every x); this model's kernel is "
+                            f"{self.kernel!r}")
+        self._sync_kernel()
+        post = self._posteriors()[0][1]
+        B = post.Bmat
+        norm2 = np.einsum("md,mk,kd->d", B, self.kernel.K(self.inducing_inputs), B)
+        return self.kernel.sf2 * (1.0 + norm2) + self.noise_variance
 
     def sample_forecast(self, steps: int = 180, n_samples: int = 1000, seed: int | None = 0,
                         include_noise: bool = True) -> np.ndarray:
@@ -142,15 +217,17 @@ class AutoregressiveGP(UncertainInputGPR):
     def _uncertain_twin(self) -> "AutoregressiveGP":
         series = self.series if self._series_ndim != 1 else self.series[:, 0]
         return type(self)(series, window=self.window, num_inducing=self.num_inducing, kernel=self.kernel,
-                          propagate_uncertainty=True, seed=self.seed)
+                          propagate_uncertainty=True, seed=self.seed, tie_signal_variance=self.tie_signal_variance)
 
     # --- model files -------------------------------------------------------------------------
     def _file_args(self):
-        return ({"window": self.window, "propagate_uncertainty": self.propagate_uncertainty},
+        return ({"window": self.window, "propagate_uncertainty": self.propagate_uncertainty,
+                 "tie_signal_variance": self.tie_signal_variance},
                 {"series": self.series if self._series_ndim != 1 else self.series[:, 0]})
 
     @classmethod
     def _from_file(cls, Y, common, args, arrays):
+        args = {"tie_signal_variance": False, **args}  # files from before the tie: learned
         return cls(arrays["model.series"], num_inducing=common["num_inducing"], kernel=common["kernel"],
                    seed=common["seed"], **args)
 

@@ -217,7 +217,6 @@ def calibrate(m, rows: int = 1000, hide: float = 0.5, folds: int = 5, level: flo
     if folds < 2:
         raise ValueError(f"folds must be at least 2 (a fold's rows are predicted from the others), got {folds}")
     Y, observed = m.Y, m.Y_observed
-    N, D = Y.shape
     candidates = np.flatnonzero(observed.sum(axis=1) >= 2)
     rng = np.random.default_rng(seed)
     chosen = rng.permutation(candidates)[:int(rows)]

@@ -372,6 +372,10 @@ class DynamicalGPLVM(BayesianGPLVM):
                         "reconstruct(Y_star, t_star, sequence=...) for the outputs")
 
     log_density = infer_latent
+    _not_calibrated_because = (
+        "its frames are predicted through the time prior (infer_sequence, forecast), not as independent "
+        "rows, and a calibration learned on rows would not be one of those predictions; the coverage of "
+        "its forecasts and reconstructions is measured in `bgplvm reproduce calibration`")
 
     def __repr__(self) -> str:
         N, D = self.Y.shape

@@ -626,6 +626,9 @@ class BayesianGPLVM:
     # --- calibration (model/calibration.py) ------------------------------------------------------
     #: the model's ``calibration.Calibration`` (``calibrate``), or None
     _calibration = None
+    #: why ``calibrate`` does not apply to a subclass (its held-out rows would not be
+    #: predicted as its new data are), or "" where it does
+    _not_calibrated_because = ""
 
     def calibrate(self, rows: int = 1000, hide: float = 0.5, folds: int = 5, level: float = 0.95,
                   method: str = "quantile", per_output: bool | None = None, seed: int = 0):
@@ -641,6 +644,8 @@ class BayesianGPLVM:
         it was not tuned on. Refuses fewer than 50 held-out entries."""
         from .calibration import calibrate
 
+        if self._not_calibrated_because:
+            raise TypeError(f"{type(self).__name__}.calibrate is not available: {self._not_calibrated_because}")
         self._calibration = calibrate(self, rows=rows, hide=hide, folds=folds, level=level, method=method,
                                       per_output=per_output, seed=seed)
         return self._calibration

@@ -199,6 +199,7 @@ class SemiSupervisedGPR(BayesianGPLVM):
                    seed=common["seed"])
 
     infer_latent = reconstruct = log_density = not_for_regression
+    _not_calibrated_because = UncertainInputGPR._not_calibrated_because
 
     def __repr__(self) -> str:
         N, D = self.Y.shape

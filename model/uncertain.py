@@ -212,6 +212,10 @@ class UncertainInputGPR(BayesianGPLVM):
                    seed=common["seed"], **args)
 
     infer_latent = reconstruct = log_density = not_for_regression
+    _not_calibrated_because = (
+        "a regression model predicts outputs from inputs, and calibrate() learns its scales by inferring "
+        "held-out outputs from the others (the GP-LVM's reconstruct); the coverage of its predictions is "
+        "measured in `bgplvm reproduce calibration`")
 
     def __repr__(self) -> str:
         N, D = self.Y.shape

@@ -157,3 +157,14 @@ def test_scale_rules():
     assert np.allclose(q, [1.0, 3.0], rtol=0.06) and np.allclose(v, [1.0, 3.0], rtol=0.04)
     pooled = fit_scale(z, held, 0.95, "quantile", per_output=False)
     assert pooled[0] == pooled[1]
+
+
+def test_models_whose_predictions_are_not_rows_refuse_calibration_and_say_why():
+    from bgplvm import AutoregressiveGP, DynamicalGPLVM
+
+    t = np.arange(20.0)
+    Y = _curve(20)
+    for m, why in [(DynamicalGPLVM(Y, t, latent_dim=2, num_inducing=5), "time prior"),
+                   (AutoregressiveGP(np.sin(t), window=3, num_inducing=5), "regression model")]:
+        with pytest.raises(TypeError, match=why):
+            m.calibrate()

@@ -267,6 +267,23 @@ def test_forecast_uncertainty_grows_beyond_the_data():
     np.testing.assert_allclose(mu_new, 0.0)
 
 
+@pytest.mark.parametrize("time_prior", ["dense", "state_space"])
+def test_forecasts_far_past_the_data_are_the_time_priors_marginal_flat_and_finite(time_prior):
+    """Issue 44: far past a training sequence the forecast is y's marginal under the time
+    prior, q(x*) = N(0, k_t(t, t)) through meanFstar / covFstar, the same at every later
+    time (no NaN or inf however far)."""
+    t = np.arange(30.0)
+    m = DynamicalGPLVM(_data(t, D=5), t, latent_dim=2, num_inducing=8, time_kernel="matern32",
+                       time_prior=time_prior, seed=0).fit(max_iters=100, progress=False)
+    far = np.array([1e4, 1e8, 1e12])
+    mean, var = m.forecast(far)
+    assert np.all(np.isfinite(mean)) and np.all(np.isfinite(var))
+    prior_var = np.full((1, 2), m.time_kernel.Kdiag(far[:1])[0])
+    m0, v0 = m.predict(np.zeros((1, 2)), prior_var)
+    np.testing.assert_allclose(mean, np.repeat(m0, 3, axis=0), rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(var, np.repeat(v0, 3, axis=0), rtol=1e-8)
+
+
 def test_fit_increases_bound_and_gives_a_smooth_trajectory():
     t = np.linspace(0, 6, 40)
     Y = _data(t, D=6, seed=1)

@@ -215,7 +215,7 @@ def test_lagged_pairs_layout():
 def test_k_step_variance_grows_only_when_it_is_propagated():
     s = _series()
     m = AutoregressiveGP(s, window=5, num_inducing=20, seed=0).fit(max_iters=150, progress=False)
-    mean, var = m.forecast(steps=40)
+    mean, var = m.forecast(steps=40, method="moments")
     assert mean.shape == var.shape == (40,)
     assert np.all(np.diff(var[:10]) > 0)  # each step adds the uncertainty of the last
     assert var[-1] > 100 * var[0]
@@ -242,7 +242,7 @@ def test_uncertain_input_mean_tends_to_the_zero_variance_mean():
         np.testing.assert_allclose(mean, mean0, rtol=0, atol=1e3 * v + 1e-9)
         np.testing.assert_allclose(var, var0, rtol=1e-3, atol=1e3 * v + 1e-9)
     # the first step of a forecast has an exact window: both variants agree there
-    fm, _ = m.forecast(steps=1)
+    fm, _ = m.forecast(steps=1, method="moments")
     fm0, _ = m.forecast(steps=1, propagate_uncertainty=False)
     assert fm[0] == pytest.approx(m.predict(s[None, -5:])[0][0, 0], rel=1e-8)
     assert abs(fm[0] - fm0[0]) < 1e-4 * max(1.0, abs(fm0[0]))
@@ -694,3 +694,47 @@ def test_bad_input_variances_and_inference_options_are_refused():
                 f(m.Y[:2], **kw)
     with pytest.raises(TypeError, match="n_init"):
         m.infer_latent(m.Y[:2], n_init=2.5)
+
+
+def test_mackey_glass_tau_30_forecasts_stay_sane_by_default():
+    """Issue 44, as a new user would: 150 steps of Mackey-Glass with delay 30 (raw units),
+    ``AutoregressiveGP(series, window=12, num_inducing=40)``, 100 steps forecast. The fit is
+    nearly noise-free (noise ~1e-6); the forecasts stay within the series' range +- its
+    range, the variance below 4x the series' variance, and the truth inside the intervals.
+    The signal variance learned instead (the paper's choice) runs to ~17x the series'
+    variance and the propagated Gaussian moments to ~60x."""
+    from bgplvm.metrics import gaussian_scores
+    from bgplvm.reproduce.mackey_glass import simulate
+
+    x = simulate(250, delay=30.0)
+    train, future = x[:150], x[150:]
+    lo, hi = train.min() - np.ptp(train), train.max() + np.ptp(train)
+    m = AutoregressiveGP(train, window=12, num_inducing=40).fit(progress=False)
+    assert m.tie_signal_variance and m.kernel_variance == pytest.approx(train[12:].var())
+    mean, var = m.forecast(100)
+    assert np.all((mean > lo) & (mean < hi)) and var.max() < 4 * train.var()
+    assert gaussian_scores(mean, var, future).coverage[0.95] >= 0.9
+    mean0, _ = m.forecast(100, propagate_uncertainty=False)
+    assert np.all((mean0 > lo) & (mean0 < hi))
+    far_mean, far_var = m.forecast(2000, n_samples=200)  # trajectories' spread levels off (~5x at 1000 steps)
+    assert np.all(np.isfinite(far_mean)) and np.all(np.isfinite(far_var)) and np.all((far_mean > lo) & (far_mean < hi))
+    bound = m.forecast_variance_bound[0]
+    assert far_var.max() < bound and m.forecast(300, method="moments")[1].max() < bound
+
+
+def test_tie_signal_variance_needs_an_rbf_kernel_and_travels_in_the_file():
+    s = _series()
+    with pytest.raises(ValueError, match="tie_signal_variance"):
+        AutoregressiveGP(s, window=5, num_inducing=10, kernel="linear", tie_signal_variance=True)
+    assert not AutoregressiveGP(s, window=5, num_inducing=10, kernel="rbf+bias").tie_signal_variance
+    free = AutoregressiveGP(s, window=5, num_inducing=10, tie_signal_variance=False)
+    assert "kernel.variance" not in free._layout.frozen
+    m = AutoregressiveGP(s, window=5, num_inducing=10)
+    assert "kernel.variance" in m._layout.frozen
+    buf = io.BytesIO()
+    m.save(buf)
+    buf.seek(0)
+    back = AutoregressiveGP.load(buf)
+    assert back.tie_signal_variance and "kernel.variance" in back._layout.frozen
+    with pytest.raises(ValueError, match="method"):
+        m.forecast(3, method="mc")
