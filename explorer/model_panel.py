@@ -399,7 +399,8 @@ class ModelPanel(pn.viewable.Viewer):
             f"- **signal-to-noise** (sd ratio): {info['snr']:.3g}\n"
             f"- **latent dims**: {info['Q']} ({info['active']} active), **M** = {info['M']}\n"
             f"- **kernel**: {info['kernel'] or '?'}\n"
-            + (f"- **time prior**: {info['time_prior']}\n" if info.get("time_prior") else ""))
+            + (f"- **time prior**: {info['time_prior']}\n" if info.get("time_prior") else "")
+            + (f"- **intervals**: {info['calibration']}\n" if info.get("calibration") else ""))
 
     def _save_bytes(self):
         try:

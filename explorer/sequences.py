@@ -316,8 +316,13 @@ def sd_range(model) -> tuple[float, float]:
 def f_sd(model, var_y: np.ndarray) -> np.ndarray:
     """sd of f from a predictive variance of y (noise included): what every sd image
     shows, so that the generated image's sd is the model's uncertainty as the played and
-    inferred ones are (their moments exclude the noise)."""
-    return np.sqrt(np.maximum(np.asarray(var_y) - float(model.noise_variance), 0.0))
+    inferred ones are (their moments exclude the noise). A calibrated model's variances
+    are scaled whole (``BayesianGPLVM.calibrate``), its noise part too."""
+    noise = np.full(np.shape(var_y)[-1], float(model.noise_variance))
+    calibrated = getattr(model, "_calibrated", None)
+    if calibrated is not None:
+        noise = calibrated(noise[None, :])[0]
+    return np.sqrt(np.maximum(np.asarray(var_y) - noise, 0.0))
 
 
 def gallery_rows(ds, n: int = 40, cols: int = 8) -> tuple[np.ndarray, int]:

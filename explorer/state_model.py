@@ -123,7 +123,17 @@ class ModelState(param.Parameterized):
                     Q=int(m.latent_dim), M=int(m.num_inducing),
                     active=int((~off).sum()), kernel=str(getattr(m, "kernel", "") or ""),
                     missing=float(getattr(m, "missing_fraction", 0.0)),
-                    time_prior=_time_prior_line(m))
+                    time_prior=_time_prior_line(m), calibration=_calibration_line(m))
+
+
+def _calibration_line(m) -> str:
+    """How the model's intervals were calibrated ("" when they are not)."""
+    cal = getattr(m, "calibration", None)
+    if cal is not None:
+        return cal.describe()
+    if hasattr(m, "calibrate") and not getattr(m, "_not_calibrated_because", ""):
+        return "as fitted (not calibrated: m.calibrate() learns how far to trust them)"
+    return ""
 
 
 def _time_prior_line(m) -> str:

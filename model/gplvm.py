@@ -611,17 +611,16 @@ class BayesianGPLVM:
 
         Deterministic points (``Xnew_var`` None): projected-process predictive
         (eq:testPosteriorF). Gaussian points N(Xnew, diag Xnew_var): meanFstar / covFstar.
-        ``include_noise`` adds the noise variance (predicting y rather than f); then, if the
-        model was calibrated (``calibrate``) and ``calibrated``, the variance is scaled by
-        the calibration's per-output factor (``bgplvm.calibration``).
+        ``include_noise`` adds the noise variance (predicting y rather than f). If the model
+        was calibrated (``calibrate``) and ``calibrated``, the variance of f and of y alike
+        is scaled by the calibration's per-output factor (``bgplvm.calibration``).
         """
         Xnew, S = check_inputs(Xnew, Xnew_var, self.latent_dim)
         self._sync_kernel()  # e.g. called from a fit's callback, while the bound moves it
         mean, var = predictive_moments(self.kernel, self.inducing_inputs, self._posteriors(), self.Y.shape[1],
                                        Xnew, S)
-        if not include_noise:
-            return mean + self.Y_mean, var
-        return mean + self.Y_mean, self._calibrated(var + self.noise_variance, calibrated)
+        var = var + self.noise_variance if include_noise else var
+        return mean + self.Y_mean, self._calibrated(var, calibrated)
 
     # --- calibration (model/calibration.py) ------------------------------------------------------
     #: the model's ``calibration.Calibration`` (``calibrate``), or None
@@ -661,9 +660,9 @@ class BayesianGPLVM:
 
         self._calibration = None if cal is None else check_calibration(self, cal)
 
-    def _calibrated(self, var: np.ndarray, calibrated: bool) -> np.ndarray:
-        """``var`` (n, D) of y scaled by the calibration's squared sd factors, if any is
-        active and ``calibrated`` (``calibration.active_scale``)."""
+    def _calibrated(self, var: np.ndarray, calibrated: bool = True) -> np.ndarray:
+        """``var`` (n, D) scaled by the calibration's squared sd factors, if one is active
+        and ``calibrated`` (``calibration.active_scale``)."""
         if not calibrated or self._calibration is None:
             return var
         from .calibration import active_scale

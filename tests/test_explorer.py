@@ -201,6 +201,24 @@ def test_summary(state):
     assert info["time_prior"] == ""  # a static model
 
 
+def test_summary_and_sd_images_use_the_models_calibration(state):
+    """A calibrated model's panel says so, and the sd shown for f is the calibrated one
+    (its variance scaled whole: the noise part comes off scaled too)."""
+    from bgplvm.explorer.sequences import f_sd
+
+    m = state.model
+    assert state.summary()["calibration"].startswith("as fitted")
+    x = m.latent_mean[:1]
+    var_f = m.predict(x, include_noise=False, calibrated=False)[1]
+    try:
+        m.calibrate(rows=80, folds=4)
+        assert state.summary()["calibration"].startswith("calibrated (")
+        np.testing.assert_allclose(f_sd(m, m.predict(x)[1]) ** 2, var_f * m.calibration.scale ** 2, rtol=1e-9)
+    finally:
+        m.calibration = None
+    np.testing.assert_allclose(f_sd(m, m.predict(x)[1]) ** 2, var_f, rtol=1e-9)
+
+
 def test_summary_says_how_the_time_prior_is_computed(walk):
     """A dynamical model's panel names its time kernel and form (time_prior "auto" chose)."""
     s = ExplorerState()
