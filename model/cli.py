@@ -1,7 +1,7 @@
 """The ``bgplvm`` command line.
 
     bgplvm fit --dataset NAME | --data FILE [--key ARRAY] [--latent-dim Q] [--inducing M]
-               [--kernel K] [--iters N] [--seed S] --out model.npz
+               [--kernel K] [--iters N] [--seed S] [--no-calibrate] --out model.npz
     bgplvm fit --data FILE --scheduler ADDRESS|local --checkpoint DIR [--out model.npz] [...]   (on Dask)
     bgplvm fit --resume DIR [--scheduler ADDRESS|local] [--iters N] [--out model.npz]
     bgplvm summary model.npz
@@ -60,10 +60,24 @@ def _fit(args) -> int:
               f"({100 * m.missing_fraction:.1f}%): the bound is taken over the observed ones",
               file=sys.stderr)
     m.fit(max_iters=iters, progress=None if not args.quiet else False)
+    if args.calibrate:
+        _calibrate(m)
     m.save(args.out)
     print(m.summary())
     print(f"saved to {args.out}")
     return 0
+
+
+def _calibrate(m) -> None:
+    """Calibrate the fitted model's intervals (``BayesianGPLVM.calibrate``) and say what it found."""
+    try:
+        cal = m.calibrate()
+    except ValueError as e:  # too little data to hold some out
+        print(f"intervals not calibrated: {e}", file=sys.stderr)
+        return
+    print(f"intervals {cal.describe()}", file=sys.stderr)
+    if cal.baseline_warning():
+        print(f"note: {cal.baseline_warning()}", file=sys.stderr)
 
 
 #: the model's argument names and the flags that set them (for the model's messages)
@@ -100,6 +114,9 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--seed", type=int, default=0)
     f.add_argument("--mirror", default=None, help="offline mirror directory for data sets")
     f.add_argument("--quiet", action="store_true", help="no progress bar")
+    f.add_argument("--no-calibrate", dest="calibrate", action="store_false",
+                   help="keep the fitted intervals as they are (default: calibrate them on held-out "
+                        "entries of the training rows, m.calibrate(); in-process fits)")
     f.add_argument("--out", "-o", help="model file to write (.npz)")
     d = f.add_argument_group("on a Dask cluster (pip install bgplvm[distributed])")
     d.add_argument("--scheduler", metavar="ADDRESS", help='a Dask scheduler ("tcp://host:8786") or "local"; '

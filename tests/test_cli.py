@@ -17,11 +17,14 @@ def test_fit_and_summary_on_user_data(tmp_path, capsys):
                  "--quiet", "--out", str(out)]) == 0
     m = BayesianGPLVM.load(out)
     assert m.Y.shape == (40, 3) and m.metadata["data_file"].endswith("y.npy")
-    capsys.readouterr()
+    assert "intervals calibrated (" in capsys.readouterr().err and m.calibration is not None
     assert main(["summary", str(out)]) == 0
     text = capsys.readouterr().out
     assert "bound (ELBO)" in text and "ARD weights" in text and "switched on" in text
-    assert f"{m.elbo():.4f}" in text
+    assert f"{m.elbo():.4f}" in text and "intervals         calibrated (" in text
+    assert main(["fit", "--data", str(tmp_path / "y.npy"), "-q", "3", "-m", "8", "--iters", "30",
+                 "--quiet", "--no-calibrate", "--out", str(out)]) == 0
+    assert BayesianGPLVM.load(out).calibration is None
 
 
 def test_fit_reads_empty_csv_cells_and_nan_as_missing(tmp_path, capsys):
