@@ -6,21 +6,29 @@ unimodal q(x*) is sure of one of them: 59 % of a nominal 95 % interval), the mod
 be measured on the data it was fitted to, exactly as a new row would be predicted:
 
 1. ``rows`` training rows (at random, seed ``seed``) each lose a fraction ``hide`` of their
-   observed entries (at least one kept).
+   observed entries (at least one kept), or their entries in the columns ``hide`` (a list
+   of columns or a (D,) mask: the outputs the predictions will miss, e.g. a body part).
 2. The rows are split into ``folds``; for each fold the training statistics of q(u) are
    recomputed *without that fold's rows* (``TrainingStats.from_arrays`` on the others, the
    kernel, inducing inputs, noise and the other rows' q(x_n) fixed), so that a held-out
    entry never informs its own prediction; q(x*) of each row is inferred from its kept
    entries (``testbound.infer_latent``, eq:predictive1) and the hidden ones are predicted by
-   meanFstar / covFstar plus the noise (the ``reconstruct`` path).
+   meanFstar / covFstar plus the noise (the ``reconstruct`` path). ``path="impute"``
+   calibrates the other path, a training row's missing entries: the fold's rows stay in
+   the statistics without their held entries (as a row's missing entries are absent from
+   the fitted q(u)), and each loses the model's own fraction of missing entries (``hide``
+   None). On oil with 10 / 30 / 50 % of the readings missing, the imputed entries' 95 %
+   intervals held 92.5 / 90.3 / 87.6 % as fitted, 94.8 / 94.7 / 96.0 % calibrated so;
+   scales from the reconstruct path (hide 0.1) gave 95.0 / 98.3 / 97.5 %: a row re-inferred
+   without itself in q(u) is less sure than the jointly fitted q(x_n) it is imputed at.
 3. Each output's predictive sd is then multiplied by a scale s_d:
    - ``method="quantile"`` (default; split-conformal): s = q / z_level, q the
      ceil((n + 1) level) / n empirical quantile of the normalised residuals |y - m| / sd,
      so that a nominal ``level`` interval holds ``level`` of held-out entries;
    - ``method="variance"``: s^2 = mean((y - m)^2 / var) (the NLPD-optimal scale of a
      Gaussian, too wide at 95 % when the residuals have heavy tails).
-   Per output when every output has at least ``MIN_PER_OUTPUT`` held-out entries, else one
-   scale for all.
+   Per output where an output has at least ``MIN_PER_OUTPUT`` held-out entries, elsewhere
+   the scale of all of them pooled.
 4. The held-out rows are split in two by row: the scales are learned on one half (``tune``)
    and the coverage before and after is reported on the other (``check``), which the
    scales did not see.
@@ -51,6 +59,8 @@ MIN_ENTRIES = 50
 #: held-out entries each output needs for a scale of its own (else one scale for all)
 MIN_PER_OUTPUT = 100
 METHODS = ("quantile", "variance")
+#: the predictions a calibration is made for: new rows, or the training rows' missing entries
+PATHS = ("reconstruct", "impute")
 
 
 def fingerprint(a: np.ndarray) -> str:
@@ -79,9 +89,10 @@ class Calibration:
     per_output: bool
     n_rows: int
     n_entries: int
-    hide: float
+    hide: float | list  # the fraction of a row's observed entries held out, or the columns
     folds: int
     seed: int
+    path: str = "reconstruct"  # the predictions it was made for (``PATHS``)
     before: dict = field(default_factory=dict)
     after: dict = field(default_factory=dict)
     tuned: dict = field(default_factory=dict)
@@ -125,10 +136,31 @@ class Calibration:
                 "more inducing inputs or a longer fit may close the gap")
 
 
-def _hide(observed: np.ndarray, rows: np.ndarray, hide: float, rng) -> np.ndarray:
-    """(len(rows), D) bool: the entries each row loses (a fraction of its observed ones, at
-    least one hidden and one kept)."""
+def check_hide(hide, D: int):
+    """A fraction in (0, 1), or the (sorted) columns to hide as a list of ints."""
+    if isinstance(hide, (float, int)) and not isinstance(hide, bool):
+        if not 0 < hide < 1:
+            raise ValueError(f"hide must be a fraction in (0, 1) or the columns to hide, got {hide!r}")
+        return float(hide)
+    a = np.asarray(hide)
+    if a.dtype == bool:
+        if a.shape != (D,):
+            raise ValueError(f"hide as a mask must have one entry per output ({D}), got shape {a.shape}")
+        a = np.flatnonzero(a)
+    if a.ndim != 1 or a.size == 0 or not np.issubdtype(a.dtype, np.integer) or a.min() < 0 or a.max() >= D:
+        raise ValueError(f"hide must be a fraction in (0, 1) or columns of the outputs (0 .. {D - 1}), got {hide!r}")
+    if a.size == D:
+        raise ValueError("hide names every output: a held-out row must keep some observed entries to be inferred from")
+    return sorted(set(int(c) for c in a))
+
+
+def _hide(observed: np.ndarray, rows: np.ndarray, hide, rng) -> np.ndarray:
+    """(len(rows), D) bool: the entries each row loses: a fraction of its observed ones (at
+    least one hidden and one kept), or its observed entries in the columns ``hide``."""
     held = np.zeros((rows.size, observed.shape[1]), dtype=bool)
+    if not isinstance(hide, float):
+        held[:, hide] = observed[rows][:, hide]
+        return held
     for i, r in enumerate(rows):
         j = np.flatnonzero(observed[r])
         n = min(j.size - 1, max(1, int(round(hide * j.size))))
@@ -136,11 +168,23 @@ def _hide(observed: np.ndarray, rows: np.ndarray, hide: float, rng) -> np.ndarra
     return held
 
 
-def held_out_predictions(m, rows: np.ndarray, held: np.ndarray, folds: int, hide: float, seed: int = 0):
+def _candidates(observed: np.ndarray, hide) -> np.ndarray:
+    """Rows that can lose entries to ``hide`` and keep one to be inferred from."""
+    if isinstance(hide, float):
+        return np.flatnonzero(observed.sum(axis=1) >= 2)
+    cols = np.zeros(observed.shape[1], dtype=bool)
+    cols[hide] = True
+    return np.flatnonzero((observed & cols).any(axis=1) & (observed & ~cols).any(axis=1))
+
+
+def held_out_predictions(m, rows: np.ndarray, held: np.ndarray, folds: int, hide: float, seed: int = 0,
+                         path: str = "reconstruct"):
     """Mean and variance (len(rows), D) of the rows' entries, each fold's rows inferred from
     their kept entries (``~held`` and observed) with q(u) from the other rows only (module
-    docstring, step 2), variances with the noise, no calibration; and the k-NN baseline's
-    mean, its neighbours among the same other rows. Returns (mean, var, knn_mean, knn_k)."""
+    docstring, step 2; ``path="impute"``: from every row but the held entries, as a training
+    row's missing entries are predicted), variances with the noise, no calibration; and the
+    k-NN baseline's mean, its neighbours among the same rows (never the row itself).
+    Returns (mean, var, knn_mean, knn_k)."""
     from .baselines import KNNBaseline
     from .bound import posterior_from_stats, predictive_moments
     from .testbound import infer_latent
@@ -157,10 +201,11 @@ def held_out_predictions(m, rows: np.ndarray, held: np.ndarray, folds: int, hide
     for f in range(folds):
         idx = np.flatnonzero(fold_of == f)
         keep = np.ones(N, dtype=bool)
-        keep[rows[idx]] = False
+        keep[rows[idx]] = path == "impute"
         obs_keep = observed[keep] if missing else None
-        if obs_keep is not None and not obs_keep.any(axis=0).all():
-            # a column observed on this fold's rows only: keep the rows, without their held entries
+        if path == "impute" or (obs_keep is not None and not obs_keep.any(axis=0).all()):
+            # the rows stay without their held entries (impute; or a column observed on this
+            # fold's rows only)
             keep[:] = True
             obs_keep = observed & ~_full(held[idx], rows[idx], N)
         Yk = np.where(observed, Y, np.nan)[keep]
@@ -172,7 +217,7 @@ def held_out_predictions(m, rows: np.ndarray, held: np.ndarray, folds: int, hide
         mean[idx], var[idx] = predictive_moments(st.kernel, st.Z, _posteriors(st, posterior_from_stats), D,
                                                  fit.mu, fit.S)
         knn = KNNBaseline(np.where(obs_keep, Yk, np.nan) if obs_keep is not None else Yk, hide=hide, seed=seed)
-        knn_mean[idx] = knn.predict(Ys)[0]
+        knn_mean[idx] = knn.predict(Ys, exclude=rows[idx] if keep.all() else None)[0]
         ks.append(knn.k)
     return mean + m.Y_mean, var + m.noise_variance, knn_mean, int(np.median(ks))
 
@@ -189,8 +234,10 @@ def _posteriors(st, posterior_from_stats) -> list:
     return out
 
 
-def fit_scale(z: np.ndarray, held: np.ndarray, level: float, method: str, per_output: bool) -> np.ndarray:
-    """(D,) sd scales from normalised residuals z (n, D), used where ``held`` (step 3)."""
+def fit_scale(z: np.ndarray, held: np.ndarray, level: float, method: str, per_output: bool | None) -> np.ndarray:
+    """(D,) sd scales from normalised residuals z (n, D), used where ``held`` (step 3):
+    one for all outputs (``per_output`` False), or each output's own where it has
+    ``MIN_PER_OUTPUT`` held entries (None) or any (True), the pooled one elsewhere."""
     def one(v):
         if method == "variance":
             return math.sqrt(float(np.mean(v * v)))
@@ -198,26 +245,35 @@ def fit_scale(z: np.ndarray, held: np.ndarray, level: float, method: str, per_ou
         q = np.quantile(np.abs(v), min(1.0, math.ceil((n + 1) * level) / n), method="higher")
         return float(q) / float(ndtri(0.5 + 0.5 * level))
 
-    D = z.shape[1]
-    if not per_output:
-        return np.full(D, one(z[held]))
-    return np.array([one(z[held[:, d], d]) for d in range(D)])
+    pooled = one(z[held])
+    counts = held.sum(axis=0)
+    enough = counts >= (1 if per_output else MIN_PER_OUTPUT)
+    if per_output is False or not enough.any():
+        return np.full(z.shape[1], pooled)
+    return np.array([one(z[held[:, d], d]) if enough[d] else pooled for d in range(z.shape[1])])
 
 
-def calibrate(m, rows: int = 1000, hide: float = 0.5, folds: int = 5, level: float = 0.95,
-              method: str = "quantile", per_output: bool | None = None, seed: int = 0) -> Calibration:
+def calibrate(m, rows: int = 1000, hide=None, folds: int = 5, level: float = 0.95,
+              method: str = "quantile", per_output: bool | None = None, seed: int = 0,
+              path: str = "reconstruct") -> Calibration:
     """A ``Calibration`` of model ``m`` (module docstring): see ``BayesianGPLVM.calibrate``."""
+    if path not in PATHS:
+        raise ValueError(f"path must be one of {PATHS} (the predictions to calibrate), got {path!r}")
+    if path == "impute" and not m.missing_fraction > 0:
+        raise ValueError("path='impute' calibrates the predictions of missing training entries, and this model's "
+                         "training data miss none")
+    if hide is None:
+        hide = min(0.5, max(float(m.missing_fraction), 0.05)) if path == "impute" else 0.5
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level!r}")
-    if not 0 < hide < 1:
-        raise ValueError(f"hide must be a fraction in (0, 1), got {hide!r}")
+    hide = check_hide(hide, m.Y.shape[1])
     folds = int(folds)
     if folds < 2:
         raise ValueError(f"folds must be at least 2 (a fold's rows are predicted from the others), got {folds}")
     Y, observed = m.Y, m.Y_observed
-    candidates = np.flatnonzero(observed.sum(axis=1) >= 2)
+    candidates = _candidates(observed, hide)
     rng = np.random.default_rng(seed)
     chosen = rng.permutation(candidates)[:int(rows)]
     held = _hide(observed, chosen, hide, rng)
@@ -225,22 +281,22 @@ def calibrate(m, rows: int = 1000, hide: float = 0.5, folds: int = 5, level: flo
     if n_entries < MIN_ENTRIES or chosen.size < 2 * folds:
         raise ValueError(f"calibration needs at least {MIN_ENTRIES} held-out entries on {2 * folds} rows or more; "
                          f"these settings hide {n_entries} entries on {chosen.size} rows ({candidates.size} rows "
-                         "observe two entries or more): raise rows= or hide=, or calibrate on more data")
-    mean, var, k_mean, knn_k = held_out_predictions(m, chosen, held, folds, hide, seed)
+                         "can lose entries and keep one): raise rows= or hide=, or calibrate on more data")
+    knn_hide = hide if isinstance(hide, float) else float(held.sum() / max(1, observed[chosen].sum()))
+    mean, var, k_mean, knn_k = held_out_predictions(m, chosen, held, folds, knn_hide, seed, path)
     truth = Y[chosen]
     z = np.where(held, (truth - mean) / np.sqrt(var), 0.0)
     tune = np.zeros(chosen.size, dtype=bool)
     tune[rng.permutation(chosen.size)[:chosen.size // 2]] = True
     h_tune, h_check = held & tune[:, None], held & ~tune[:, None]
-    if per_output is None:
-        per_output = bool(np.all(h_tune.sum(axis=0) >= MIN_PER_OUTPUT))
     scale = fit_scale(z, h_tune, level, method, per_output)
     scale = np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
+    per_output = bool(np.unique(scale).size > 1)
     s2 = scale[None, :] ** 2
     err = lambda p: float(np.sqrt(np.mean((p[held] - truth[held]) ** 2)))  # noqa: E731
     return Calibration(
         scale=scale, level=float(level), method=method, per_output=per_output, n_rows=int(chosen.size),
-        n_entries=n_entries, hide=float(hide), folds=folds, seed=int(seed),
+        n_entries=n_entries, hide=hide, folds=folds, seed=int(seed), path=path,
         before=gaussian_scores(mean, var, truth, mask=h_check).as_dict(),
         after=gaussian_scores(mean, var * s2, truth, mask=h_check).as_dict(),
         tuned=gaussian_scores(mean, var * s2, truth, mask=h_tune).as_dict(),

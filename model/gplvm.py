@@ -629,14 +629,19 @@ class BayesianGPLVM:
     #: predicted as its new data are), or "" where it does
     _not_calibrated_because = ""
 
-    def calibrate(self, rows: int = 1000, hide: float = 0.5, folds: int = 5, level: float = 0.95,
-                  method: str = "quantile", per_output: bool | None = None, seed: int = 0):
+    def calibrate(self, rows: int = 1000, hide=None, folds: int = 5, level: float = 0.95,
+                  method: str = "quantile", per_output: bool | None = None, seed: int = 0,
+                  path: str = "reconstruct"):
         """Learn a per-output scale of the predictive sd from the training data itself
-        (``bgplvm.calibration``): ``rows`` training rows lose a fraction ``hide`` of their
-        observed entries, which are predicted as a new row's would be (``reconstruct``) from
+        (``bgplvm.calibration``): ``rows`` training rows lose a fraction ``hide`` (default
+        0.5) of their observed entries (or their entries in the columns ``hide``: match what
+        the predictions will miss), which are predicted as a new row's would be (``reconstruct``) from
         q(u) without their fold's rows (``folds``); the scale matches a nominal ``level``
         interval (``method`` "quantile", split-conformal) or the mean squared normalised
-        residual ("variance"). Afterwards ``predict``, ``impute``, ``reconstruct`` and
+        residual ("variance"). ``path="impute"`` calibrates for the training rows' missing
+        entries instead (the rows stay in q(u) without their held entries, which are by
+        default the model's own fraction of missing entries). Afterwards
+        ``predict``, ``impute``, ``reconstruct`` and
         ``forecast`` scale their variances (``calibrated=False`` turns it off per call; set
         ``m.calibration = None`` to drop it); ``save`` keeps it. Returns the
         ``Calibration``, whose ``before`` / ``after`` give the scores on held-out entries
@@ -646,7 +651,7 @@ class BayesianGPLVM:
         if self._not_calibrated_because:
             raise TypeError(f"{type(self).__name__}.calibrate is not available: {self._not_calibrated_because}")
         self._calibration = calibrate(self, rows=rows, hide=hide, folds=folds, level=level, method=method,
-                                      per_output=per_output, seed=seed)
+                                      per_output=per_output, seed=seed, path=path)
         return self._calibration
 
     @property

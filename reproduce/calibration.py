@@ -13,7 +13,9 @@ Paths and data:
 - ``reconstruct``: oil test rows with 6 of 12 readings missing; CMU 35 test trial 35_29,
   legs or body missing in frames 62-123 (the paper's protocol, ``cmu35_protocol``); Frey
   frames 300-399 (beyond the 300 training frames) with half of the pixels missing.
-- ``impute``: oil training rows with 10 / 30 / 50 % of the readings missing at random.
+- ``impute``: oil training rows with 10 / 30 / 50 % of the readings missing at random; CMU
+  35's training frames with 20 % missing at random, static and dynamical (the latter
+  started from the static fit: ``DynamicalGPLVM.from_static``).
 - dynamical ``reconstruct``: the explorer's pre-trained CMU 35 model (the test trial as a
   new sequence) and Frey model (frames 300-399 as new frames of its sequence); dynamical
   ``forecast``: the Frey model's frames 300-399 from the time prior alone.
@@ -42,6 +44,7 @@ COLUMNS = ["path", "data", "predictions", "entries"] + [f"{100 * p:g} %" for p i
 OIL_Q, OIL_M, OIL_ITERS = 10, 50, 2000
 MISSING_FRACTIONS = (0.1, 0.3, 0.5)
 MISSING_ITERS = 1500
+CMU_MISSING, CMU_MISSING_ITERS = 0.2, 1000
 FREY_TRAIN, FREY_TEST = 300, 100
 FREY_STATIC_ITERS = 1000
 MG_DELAYS, MG_TRAIN, MG_AHEAD, MG_WINDOW, MG_M = (17.0, 30.0), 150, 100, 12, 40
@@ -126,7 +129,7 @@ def oil_missing(ctx: Context, S: Scored, cal_info: dict) -> None:
         m = BayesianGPLVM(Yn, latent_dim=OIL_Q, num_inducing=OIL_M, seed=ctx.seed)
         m.fit(max_iters=_iters(ctx, MISSING_ITERS), progress=False)
         S.add("impute", data, "as fitted", *m.impute(), Y, miss)
-        cal = m.calibrate(hide=frac, seed=ctx.seed)
+        cal = m.calibrate(path="impute", seed=ctx.seed)
         (imp, notes) = _quiet(m.impute)
         cal_info[data] = dict(cal.meta(), scale=cal.scale.tolist(), warnings=notes)
         S.add("impute", data, "calibrated", *imp, Y, miss)
@@ -135,6 +138,8 @@ def oil_missing(ctx: Context, S: Scored, cal_info: dict) -> None:
 
 # --------------------------------------------------------------------- motion capture
 def cmu35(ctx: Context, S: Scored, cal_info: dict) -> None:
+    """The static model calibrated for each part with ``hide=`` its columns (what the test
+    frames miss), the pre-trained dynamical model as fitted."""
     from bgplvm.assets import load_asset
     from bgplvm.baselines import KNNBaseline
 
@@ -145,54 +150,89 @@ def cmu35(ctx: Context, S: Scored, cal_info: dict) -> None:
     _, m = static_row(data, ctx)
     s = P.FIRST_MISSING_FRAME
     dyn, _ = load_asset("cmu35", mirror=ctx.mirror)
-    for calibrated in (False, True):
-        if calibrated:
-            cal = m.calibrate(seed=ctx.seed)
-            cal_info["cmu35"] = dict(cal.meta(), scale=cal.scale.tolist())
-        for part in PARTS:
-            Ys = P.masked_test(data.Y_test, part)
-            miss = np.isnan(Ys[s:])
-            label = f"CMU 35 trial 35_29, {part} missing"
-            (rec, _) = _quiet(m.reconstruct, Ys[s:])
-            S.add("reconstruct", label, "calibrated" if calibrated else "as fitted", *rec, data.Y_test[s:], miss)
-            if calibrated:
-                continue
-            knn = KNNBaseline(data.Y, hide=float(miss.mean()), seed=ctx.seed)
-            S.add("reconstruct", label, "k-NN baseline", *knn.predict(Ys[s:]), data.Y_test[s:], miss)
-            mean, var = dyn.reconstruct(Ys, data.t_test, sequence=None, max_iters=_iters(ctx, 500))
-            S.add("dynamical reconstruct", label, "pre-trained model (new sequence)", mean[s:], var[s:],
-                  data.Y_test[s:], miss)
+    columns = {"legs": P.LEG_COLUMNS, "body": P.BODY_COLUMNS}
+    for part in PARTS:
+        Ys = P.masked_test(data.Y_test, part)
+        miss = np.isnan(Ys[s:])
+        label = f"CMU 35 trial 35_29, {part} missing"
+        m.calibration = None
+        S.add("reconstruct", label, "as fitted", *m.reconstruct(Ys[s:]), data.Y_test[s:], miss)
+        cal = m.calibrate(hide=columns[part], seed=ctx.seed)
+        cal_info[f"cmu35 {part}"] = dict(cal.meta(), scale=cal.scale.tolist())
+        (rec, _) = _quiet(m.reconstruct, Ys[s:])
+        S.add("reconstruct", label, "calibrated", *rec, data.Y_test[s:], miss)
+        knn = KNNBaseline(data.Y, hide=float(miss.mean()), seed=ctx.seed)
+        S.add("reconstruct", label, "k-NN baseline", *knn.predict(Ys[s:]), data.Y_test[s:], miss)
+        mean, var = dyn.reconstruct(Ys, data.t_test, sequence=None, max_iters=_iters(ctx, 500))
+        S.add("dynamical reconstruct", label, "pre-trained model (new sequence)", mean[s:], var[s:],
+              data.Y_test[s:], miss)
+
+
+def cmu35_missing(ctx: Context, S: Scored, cal_info: dict) -> None:
+    """CMU 35's training frames with 20 % of the entries missing at random, imputed by the
+    static and the dynamical model (Q = 9, M = 30, as the issue's run) and by k-NN."""
+    from bgplvm import BayesianGPLVM, DynamicalGPLVM
+    from bgplvm.baselines import KNNBaseline
+
+    from . import cmu35_protocol as P
+
+    data = P.load_data(mirror=ctx.mirror)
+    miss = np.random.default_rng(ctx.seed).random(data.Y.shape) < CMU_MISSING
+    Yn = np.where(miss, np.nan, data.Y)
+    label = f"CMU 35 training frames, {100 * CMU_MISSING:g} % missing at random"
+    it = _iters(ctx, CMU_MISSING_ITERS)
+    m = BayesianGPLVM(Yn, latent_dim=9, num_inducing=30, seed=ctx.seed).fit(max_iters=it, progress=False)
+    S.add("impute", label, "as fitted", *m.impute(), data.Y, miss)
+    cal = m.calibrate(path="impute", seed=ctx.seed)
+    cal_info["cmu35 20 % missing"] = dict(cal.meta(), scale=cal.scale.tolist())
+    (imp, _) = _quiet(m.impute)
+    S.add("impute", label, "calibrated", *imp, data.Y, miss)
+    dyn = DynamicalGPLVM.from_static(m, data.t, time_kernel="matern32", sequences=data.sequence)
+    dyn.fit(max_iters=it, progress=False)
+    S.add("dynamical impute", label, "started from the static fit", *dyn.impute(), data.Y, miss)
+    S.add("impute", label, "k-NN baseline", *KNNBaseline(Yn, hide=CMU_MISSING, seed=ctx.seed).impute(), data.Y, miss)
 
 
 # --------------------------------------------------------------------- video: Frey faces
 def frey(ctx: Context, S: Scored, cal_info: dict) -> None:
+    """Static: frames held out within the training window (every 5th of 0-299, the
+    ``video`` split) and frames 300-399 after it (another stretch of the video: the face
+    moves on); dynamical: the pre-trained model (frames 0-299) on frames 300-399."""
     from bgplvm import BayesianGPLVM
     from bgplvm.assets import load_asset
     from bgplvm.baselines import KNNBaseline
-
     from bgplvm.datasets import load
+
+    from .video import split
 
     dyn, _ = load_asset("frey_video", mirror=ctx.mirror)
     Y = load("frey_faces", progress=False, **(dict(mirror=ctx.mirror) if ctx.mirror else {})).Y
-    Y_train, Y_test = Y[:FREY_TRAIN], Y[FREY_TRAIN:FREY_TRAIN + FREY_TEST]
-    assert np.array_equal(Y_train, dyn.Y), "the Frey asset was trained on other frames"
-    t_test = np.arange(FREY_TRAIN, FREY_TRAIN + FREY_TEST, dtype=np.float64)
-    miss = _half_missing(Y_test, Y_test.shape[1] // 2, ctx.seed)
-    Ys = np.where(miss, np.nan, Y_test)
-    label = f"Frey frames {FREY_TRAIN}-{FREY_TRAIN + FREY_TEST - 1}, half the pixels missing"
-    m = BayesianGPLVM(Y_train, latent_dim=dyn.latent_dim, num_inducing=dyn.num_inducing, seed=ctx.seed)
+    assert np.array_equal(Y[:FREY_TRAIN], dyn.Y), "the Frey asset was trained on other frames"
+    train, within = split(FREY_TRAIN)
+    after = np.arange(FREY_TRAIN, FREY_TRAIN + FREY_TEST)
+    m = BayesianGPLVM(Y[train], latent_dim=dyn.latent_dim, num_inducing=dyn.num_inducing, seed=ctx.seed)
     m.fit(max_iters=_iters(ctx, FREY_STATIC_ITERS), progress=False)
-    S.add("reconstruct", label, "as fitted", *m.reconstruct(Ys), Y_test, miss)
+    tests = {f"Frey, every 5th of frames 0-{FREY_TRAIN - 1}, half the pixels missing": within,
+             f"Frey frames {FREY_TRAIN}-{FREY_TRAIN + FREY_TEST - 1}, half the pixels missing": after}
+    preds = {label: np.where(_half_missing(Y[rows], Y.shape[1] // 2, ctx.seed), np.nan, Y[rows])
+             for label, rows in tests.items()}
+    for label, rows in tests.items():
+        S.add("reconstruct", label, "as fitted", *m.reconstruct(preds[label]), Y[rows], np.isnan(preds[label]))
     cal = m.calibrate(seed=ctx.seed)
     cal_info["frey"] = dict(cal.meta(), scale_range=[float(cal.scale.min()), float(cal.scale.max())])
-    (rec, _) = _quiet(m.reconstruct, Ys)
-    S.add("reconstruct", label, "calibrated", *rec, Y_test, miss)
-    S.add("reconstruct", label, "k-NN baseline", *KNNBaseline(Y_train, seed=ctx.seed).predict(Ys), Y_test, miss)
-    mean, var = dyn.reconstruct(Ys, t_test, sequence=0, max_iters=_iters(ctx, 500))
-    S.add("dynamical reconstruct", label, "pre-trained model (frames of its sequence)", mean, var, Y_test, miss)
-    mean, var = dyn.forecast(t_test, sequence=0)
+    knn = KNNBaseline(Y[train], seed=ctx.seed)
+    for label, rows in tests.items():
+        (rec, _) = _quiet(m.reconstruct, preds[label])
+        S.add("reconstruct", label, "calibrated", *rec, Y[rows], np.isnan(preds[label]))
+        S.add("reconstruct", label, "k-NN baseline", *knn.predict(preds[label]), Y[rows], np.isnan(preds[label]))
+    label = list(tests)[1]
+    t_after = after.astype(np.float64)
+    mean, var = dyn.reconstruct(preds[label], t_after, sequence=0, max_iters=_iters(ctx, 300))
+    S.add("dynamical reconstruct", label, "pre-trained model (frames of its sequence)", mean, var, Y[after],
+          np.isnan(preds[label]))
+    mean, var = dyn.forecast(t_after, sequence=0)
     S.add("dynamical forecast", f"Frey frames {FREY_TRAIN}-{FREY_TRAIN + FREY_TEST - 1}, nothing observed",
-          "pre-trained model", mean, var, Y_test)
+          "pre-trained model", mean, var, Y[after])
 
 
 # --------------------------------------------------------------------- regression paths
@@ -320,7 +360,8 @@ def run(ctx: Context) -> Result:
     t0 = time.perf_counter()
     S, cal_info, mg_info, timings = Scored(ctx), {}, {}, {}
     sections = [("oil", lambda: oil(ctx, S, cal_info)), ("oil missing", lambda: oil_missing(ctx, S, cal_info)),
-                ("CMU 35", lambda: cmu35(ctx, S, cal_info)), ("Frey", lambda: frey(ctx, S, cal_info)),
+                ("CMU 35", lambda: cmu35(ctx, S, cal_info)),
+                ("CMU 35 missing", lambda: cmu35_missing(ctx, S, cal_info)), ("Frey", lambda: frey(ctx, S, cal_info)),
                 ("Mackey-Glass", lambda: mackey_glass(ctx, S, mg_info)),
                 ("uncertain inputs", lambda: uncertain_regression(ctx, S)),
                 ("semi-supervised", lambda: semi_supervised(ctx, S))]
@@ -346,7 +387,29 @@ def run(ctx: Context) -> Result:
                      "tuned on), and the point errors of the model and k-NN there",
                columns=["model", "held-out entries", "95 % before", "95 % after", "model RMSE", "k-NN RMSE", "k"],
                rows=cal_rows)
-    return Result(name="calibration", title="Calibrated uncertainty on every prediction path",
+    notes = [
+        "Causes, measured (issue 44). **reconstruct (oil test)**: half an oil row fits more than one place in "
+        "the latent space and q(x*) is unimodal: for the worst 300 rows the bound of the half row is higher "
+        "(median +3.5 nats) at the q(x*) it finds than at the complete row's; starts spread over the latent "
+        "space (10 nearest, 20 random, a mixture weighted by the bounds) reach the same optimum (61 % coverage). "
+        "More inducing inputs do not help (M = 100: RMSE 0.186 against 0.176). Calibration fixes the intervals; "
+        "k-NN keeps the lower RMSE, and reconstruct says so in a warning.",
+        "**impute (oil, CMU)**: a missing entry is predicted at the jointly fitted q(x_n) with a mean-field, "
+        "unimodal q(x_n): the intervals are a little narrow (and more so as more is missing); calibrated on the "
+        "impute path with the data's own missing fraction.",
+        "**reconstruct (CMU)**: whole body parts are missing; calibrated with hide= the part's columns, "
+        "random entries would not do (the other columns of the part are missing too). "
+        "**Frey frames 300-399** come after the training frames (the face moves on): a calibration learned on "
+        "the training frames does not transfer to them, unlike frames held out within the training window.",
+        "**Dynamical models** are not calibrated: their frames are predicted through the time prior and a "
+        "calibration learned on rows would not be one of their predictions (calibrate() refuses them).",
+        "**AutoregressiveGP.forecast**: the learned signal variance (17-19x the series' variance) and Gaussian "
+        "windows off the series' attractor made the paper's forecasts 60-70x the series variance; the defaults "
+        "(signal variance tied to the series', sampled trajectories) keep them sane (model/autoregressive.py).",
+        "**UncertainInputGPR**: on this data the fit drives Sigma_z to ~1e-6 and explains the input noise as "
+        "output noise, so it predicts as the plain GP does (the same numbers): its intervals hold.",
+    ]
+    return Result(name="calibration", title="Calibrated uncertainty on every prediction path", notes=notes,
                   paper_section="none (issue 44): the paper reports no coverage",
                   tables=[table, t2], figures=[fig],
                   numbers=dict(scores=S.numbers, calibrations=cal_info, mackey_glass=mg_info, section_s=timings),

@@ -147,6 +147,11 @@ def test_calibration_with_missing_training_values_and_impute(fitted):
         mean, var = m.impute()
         _, var0 = m.impute(calibrated=False)
     assert np.allclose(var[hole], (var0 * cal.scale ** 2)[hole]) and np.all(var[~hole] == 0)
+    imp = m.calibrate(rows=240, folds=4, hide=0.2, path="impute")
+    assert imp.path == "impute" and imp.n_entries >= 240 and np.all(np.isfinite(imp.scale))
+    assert abs(imp.after["coverage"]["0.95"] - 0.95) < 0.05
+    with pytest.raises(ValueError, match="path"):
+        m.calibrate(path="forecast")
 
 
 def test_scale_rules():
@@ -169,3 +174,29 @@ def test_models_whose_predictions_are_not_rows_refuse_calibration_and_say_why():
                    (AutoregressiveGP(np.sin(t), window=3, num_inducing=5), "regression model")]:
         with pytest.raises(TypeError, match=why):
             m.calibrate()
+
+
+def test_calibration_for_the_columns_predictions_will_miss(fitted):
+    """hide= columns: each held-out row loses exactly those outputs (a body part), the way
+    the predictions will miss them; those outputs get their own scales, the others the
+    pooled one."""
+    m = _copy(fitted)
+    cal = m.calibrate(rows=240, folds=4, hide=[5, 6, 7], per_output=True)
+    assert cal.hide == [5, 6, 7] and cal.n_entries == 3 * 240
+    assert len(set(cal.scale[:5])) == 1 and cal.per_output
+    mask = np.zeros(8, bool)
+    mask[[5, 6, 7]] = True
+    assert m.calibrate(rows=240, folds=4, hide=mask).hide == [5, 6, 7]
+    for bad in ([8], list(range(8)), [], np.ones(3, bool), 1.0, True):
+        with pytest.raises(ValueError, match="hide"):
+            m.calibrate(hide=bad)
+
+
+def test_impute_path_defaults_to_the_models_missing_fraction_and_needs_missing_values(fitted):
+    Y = _curve(seed=2)
+    hole = np.random.default_rng(4).random(Y.shape) < 0.2
+    m = BayesianGPLVM(np.where(hole, np.nan, Y), latent_dim=2, num_inducing=15, seed=0)
+    assert m.calibrate(rows=240, folds=4, path="impute").hide == pytest.approx(m.missing_fraction)
+    assert m.calibrate(rows=240, folds=4).hide == 0.5
+    with pytest.raises(ValueError, match="miss none"):
+        fitted.calibrate(path="impute")
