@@ -1,0 +1,44 @@
+"""``bgplvm reproduce calibration`` (issue 44): its sections score held-out truth per
+prediction path beside the baselines, and a calibrated path moves toward its level."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bgplvm.reproduce import EXPERIMENTS, Context
+from bgplvm.reproduce import calibration as rc
+from mirror import needs_data
+
+
+def _ctx(tmp_path):
+    return Context(out_dir=tmp_path, quick=True, verbose=False)
+
+
+@pytest.mark.slow
+@needs_data("oil")
+def test_oil_section_scores_as_fitted_calibrated_and_knn(tmp_path):
+    assert "calibration" in EXPERIMENTS
+    S, info = rc.Scored(_ctx(tmp_path)), {}
+    rc.oil(_ctx(tmp_path), S, info)
+    rows = {(r[0], r[2]): r for r in S.rows}
+    test = "reconstruct"
+    fitted, calibrated, knn = rows[(test, "as fitted")], rows[(test, "calibrated")], rows[(test, "k-NN baseline")]
+    assert fitted[3] == calibrated[3] == knn[3] == 6000  # the 6 missing readings of 1000 test rows
+    assert abs(calibrated[7] - 95) < abs(fitted[7] - 95) and abs(calibrated[7] - 95) <= 2
+    assert calibrated[-1] == fitted[-1]  # the calibration leaves the means alone
+    assert info["oil"]["n_entries"] == 6000 and len(info["oil"]["scale"]) == 12
+
+
+def test_regression_sections_and_the_figure(tmp_path):
+    S = rc.Scored(_ctx(tmp_path))
+    rc.uncertain_regression(_ctx(tmp_path), S)
+    rc.semi_supervised(_ctx(tmp_path), S)
+    paths = {r[0] for r in S.rows}
+    assert paths == {"UncertainInputGPR.predict", "SemiSupervisedGPR.predict"}
+    assert sum("baseline" in r[2] for r in S.rows) == 2 and sum("plain GP" in r[2] for r in S.rows) == 2
+    for r in S.rows:
+        cover = np.array(r[4:9], dtype=float)
+        assert np.all(np.diff(cover) >= 0) and 0 <= cover.min() and cover.max() <= 100  # nested intervals
+    rc.figure(tmp_path / "coverage.png", S.rows)
+    assert (tmp_path / "coverage.png").stat().st_size > 5000
