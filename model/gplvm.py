@@ -645,7 +645,7 @@ class BayesianGPLVM:
         ``forecast`` scale their variances (``calibrated=False`` turns it off per call; set
         ``m.calibration = None`` to drop it); ``save`` keeps it. Returns the
         ``Calibration``, whose ``before`` / ``after`` give the scores on held-out entries
-        it was not tuned on. Refuses fewer than 50 held-out entries."""
+        whose scales did not see them (cross-fitted). Refuses fewer than 50 held-out entries."""
         from .calibration import calibrate
 
         if self._not_calibrated_because:

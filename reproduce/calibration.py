@@ -383,8 +383,8 @@ def run(ctx: Context) -> Result:
     cal_rows = [[k, v["n_entries"], round(100 * v["before"]["coverage"]["0.95"], 1),
                  round(100 * v["after"]["coverage"]["0.95"], 1), f"{v['model_rmse']:.4g}", f"{v['knn_rmse']:.4g}",
                  v["knn_k"]] for k, v in cal_info.items()]
-    t2 = Table(title="The calibrations: 95 % coverage of their own held-out entries (the half they were not "
-                     "tuned on), and the point errors of the model and k-NN there",
+    t2 = Table(title="The calibrations: 95 % coverage of their own held-out entries (after: cross-fitted, each "
+                     "half with the scales learned on the other), and the point errors of the model and k-NN there",
                columns=["model", "held-out entries", "95 % before", "95 % after", "model RMSE", "k-NN RMSE", "k"],
                rows=cal_rows)
     notes = [
