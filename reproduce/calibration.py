@@ -318,8 +318,9 @@ def semi_supervised(ctx: Context, S: Scored) -> None:
 # --------------------------------------------------------------------- figure and report
 def figure(path, rows: list) -> None:
     """The 95 % interval's coverage per path and data (one line each): the model as fitted
-    or with the paper's choices (hollow), calibrated or by default (filled), the baselines
-    (grey crosses); the band 93-97 % shaded."""
+    or with the paper's choices (hollow; dynamical and regression models are not
+    calibrated), calibrated or by the new defaults (filled), the baselines (grey crosses);
+    the band 93-97 % shaded."""
     from bgplvm.explorer.figures import Axes
 
     from . import lineplots as lp
@@ -341,12 +342,12 @@ def figure(path, rows: list) -> None:
             if "baseline" in r[2] or "plain GP" in r[2]:
                 c.polyline([(x - 4, y - 4), (x + 4, y + 4)], "#777777", width=1.5)
                 c.polyline([(x - 4, y + 4), (x + 4, y - 4)], "#777777", width=1.5)
-            elif r[2] == "as fitted" or "paper's" in r[2] or "zero-variance" in r[2]:
-                c.circle(x, y, 5, stroke="#d62728", width=1.6)
-            else:
+            elif r[2] == "calibrated" or r[2].startswith("defaults"):
                 c.circle(x, y, 5, fill="#1f77b4")
+            else:  # as fitted: also the models calibrate() does not apply to
+                c.circle(x, y, 5, stroke="#d62728", width=1.6)
     ax.frame(title="held-out truth inside the nominal 95 % interval", xlabel="coverage", yticks=False)
-    ax.legend([("calibrated / defaults", "#1f77b4"), ("as fitted / paper's choices", "#d62728"),
+    ax.legend([("calibrated / new defaults", "#1f77b4"), ("as fitted / paper's choices", "#d62728"),
                ("baselines (k-NN, plain GP)", "#777777")], x=left + width + 16, y=60)
     from .report import atomic_write_bytes
 
