@@ -34,7 +34,7 @@ Mackey-Glass with delays 17 and 30, 150 steps, window 12, M = 40, 100 steps ahea
   widely: the propagated variance settles at a fixed point of 5.4x the series variance
   with the tied signal variance, 38-40x without.
 
-With both choices, 100 steps ahead the variance stays below 1x (delay 17) and 2.5-3.1x
+With both choices, 100 steps ahead the variance stays at 0.84-1.02x (delay 17) and 2.6-3.2x
 (delay 30) the series variance and the 95 % intervals hold 91-100 % of the truth (5
 seeds); 1,000 steps ahead the trajectories' spread levels off at ~1.1x and ~4.8x. A noise
 floor of 1e-3 of the series variance would bring the latter to 1.5x, at the price of a
