@@ -640,9 +640,8 @@ class BayesianGPLVM:
         interval (``method`` "quantile", split-conformal) or the mean squared normalised
         residual ("variance"). ``path="impute"`` calibrates for the training rows' missing
         entries instead (the rows stay in q(u) without their held entries, which are by
-        default the model's own fraction of missing entries). Afterwards
-        ``predict``, ``impute``, ``reconstruct`` and
-        ``forecast`` scale their variances (``calibrated=False`` turns it off per call; set
+        default the model's own fraction of missing entries). Afterwards ``predict``,
+        ``impute`` and ``reconstruct`` scale their variances (``calibrated=False`` turns it off per call; set
         ``m.calibration = None`` to drop it); ``save`` keeps it. Returns the
         ``Calibration``, whose ``before`` / ``after`` give the scores on held-out entries
         whose scales did not see them (cross-fitted). Refuses fewer than 50 held-out entries."""
@@ -663,6 +662,8 @@ class BayesianGPLVM:
     def calibration(self, cal) -> None:
         from .calibration import check_calibration
 
+        if cal is not None and self._not_calibrated_because:
+            raise TypeError(f"{type(self).__name__} takes no calibration: {self._not_calibrated_because}")
         self._calibration = None if cal is None else check_calibration(self, cal)
 
     def _calibrated(self, var: np.ndarray, calibrated: bool = True) -> np.ndarray:

@@ -174,6 +174,11 @@ def test_models_whose_predictions_are_not_rows_refuse_calibration_and_say_why():
                    (AutoregressiveGP(np.sin(t), window=3, num_inducing=5), "regression model")]:
         with pytest.raises(TypeError, match=why):
             m.calibrate()
+    # nor can one be handed over from a static model of the same rows
+    static = BayesianGPLVM(Y, latent_dim=2, num_inducing=5, seed=0)
+    cal = static.calibrate(rows=20, folds=2)
+    with pytest.raises(TypeError, match="takes no calibration"):
+        DynamicalGPLVM(Y, t, latent_dim=2, num_inducing=5).calibration = cal
 
 
 def test_calibration_for_the_columns_predictions_will_miss(fitted):
