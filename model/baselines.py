@@ -20,6 +20,17 @@ import numpy as np
 KS = (1, 2, 3, 5, 8, 13, 20, 30)
 
 
+def hide_fraction(observed: np.ndarray, fraction: float, rng) -> np.ndarray:
+    """(n, D) bool: for each row of ``observed`` (n, D), a random ``fraction`` of its observed
+    entries (at least one hidden and one kept; rows observing fewer than two: none)."""
+    held = np.zeros(observed.shape, dtype=bool)
+    for r in range(observed.shape[0]):
+        j = np.flatnonzero(observed[r])
+        if j.size > 1:
+            held[r, rng.choice(j, size=min(j.size - 1, max(1, int(round(fraction * j.size)))), replace=False)] = True
+    return held
+
+
 class KNNBaseline:
     """k-NN imputation with cross-validated k and residual variance (module docstring).
 
@@ -85,12 +96,7 @@ class KNNBaseline:
         N, D = self.Y.shape
         rows = rng.choice(N, size=min(n_cv, N), replace=False)
         obs = self.observed[rows].copy()
-        held = np.zeros_like(obs)
-        for r in range(rows.size):  # hide a fraction of each row's observed entries (keep one)
-            j = np.flatnonzero(obs[r])
-            if j.size > 1:
-                h = rng.choice(j, size=min(j.size - 1, max(1, int(round(hide * j.size)))), replace=False)
-                held[r, h] = True
+        held = hide_fraction(obs, hide, rng)
         obs &= ~held
         order = self._order(self.Y[rows], obs, exclude=rows)
         truth = self.Y[rows]

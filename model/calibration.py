@@ -161,14 +161,12 @@ def check_hide(hide, D: int):
 def _hide(observed: np.ndarray, rows: np.ndarray, hide, rng) -> np.ndarray:
     """(len(rows), D) bool: the entries each row loses: a fraction of its observed ones (at
     least one hidden and one kept), or its observed entries in the columns ``hide``."""
+    from .baselines import hide_fraction
+
+    if isinstance(hide, float):
+        return hide_fraction(observed[rows], hide, rng)
     held = np.zeros((rows.size, observed.shape[1]), dtype=bool)
-    if not isinstance(hide, float):
-        held[:, hide] = observed[rows][:, hide]
-        return held
-    for i, r in enumerate(rows):
-        j = np.flatnonzero(observed[r])
-        n = min(j.size - 1, max(1, int(round(hide * j.size))))
-        held[i, rng.choice(j, size=n, replace=False)] = True
+    held[:, hide] = observed[rows][:, hide]
     return held
 
 
