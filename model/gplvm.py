@@ -631,12 +631,16 @@ class BayesianGPLVM:
 
     def calibrate(self, rows: int = 1000, hide=None, folds: int = 5, level: float = 0.95,
                   method: str = "quantile", per_output: bool | None = None, seed: int = 0,
-                  path: str = "reconstruct"):
+                  path: str = "reconstruct", groups=None, adaptive: bool = True):
         """Learn a per-output scale of the predictive sd from the training data itself
         (``bgplvm.calibration``): ``rows`` training rows lose a fraction ``hide`` (default
         0.5) of their observed entries (or their entries in the columns ``hide``: match what
         the predictions will miss), which are predicted as a new row's would be (``reconstruct``) from
-        q(u) without their fold's rows (``folds``); the scale matches a nominal ``level``
+        q(u) without their fold's rows (``folds``; with ``groups``, one label per training
+        row such as its sequence, the folds are whole groups and leave all their rows out:
+        use it when the predictions are of new sequences); with ``adaptive`` (default) a
+        row that fits worse than the training rows (its observed entries' residuals) gets
+        wider intervals, in proportion; the scale matches a nominal ``level``
         interval (``method`` "quantile", split-conformal) or the mean squared normalised
         residual ("variance"). ``path="impute"`` calibrates for the training rows' missing
         entries instead (the rows stay in q(u) without their held entries, which are by
@@ -650,7 +654,8 @@ class BayesianGPLVM:
         if self._not_calibrated_because:
             raise TypeError(f"{type(self).__name__}.calibrate is not available: {self._not_calibrated_because}")
         self._calibration = calibrate(self, rows=rows, hide=hide, folds=folds, level=level, method=method,
-                                      per_output=per_output, seed=seed, path=path)
+                                      per_output=per_output, seed=seed, path=path, groups=groups,
+                                      adaptive=adaptive)
         return self._calibration
 
     @property
@@ -666,15 +671,22 @@ class BayesianGPLVM:
             raise TypeError(f"{type(self).__name__} takes no calibration: {self._not_calibrated_because}")
         self._calibration = None if cal is None else check_calibration(self, cal)
 
-    def _calibrated(self, var: np.ndarray, calibrated: bool = True) -> np.ndarray:
+    def _calibrated(self, var: np.ndarray, calibrated: bool = True, rows=None) -> np.ndarray:
         """``var`` (n, D) scaled by the calibration's squared sd factors, if one is active
-        and ``calibrated`` (``calibration.active_scale``)."""
+        and ``calibrated`` (``calibration.active_scale``). ``rows``: (mean, Y, visible) of
+        the predicted rows, for the row factor of an adaptive calibration (``var`` is then
+        the uncalibrated variance of every entry, visible ones included)."""
         if not calibrated or self._calibration is None:
             return var
         from .calibration import active_scale
 
         scale = active_scale(self)
-        return var if scale is None else var * scale ** 2
+        if scale is None:
+            return var
+        if rows is not None:
+            r = self._calibration.row_factor(rows[0], var, rows[1], rows[2])
+            scale = scale[None, :] * r[:, None]
+        return var * scale ** 2
 
     def _baseline_warning(self) -> None:
         """Warn when the calibration found k-NN better at point predictions of this data."""
@@ -686,8 +698,9 @@ class BayesianGPLVM:
     def impute(self, calibrated: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Y with its missing training entries filled in: (mean (N, D), variance (N, D)).
         A missing entry gets meanFstar / covFstar (eqs. meanFstar, covFstar) at the row's
-        q(x_n) plus the noise variance (scaled as ``predict`` does when calibrated); an
-        observed one is passed through, variance 0."""
+        q(x_n) plus the noise variance (when calibrated, scaled as ``predict`` does and by
+        the row's misfit in its observed entries, ``Calibration.row_factor``); an observed
+        one is passed through, variance 0."""
         mean = np.array(self.Y)
         var = np.zeros(self.Y.shape)
         if self._missing is None:
@@ -697,7 +710,8 @@ class BayesianGPLVM:
         rows = np.flatnonzero(~obs.all(axis=1))
         for start in range(0, rows.size, IMPUTE_BATCH):  # psi2n_centred: (batch, M, M)
             r = rows[start:start + IMPUTE_BATCH]
-            m_r, v_r = self.predict(self.latent_mean[r], self.latent_variance[r], calibrated=calibrated)
+            m_r, v_r = self.predict(self.latent_mean[r], self.latent_variance[r], calibrated=False)
+            v_r = self._calibrated(v_r, calibrated, rows=(m_r, self.Y[r], obs[r]))
             hole = ~obs[r]
             mean[r] = np.where(hole, m_r, mean[r])
             var[r] = np.where(hole, v_r, 0.0)
@@ -723,13 +737,15 @@ class BayesianGPLVM:
 
     def reconstruct(self, Y_star, calibrated: bool = True, **infer_kw):
         """Mean and variance (n*, D) of y* given its observed entries: meanFstar / covFstar
-        at the inferred q(x*) plus the noise variance (scaled as ``predict`` does when
-        calibrated); observed entries are passed through with variance 0. ``infer_kw`` go
-        to ``infer_latent``."""
+        at the inferred q(x*) plus the noise variance (when calibrated, scaled as ``predict``
+        does and by the row's misfit in its observed entries, ``Calibration.row_factor``);
+        observed entries are passed through with variance 0. ``infer_kw`` go to
+        ``infer_latent``."""
         Ys, observed = check_test_outputs(Y_star, self.Y.shape[1])
         self._baseline_warning()
         fit = infer_latent(self._test_stats(), Ys, observed, **_infer_kw(**infer_kw))
-        mean, var = self.predict(fit.mu, fit.S, calibrated=calibrated)
+        mean, var = self.predict(fit.mu, fit.S, calibrated=False)
+        var = self._calibrated(var, calibrated, rows=(mean, Ys, observed))
         return np.where(observed, Ys, mean), np.where(observed, 0.0, var)
 
     def log_density(self, Y_star, **infer_kw) -> np.ndarray:

@@ -146,7 +146,11 @@ def test_calibration_with_missing_training_values_and_impute(fitted):
         warnings.simplefilter("ignore")
         mean, var = m.impute()
         _, var0 = m.impute(calibrated=False)
-    assert np.allclose(var[hole], (var0 * cal.scale ** 2)[hole]) and np.all(var[~hole] == 0)
+    # the row factor from each row's observed entries at q(x_n) (adaptive, the default)
+    m_all, v_all = m.predict(m.latent_mean, m.latent_variance, calibrated=False)
+    r = cal.row_factor(m_all, v_all, np.where(hole, 0.0, Y), ~hole)
+    assert cal.adaptive and np.ptp(r) > 0.1
+    assert np.allclose(var[hole], (var0 * cal.scale ** 2 * r[:, None] ** 2)[hole]) and np.all(var[~hole] == 0)
     imp = m.calibrate(rows=240, folds=4, hide=0.2, path="impute")
     assert imp.path == "impute" and imp.n_entries >= 240 and np.all(np.isfinite(imp.scale))
     assert abs(imp.after["coverage"]["0.95"] - 0.95) < 0.05
@@ -205,3 +209,76 @@ def test_impute_path_defaults_to_the_models_missing_fraction_and_needs_missing_v
     assert m.calibrate(rows=240, folds=4).hide == 0.5
     with pytest.raises(ValueError, match="miss none"):
         fitted.calibrate(path="impute")
+
+
+def test_folds_of_whole_groups_leave_every_row_of_the_group_out(fitted):
+    """A fold of whole groups predicts its held-out rows from q(u) of the rows outside its
+    groups (all of them left out, not only the held-out rows), as a new sequence would be."""
+    from bgplvm.calibration import held_out_predictions
+    from bgplvm.testbound import infer_latent
+
+    m = fitted
+    N = m.Y.shape[0]
+    groups = np.arange(N) // 40  # 6 groups of 40 rows
+    rows = np.array([0, 5, 50, 170])  # held-out rows of groups 0, 0, 1, 4
+    held = np.zeros((4, m.Y.shape[1]), bool)
+    held[:, :3] = True
+    fold_of, out_of_fold = np.array([0, 0, 1, 1]), np.where(groups < 2, groups, np.where(groups == 4, 1, 2))
+    mean, var, _, _ = held_out_predictions(m, rows, held, fold_of, 0.5, 0, "reconstruct", out_of_fold)
+    for f in (0, 1):
+        keep = out_of_fold != f
+        st = TrainingStats.from_arrays(m.kernel, m.inducing_inputs, m.latent_mean[keep], m.latent_variance[keep],
+                                       m.noise_variance, m.Y[keep], m.Y_mean)
+        idx = np.flatnonzero(fold_of == f)
+        fit = infer_latent(st, np.where(held[idx], 0.0, m.Y[rows[idx]]), ~held[idx])
+        mu, v = predictive_moments(st.kernel, st.Z, _posteriors(st, posterior_from_stats), m.Y.shape[1], fit.mu, fit.S)
+        assert np.allclose(mean[idx], mu + m.Y_mean, atol=1e-10) and np.allclose(var[idx], v + m.noise_variance)
+    cal = m.calibrate(rows=120, folds=4, groups=groups)
+    assert cal.n_groups == 6 and cal.folds == 4 and "folds of 6 groups" in cal.describe()
+    with pytest.raises(ValueError, match="one label per training row"):
+        m.calibrate(groups=groups[:-1])
+    with pytest.raises(ValueError, match="single group"):
+        m.calibrate(groups=np.zeros(N))
+
+
+def test_row_factor_is_the_rows_misfit_relative_to_the_calibrations():
+    from bgplvm.calibration import ROW_PRIOR, row_factor
+
+    mean, var = np.zeros((3, 4)), np.full((3, 4), 2.0)
+    c = 0.5
+    Y = np.sqrt(2 * c) * np.ones((3, 4))  # z^2 = c on every entry
+    Y[1] *= 2.0  # z^2 = 4 c
+    visible = np.ones((3, 4), bool)
+    visible[2] = False  # nothing visible: the prior's r = 1
+    r = row_factor(mean, var, Y, visible, c)
+    assert np.allclose(r, [1.0, np.sqrt((16 * c + ROW_PRIOR * c) / ((4 + ROW_PRIOR) * c)), 1.0])
+    assert np.array_equal(row_factor(mean, var, Y, visible, float("nan")), np.ones(3))
+
+
+def test_an_adaptive_calibration_widens_the_rows_that_fit_worse(fitted, tmp_path):
+    """Rows off the training curve (a shift the calibration never saw) fit their visible
+    entries worse and get wider intervals; rows like the training rows keep theirs."""
+    m = _copy(fitted)
+    cal = m.calibrate(rows=200, folds=4)
+    assert cal.adaptive and cal.row_misfit > 0 and "misfit" in cal.describe()
+    plain = _copy(fitted)
+    plain.calibrate(rows=200, folds=4, adaptive=False)
+    assert not plain.calibration.adaptive
+    Yt = _curve(200, seed=11)
+    miss = np.zeros(Yt.shape, bool)
+    miss[:, :4] = True
+    shifted = Yt + np.where(miss, 0.0, 0.3)  # the visible half moved off the curve
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        var_near = m.reconstruct(np.where(miss, np.nan, Yt))[1][miss]
+        var_off = m.reconstruct(np.where(miss, np.nan, shifted))[1][miss]
+        var_off_plain = plain.reconstruct(np.where(miss, np.nan, shifted))[1][miss]
+    assert np.median(var_off / var_off_plain) > 2.0
+    assert 0.5 < np.median(var_near / plain.reconstruct(np.where(miss, np.nan, Yt))[1][miss]) < 2.0
+    assert np.median(var_off) > 2 * np.median(var_near)
+    m.save(tmp_path / "m.npz")
+    back = BayesianGPLVM.load(tmp_path / "m.npz")
+    assert back.calibration.row_misfit == cal.row_misfit
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert np.array_equal(back.reconstruct(np.where(miss, np.nan, shifted))[1][miss], var_off)
