@@ -316,11 +316,12 @@ class DynamicalGPLVM(BayesianGPLVM):
         new sequence (the prior)."""
         return self.prior.latent_at(self._values(), check_t_new(t_new), sequence)
 
-    def forecast(self, t_new, sequence=0, include_noise: bool = True):
+    def forecast(self, t_new, sequence=0, include_noise: bool = True, calibrated: bool = True):
         """Predictive mean and variance (n*, D) of y at times t_new of ``sequence``: q(X*)
-        from ``latent_at``, then the uncertain-input moments (meanFstar / covFstar)."""
+        from ``latent_at``, then the uncertain-input moments (meanFstar / covFstar); scaled
+        by the calibration if there is one and ``calibrated`` (``calibrate(path="forecast")``)."""
         mu, S = self.latent_at(t_new, sequence)
-        return self.predict(mu, S, include_noise=include_noise)
+        return self.predict(mu, S, include_noise=include_noise, calibrated=calibrated)
 
     # --- reconstruction of partially observed frames ----------------------------------------------
     def infer_sequence(self, Y_star, t_star, sequence=None, max_iters: int = 500, callback=None,
@@ -339,19 +340,23 @@ class DynamicalGPLVM(BayesianGPLVM):
         return infer_sequence(self, Ys, observed, t_star, sequence, max_iters, callback, progress)
 
     def reconstruct(self, Y_star, t_star, sequence=None, max_iters: int = 500,
-                    progress: bool | None = False, condition: bool = True):
+                    progress: bool | None = False, condition: bool = True, calibrated: bool = True):
         """Fill the NaN entries of frames Y_star (n*, D) at times t_star: predictive mean and
         variance (n*, D) from q(X*) (``infer_sequence``) through meanFstar / covFstar plus the
         noise; observed entries are passed through with variance 0 (``fill_missing``)."""
+        self._baseline_warning()
         fit = self.infer_sequence(Y_star, t_star, sequence, max_iters=max_iters, progress=progress)
-        return self.fill_missing(fit, Y_star, condition=condition)
+        return self.fill_missing(fit, Y_star, condition=condition, calibrated=calibrated)
 
-    def fill_missing(self, fit, Y_star, condition: bool = True, include_noise: bool = True):
+    def fill_missing(self, fit, Y_star, condition: bool = True, include_noise: bool = True,
+                     calibrated: bool = True):
         """Predictive mean and variance (n*, D) of frames Y_star (NaN = missing) at their
         inferred q(X*) (``fit``, from ``infer_sequence``), observed entries passed through
         with variance 0. ``condition``: q(u) of each output also conditions on that output's
         observed entries in Y_star (the joint bound's q(u), as the paper's code;
-        ``sequence_inference.conditioned_predict``); False: the training data's q(u) alone."""
+        ``sequence_inference.conditioned_predict``); False: the training data's q(u) alone.
+        ``calibrated``: scaled by the calibration (``calibrate``) and each frame's misfit in its
+        observed entries (``Calibration.row_factor``), if there is one."""
         from .sequence_inference import conditioned_predict
         from .testbound import check_test_outputs
 
@@ -362,7 +367,8 @@ class DynamicalGPLVM(BayesianGPLVM):
         if condition:
             mean, var = conditioned_predict(self, fit.mu, fit.S, Ys, observed, include_noise)
         else:
-            mean, var = self.predict(fit.mu, fit.S, include_noise=include_noise)
+            mean, var = self.predict(fit.mu, fit.S, include_noise=include_noise, calibrated=False)
+        var = self._calibrated(var, calibrated, rows=(mean, Ys, observed))
         return np.where(observed, Ys, mean), np.where(observed, 0.0, var)
 
     def infer_latent(self, *args, **kwargs):
@@ -372,10 +378,32 @@ class DynamicalGPLVM(BayesianGPLVM):
                         "reconstruct(Y_star, t_star, sequence=...) for the outputs")
 
     log_density = infer_latent
-    _not_calibrated_because = (
-        "its frames are predicted through the time prior (infer_sequence, forecast), not as independent "
-        "rows, and a calibration learned on rows would not be one of those predictions; the coverage of "
-        "its forecasts and reconstructions is measured in `bgplvm reproduce calibration`")
+    # --- calibration (model/calibration_sequences.py) -------------------------------------------
+    #: its calibrations hold out stretches of frames (``Calibration.stretches``), not rows
+    _calibration_kind = "sequences"
+
+    def calibrate(self, rows: int = 1000, hide=None, folds: int = 5, level: float = 0.95,
+                  method: str = "quantile", per_output: bool | None = None, seed: int = 0,
+                  path: str = "reconstruct", groups=None, adaptive: bool = True, horizon: int | None = None,
+                  max_iters: int = 300):
+        """Learn a per-output scale of the predictive sd from held-out stretches of the
+        training sequences, each predicted as the model predicts new frames
+        (``bgplvm.calibration_sequences``): ``path="reconstruct"`` (default) for frames of a
+        new sequence (``reconstruct(..., sequence=None)``: whole sequences held out, each
+        losing ``hide`` of its entries, default half, or the columns ``hide``);
+        ``path="forecast"`` for frames after a sequence's last known one (``forecast``; with
+        ``hide`` a fraction or columns, ``reconstruct(..., sequence=s)`` of such frames):
+        ``horizon`` frames after up to ``folds`` origins per sequence. ``rows`` bounds the
+        held-out frames, ``max_iters`` each stretch's q(X*) optimisation; the rest as
+        ``BayesianGPLVM.calibrate``. Afterwards ``forecast``, ``reconstruct``, ``predict``
+        and ``impute`` scale their variances (``calibrated=False`` per call)."""
+        from .calibration_sequences import calibrate_sequences
+
+        self._calibration = calibrate_sequences(self, rows=rows, hide=hide, folds=folds, level=level,
+                                                method=method, per_output=per_output, seed=seed, path=path,
+                                                groups=groups, adaptive=adaptive, horizon=horizon,
+                                                max_iters=max_iters)
+        return self._calibration
 
     def __repr__(self) -> str:
         N, D = self.Y.shape
