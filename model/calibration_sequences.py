@@ -44,48 +44,27 @@ PATHS = ("reconstruct", "forecast")
 KNOWN_MAX_FRAMES = 2000
 
 
-class _Without:
-    """The model with some rows out of q(u)'s statistics: what ``infer_sequence``,
-    ``conditioned_predict`` and ``predict_f`` read of a model, the rest delegated."""
+def _without(m, keep: np.ndarray):
+    """The model with the rows not in ``keep`` out of q(u)'s statistics: a
+    ``distributed.sequences.SequenceView`` (what ``infer_sequence`` and
+    ``conditioned_predict`` read of a model) of the other rows' ``TrainingStats``."""
+    from .distributed.sequences import SequenceView
 
-    def __init__(self, m, keep: np.ndarray):
-        self._m = m
-        obs = m.Y_observed[keep] if m.missing_fraction > 0 else None
-        Yk = np.where(m.Y_observed, m.Y, 0.0)[keep]
-        self.stats = TrainingStats.from_arrays(m.kernel, m.inducing_inputs, m.latent_mean[keep],
-                                               m.latent_variance[keep], m.noise_variance, Yk, m.Y_mean,
-                                               observed=obs)
+    obs = m.Y_observed[keep] if m.missing_fraction > 0 else None
+    Yk = np.where(m.Y_observed, m.Y, 0.0)[keep]
+    stats = TrainingStats.from_arrays(m.kernel, m.inducing_inputs, m.latent_mean[keep], m.latent_variance[keep],
+                                      m.noise_variance, Yk, m.Y_mean, observed=obs)
+    return SequenceView(stats, m.time_kernel, m.prior.form, getattr(m.prior, "state_space_options", {}))
 
-    def __getattr__(self, name):
-        return getattr(self._m, name)
 
-    @property
-    def latent_mean(self) -> np.ndarray:
-        return self.stats.mu
+def predict_view(view, mu: np.ndarray, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and variance (n, D) of y at q(X*) = N(mu, diag S) from a view's statistics (the
+    training q(u) alone, as ``forecast``), the noise included."""
+    from .calibration import _posteriors
 
-    @property
-    def latent_variance(self) -> np.ndarray:
-        return self.stats.S
-
-    def _test_stats(self):
-        return self.stats
-
-    def _column_stats(self) -> tuple:
-        st = self.stats
-        Psi2g = st.Psi2[None] if st.Psi2g is None else st.Psi2g
-        return st.kernel.K(st.Z), st.beta, Psi2g, st.col_group, st.E
-
-    def _posterior(self):
-        st = self.stats
-        return posterior_from_stats(st.kernel.K(st.Z), st.Psi2, st.beta, st.E)
-
-    def predict(self, mu: np.ndarray, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and variance (n, D) of y at q(X*) = N(mu, diag S), the noise included."""
-        from .calibration import _posteriors
-
-        st = self.stats
-        mean, var = predictive_moments(st.kernel, st.Z, _posteriors(st, posterior_from_stats), st.D, mu, S)
-        return mean + self._m.Y_mean, var + self._m.noise_variance
+    st = view.stats
+    mean, var = predictive_moments(st.kernel, st.Z, _posteriors(st, posterior_from_stats), st.D, mu, S)
+    return mean + st.Y_mean, var + view.noise_variance
 
 
 def _sequences(m) -> list[np.ndarray]:
@@ -181,7 +160,7 @@ def _hidden(m, rows: np.ndarray, hide, rng) -> np.ndarray:
     return observed.copy() if hide is None else _hide(m.Y_observed, rows, hide, rng)
 
 
-def _predict_unit(m, proxy, rows, held, known, max_iters: int):
+def _predict_unit(m, view, rows, held, known, max_iters: int):
     """Mean and variance (len(rows), D) of a held-out stretch (module docstring)."""
     from .sequence_inference import conditioned_predict, infer_sequence
 
@@ -189,12 +168,12 @@ def _predict_unit(m, proxy, rows, held, known, max_iters: int):
     vis = m.Y_observed[rows] & ~held
     if not vis.any():  # a forecast
         mu, S = continuation_latent(m, known, t_star)
-        return proxy.predict(mu, S)
+        return predict_view(view, mu, S)
     Ys = np.where(vis, m.Y[rows], 0.0)
     prior = None if known is None else continuation_prior(m, known, t_star)
     sequence = None if known is None else m.prior.sequences[rows[0]]
-    fit = infer_sequence(proxy, Ys, vis, t_star, sequence, max_iters=max_iters, prior=prior)
-    return conditioned_predict(proxy, fit.mu, fit.S, Ys, vis)
+    fit = infer_sequence(view, Ys, vis, t_star, sequence, max_iters=max_iters, prior=prior)
+    return conditioned_predict(view, fit.mu, fit.S, Ys, vis)
 
 
 def calibrate_sequences(m, rows: int = 1000, hide=None, folds: int = 5, level: float = 0.95,
@@ -251,7 +230,7 @@ def calibrate_sequences(m, rows: int = 1000, hide=None, folds: int = 5, level: f
         held = _hidden(m, r, hide, rng)
         keep = np.ones(N, dtype=bool)
         keep[out] = False
-        mean, var = _predict_unit(m, _Without(m, keep), r, held, known, max_iters)
+        mean, var = _predict_unit(m, _without(m, keep), r, held, known, max_iters)
         parts.append((r, held, mean, var, knn.predict(r, held, keep), np.full(r.size, i)))
     r, held, mean, var, k_mean, unit = (np.concatenate(a) for a in zip(*parts))
     n_entries = int(held.sum())

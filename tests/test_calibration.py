@@ -4,7 +4,6 @@ the model and refused on other data."""
 
 from __future__ import annotations
 
-import io
 import warnings
 
 import numpy as np
@@ -15,6 +14,7 @@ from bgplvm.bound import posterior_from_stats, predictive_moments
 from bgplvm.calibration import Calibration, _posteriors, fit_scale
 from bgplvm.metrics import gaussian_scores
 from bgplvm.training_stats import TrainingStats
+from roundtrip import roundtrip
 
 
 def _curve(N=240, D=8, noise=0.05, seed=0, curve=0):
@@ -29,13 +29,6 @@ def _curve(N=240, D=8, noise=0.05, seed=0, curve=0):
 @pytest.fixture(scope="module")
 def fitted():
     return BayesianGPLVM(_curve(), latent_dim=2, num_inducing=15, seed=0).fit(max_iters=300, progress=False)
-
-
-def _copy(m):
-    buf = io.BytesIO()
-    m.save(buf)
-    buf.seek(0)
-    return BayesianGPLVM.load(buf)
 
 
 def test_fold_statistics_predict_as_a_model_of_the_other_rows(fitted):
@@ -85,7 +78,7 @@ def test_calibrated_intervals_hold_their_level_on_entries_not_tuned_on():
 
 
 def test_predict_scales_the_variance_of_y_only_and_can_be_turned_off(fitted):
-    m = _copy(fitted)
+    m = roundtrip(fitted)
     X, S = m.latent_mean[:5], m.latent_variance[:5]
     mean0, var0 = m.predict(X, S)
     m.calibrate(rows=120, folds=3)
@@ -100,7 +93,7 @@ def test_predict_scales_the_variance_of_y_only_and_can_be_turned_off(fitted):
 
 
 def test_a_calibration_travels_in_the_model_file_and_is_refused_on_other_data(fitted, tmp_path):
-    m = _copy(fitted)
+    m = roundtrip(fitted)
     cal = m.calibrate(rows=120, folds=3)
     m.save(tmp_path / "m.npz")
     back = BayesianGPLVM.load(tmp_path / "m.npz")
@@ -116,7 +109,7 @@ def test_a_calibration_travels_in_the_model_file_and_is_refused_on_other_data(fi
 
 
 def test_a_model_fitted_after_its_calibration_warns_and_uses_none(fitted):
-    m = _copy(fitted)
+    m = roundtrip(fitted)
     m.calibrate(rows=120, folds=3)
     m.fit(max_iters=3, progress=False)
     X = m.latent_mean[:2]
@@ -187,7 +180,7 @@ def test_calibration_for_the_columns_predictions_will_miss(fitted):
     """hide= columns: each held-out row loses exactly those outputs (a body part), the way
     the predictions will miss them; those outputs get their own scales, the others the
     pooled one."""
-    m = _copy(fitted)
+    m = roundtrip(fitted)
     cal = m.calibrate(rows=240, folds=4, hide=[5, 6, 7], per_output=True)
     assert cal.hide == [5, 6, 7] and cal.n_entries == 3 * 240
     assert len(set(cal.scale[:5])) == 1 and cal.per_output
@@ -256,10 +249,10 @@ def test_row_factor_is_the_rows_misfit_relative_to_the_calibrations():
 def test_an_adaptive_calibration_widens_the_rows_that_fit_worse(fitted, tmp_path):
     """Rows off the training curve (a shift the calibration never saw) fit their visible
     entries worse and get wider intervals; rows like the training rows keep theirs."""
-    m = _copy(fitted)
+    m = roundtrip(fitted)
     cal = m.calibrate(rows=200, folds=4)
     assert cal.adaptive and cal.row_misfit > 0 and "misfit" in cal.describe()
-    plain = _copy(fitted)
+    plain = roundtrip(fitted)
     plain.calibrate(rows=200, folds=4, adaptive=False)
     assert not plain.calibration.adaptive
     Yt = _curve(200, seed=11)

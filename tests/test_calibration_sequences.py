@@ -3,16 +3,16 @@ frames predicted exactly as the model predicts new frames, and the scales they g
 
 from __future__ import annotations
 
-import io
 import warnings
 
 import numpy as np
 import pytest
 
 from bgplvm import BayesianGPLVM, DynamicalGPLVM
-from bgplvm.calibration_sequences import _Without, continuation_latent, continuation_prior
+from bgplvm.calibration_sequences import _without, continuation_latent, continuation_prior, predict_view
 from bgplvm.metrics import gaussian_scores
 from bgplvm.sequence_inference import conditional_prior, conditioned_predict
+from roundtrip import roundtrip
 
 
 def _walks(n_seq=6, length=40, D=5, seed=0):
@@ -34,13 +34,6 @@ def fitted(request):
     return m.fit(max_iters=150, progress=False)
 
 
-def _copy(m):
-    buf = io.BytesIO()
-    m.save(buf)
-    buf.seek(0)
-    return BayesianGPLVM.load(buf)
-
-
 def test_with_every_frame_known_the_held_out_paths_are_the_models_own(fitted):
     """The forms the calibration uses on part of a sequence reduce to the model's own when
     the part is the whole: the sites' conditional is ``latent_at``, the means' conditional
@@ -58,18 +51,18 @@ def test_with_every_frame_known_the_held_out_paths_are_the_models_own(fitted):
     # an ill-conditioned Kt (1e-6 of its diagonal)
     np.testing.assert_allclose(mean, mean0, rtol=2e-3, atol=1e-6)
     np.testing.assert_allclose(C, C0, atol=1e-6)
-    proxy = _Without(m, np.ones(m.Y.shape[0], dtype=bool))
+    view = _without(m, np.ones(m.Y.shape[0], dtype=bool))
     X, XS = m.latent_mean[:7], m.latent_variance[:7]
-    for a, b in zip(proxy.predict(X, XS), m.predict(X, XS)):
+    for a, b in zip(predict_view(view, X, XS), m.predict(X, XS)):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
     Ys, vis = m.Y[:7].copy(), np.ones((7, 5), dtype=bool)
     vis[:, :2] = False
-    for a, b in zip(conditioned_predict(proxy, X, XS, Ys, vis), conditioned_predict(m, X, XS, Ys, vis)):
+    for a, b in zip(conditioned_predict(view, X, XS, Ys, vis), conditioned_predict(m, X, XS, Ys, vis)):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
 
 
 def test_reconstruct_calibration_holds_out_whole_sequences(fitted):
-    m = _copy(fitted)
+    m = roundtrip(fitted)
     cal = m.calibrate(rows=120, hide=0.4, folds=3, max_iters=60)
     assert cal.path == "reconstruct" and cal.stretches == 3 and cal.horizon == 0 and cal.n_rows == 120
     assert np.all(np.isfinite(cal.scale)) and cal.adaptive and len(cal.unit_coverage) == 3
@@ -81,12 +74,12 @@ def test_reconstruct_calibration_holds_out_whole_sequences(fitted):
         mean0, var0 = m.reconstruct(Ys, m.prior.t[:20], sequence=None, max_iters=60, calibrated=False)
     np.testing.assert_array_equal(mean, mean0)
     assert np.all(var[:, 2:] == 0) and not np.allclose(var[:, :2], var0[:, :2])
-    back = _copy(m)
+    back = roundtrip(m)
     assert back.calibration.stretches == 3 and back.calibration.unit_coverage == cal.unit_coverage
 
 
 def test_forecast_calibration_holds_out_the_frames_after_each_origin(fitted):
-    m = _copy(fitted)
+    m = roundtrip(fitted)
     cal = m.calibrate(path="forecast", horizon=10, folds=2, rows=10_000)
     assert cal.stretches == 12 and cal.horizon == 10 and cal.n_entries == 12 * 10 * 5  # 6 sequences x 2 origins
     assert np.isnan(cal.knn_rmse) and cal.baseline_warning() is None  # k-NN sees nothing of a forecast
@@ -100,7 +93,7 @@ def test_forecast_calibration_holds_out_the_frames_after_each_origin(fitted):
 
 
 def test_bad_settings_are_refused_with_what_to_change(fitted):
-    m = _copy(fitted)
+    m = roundtrip(fitted)
     with pytest.raises(ValueError, match="path must be one of"):
         m.calibrate(path="impute")
     with pytest.raises(ValueError, match="lower horizon="):
