@@ -221,7 +221,7 @@ def _profile_stages(m, repeats: int) -> dict:
         Psi2 = k.psi2(mu, S, Z)
         t = tick("psi2 (M,M)", t)
         Kuu = k.K(Z)
-        terms = collapsed_bound(Kuu, psi0, Psi1, Psi2, beta, m._data, grad=True)
+        terms = collapsed_bound(Kuu, psi0, Psi1, Psi2, beta, m.outputs.stats, grad=True)
         kl, dkl_dmu, dkl_dS = kl_static(mu, S)
         t = tick("Kuu + collapsed bound algebra + KL", t)
         dmu, dS, dZ, dth = k.psi_gradients(terms.dL_dpsi0, terms.dL_dPsi1, terms.dL_dPsi2, mu, S, Z)

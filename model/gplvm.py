@@ -17,10 +17,11 @@ from numbers import Integral
 
 import numpy as np
 
-from .bound import OutputStats, data_bound, posterior_from_stats, predictive_moments
+from .bound import posterior_from_stats, predictive_moments
 from .init import init_params
 from .kernels import Kernel, make_kernel
-from .missing import MissingOutputs, as_outputs, check_training_outputs, column_variance, observed_mean
+from .missing import MissingOutputs, as_outputs, check_training_outputs
+from .outputs import SMALL_DATA_VARIANCE, Outputs  # noqa: F401  (SMALL_DATA_VARIANCE: where it was)
 from ._interrupt import aborts, caused_by_interrupt, deferred_interrupt
 from .optimize import Optimisation
 from ._threads import blas_single_threaded, single_threaded_blas
@@ -43,24 +44,6 @@ INIT_CHECK = 100
 
 #: rows per batch of ``impute`` (its covFstar holds a (batch, M, M) array)
 IMPUTE_BATCH = 512
-
-#: Below this mean variance of Y's columns the jitter on Kuu (``bound.kuu_jitter``: at
-#: least ``linalg.JITTER``) is no longer small against the kernel variance the data need.
-SMALL_DATA_VARIANCE = 1e-3
-
-
-def _warn_small_units(Yc: np.ndarray, observed: np.ndarray | None = None) -> None:
-    """Warn when the data are in units so small that the jitter distorts the fit (data of
-    unit scale x 1e-3 were fitted as pure noise). A jitter relative to the kernel scale
-    below 1 was tried and dropped: the smaller jitter on real data sets (oil, CMU walks)
-    made their fits stall or end lower; it is relative above 1 only (``bound.kuu_jitter``). ``observed``: the entries to count (Yc centred over them)."""
-    var = float(np.mean(column_variance(Yc, observed)))
-    if 0.0 < var < SMALL_DATA_VARIANCE:
-        warnings.warn(f"Y's columns have a mean variance of {var:.2g}: in units this small the "
-                      "fixed jitter on the inducing-point kernel matrix (1e-6) is not small against "
-                      "the signal and the model may explain everything as noise. Rescale Y (e.g. "
-                      "to unit variance) before fitting.", stacklevel=3)
-
 
 def _check_Y(Y, mask=None, missing_ok: bool = False):
     """Y as a float64 (N, D) array; with ``missing_ok`` the pair (Y with NaN at the missing
@@ -149,7 +132,8 @@ class BayesianGPLVM:
 
     Parameters
     ----------
-    Y : (N, D) data; centred inside the model (the mean is added back by ``predict``).
+    Y : (N, D) data; centred inside the model (the mean is added back by ``predict``); or an
+        ``outputs.Outputs`` (e.g. one view of an ``MRD`` model).
     latent_dim : Q, latent dimensions (ARD switches unneeded ones off).
     num_inducing : M inducing inputs, 1 <= M <= N.
     kernel : a kernel name ("rbf", "linear", "rbf+bias+white", ...) or a ``Kernel``.
@@ -176,13 +160,34 @@ class BayesianGPLVM:
 
         return DistributedGPLVM(*args, client=client, chunks=chunks, **kwargs)
 
-    #: the observation pattern of Y and its grouped bound (None: Y is complete)
-    _missing: MissingOutputs | None = None
+    #: the training outputs (``bgplvm.outputs``): Y, its observed entries, centring, column
+    #: groups and the statistics of the bound
+    outputs: Outputs
+
+    @property
+    def Y(self) -> np.ndarray:
+        """(N, D) the training outputs, NaN at the missing entries."""
+        return self.outputs.Y
+
+    @property
+    def Y_mean(self) -> np.ndarray:
+        """(D,) each output's observed mean (the model's centring; ``predict`` adds it back)."""
+        return self.outputs.mean
+
+    @property
+    def _Yc(self) -> np.ndarray:
+        return self.outputs.Yc
+
+    @property
+    def _missing(self) -> MissingOutputs | None:
+        """The observation pattern of Y and its grouped bound (None: Y is complete)."""
+        return self.outputs.missing
 
     def __init__(self, Y, latent_dim: int = 2, num_inducing: int = 20, kernel="rbf",
                  seed: int | None = 0, mask=None, client=None, chunks=None):
-        Y, observed = _check_Y(Y, mask, missing_ok=True)
-        N, D = Y.shape
+        # checked first: its errors come before the rest's (an ``Outputs`` is taken as it is)
+        self.outputs = Y if isinstance(Y, Outputs) and mask is None else Outputs(Y, mask)
+        N, D = self.outputs.shape
         Q = _check_int("latent_dim", latent_dim, 1)
         M = _check_int("num_inducing", num_inducing, 1, N, f" (the number of data points N={N})")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, Integral) or seed < 0):
@@ -191,15 +196,6 @@ class BayesianGPLVM:
         # a Kernel object passed in is copied: the model's fit must not change the caller's
         # object (nor another model built from it)
         self.kernel: Kernel = make_kernel(kernel if isinstance(kernel, str) else copy.deepcopy(kernel), Q)
-        self.Y = Y
-        self.Y_mean = observed_mean(Y, observed)
-        self._Yc = Y - self.Y_mean if observed is None else np.where(observed, Y - self.Y_mean, 0.0)
-        _warn_small_units(self._Yc, observed)
-        if observed is None:
-            self._data = OutputStats.from_centred(self._Yc)
-        else:
-            self._data = None
-            self._missing = MissingOutputs(self._Yc, observed)
         self.seed = seed
         self.metadata: dict = {}
         self.fit_info: dict = {}
@@ -320,12 +316,12 @@ class BayesianGPLVM:
     @property
     def Y_observed(self) -> np.ndarray:
         """(N, D) bool: True where Y was observed (all True for complete data)."""
-        return self._missing.observed.copy() if self._missing else np.ones(self.Y.shape, dtype=bool)
+        return self.outputs.observed_mask
 
     @property
     def missing_fraction(self) -> float:
         """The fraction of Y's entries that are missing (0.0 for complete data)."""
-        return self._missing.fraction if self._missing else 0.0
+        return self.outputs.missing_fraction
 
     def _qx(self):
         """q(X) at the current parameters (marginals and KL; no gradient)."""
@@ -395,10 +391,7 @@ class BayesianGPLVM:
         self.prior.skip_gradients = frozenset(self._layout.frozen) if free_only else frozenset()
         qx = self.prior.q(v, grad=grad)
         beta = 1.0 / float(v["noise_variance"])
-        if self._missing is None:
-            F_hat, d = data_bound(self.kernel, qx.mu, qx.S, v["Z"], beta, self._data, grad=grad)
-        else:  # the bound over the observed entries (model/missing.py)
-            F_hat, d = self._missing.bound(self.kernel, qx.mu, qx.S, v["Z"], beta, grad=grad)
+        F_hat, d = self.outputs.bound(self.kernel, qx.mu, qx.S, v["Z"], beta, grad=grad)
         F = F_hat - qx.kl
         if not grad:
             return F, None
@@ -554,15 +547,10 @@ class BayesianGPLVM:
         if "column_stats" not in self._cache:
             v = self._values()
             self._sync_kernel(v)
-            k, mu, S, Z, mo = self.kernel, self.latent_mean, self.latent_variance, v["Z"], self._missing
-            Psi1 = k.psi1(mu, S, Z)
-            PsiY = np.empty((Z.shape[0], self.Y.shape[1]))
-            col_group = np.empty(self.Y.shape[1], dtype=np.int64)
-            for i, g in enumerate(mo.groups):
-                PsiY[:, g.cols] = Psi1[g.rows].T @ self._Yc[np.ix_(g.rows, g.cols)]
-                col_group[g.cols] = i
-            self._cache["column_stats"] = (k.K(Z), 1.0 / float(v["noise_variance"]),
-                                           k.psi2_groups(mu, S, Z, mo.seg, mo.inc), col_group, PsiY)
+            Psi2g, col_group, PsiY = self.outputs.column_stats(self.kernel, self.latent_mean, self.latent_variance,
+                                                               v["Z"])
+            self._cache["column_stats"] = (self.kernel.K(v["Z"]), 1.0 / float(v["noise_variance"]), Psi2g,
+                                           col_group, PsiY)
         return self._cache["column_stats"]
 
     @blas_single_threaded

@@ -64,13 +64,14 @@ def as_outputs(Y, name: str = "Y") -> np.ndarray:
     return Y
 
 
-def check_training_outputs(Y, mask=None, name: str = "Y"):
+def check_training_outputs(Y, mask=None, name: str = "Y", empty_rows: bool = False):
     """(Y (N, D) float64, observed (N, D) bool or None when nothing is missing).
 
     NaN marks a missing entry; ``mask`` (True = observed), if given, marks more. Refused:
-    inf (an error naming its positions), a row with nothing observed and a column observed
-    on fewer than 2 rows (errors naming them). More than ``MOSTLY_MISSING`` missing: a
-    warning with the fraction."""
+    inf (an error naming its positions), a row with nothing observed (unless ``empty_rows``:
+    one view of several, whose rows may be observed in another) and a column observed on
+    fewer than 2 rows (errors naming them). More than ``MOSTLY_MISSING`` missing: a warning
+    with the fraction."""
     Y = as_outputs(Y, name)
     inf = np.argwhere(np.isinf(Y))
     if inf.size:
@@ -86,17 +87,19 @@ def check_training_outputs(Y, mask=None, name: str = "Y"):
         observed &= mask
     if observed.all():
         return np.ascontiguousarray(Y), None
-    _check_coverage(observed, name)
+    _check_coverage(observed, name, empty_rows)
     Y[~observed] = np.nan
     return np.ascontiguousarray(Y), observed
 
 
-def _check_coverage(observed: np.ndarray, name: str) -> None:
-    def listed(idx):
-        return f"{idx[:10].tolist()}{' ...' if idx.size > 10 else ''}"
+def listed(idx: np.ndarray) -> str:
+    """Up to 10 indices of an error message."""
+    return f"{idx[:10].tolist()}{' ...' if idx.size > 10 else ''}"
 
+
+def _check_coverage(observed: np.ndarray, name: str, empty_rows: bool = False) -> None:
     empty = np.flatnonzero(~observed.any(axis=1))
-    if empty.size:
+    if empty.size and not empty_rows:
         raise ValueError(f"{empty.size} row(s) of {name} have nothing observed (rows {listed(empty)}): "
                          "there is nothing to place them by; drop them")
     thin = np.flatnonzero(observed.sum(axis=0) < 2)

@@ -38,9 +38,9 @@ def test_fold_statistics_predict_as_a_model_of_the_other_rows(fitted):
     keep = np.arange(m.Y.shape[0]) % 4 != 0
     v = m._values()
     other = BayesianGPLVM(m.Y[keep], latent_dim=2, num_inducing=15, seed=0)
-    other.Y_mean = m.Y_mean  # the held-out path centres with the whole model's mean
-    other._Yc = m.Y[keep] - m.Y_mean
-    other._data = type(m._data).from_centred(other._Yc)
+    out = other.outputs  # the held-out path centres with the whole model's mean
+    out.mean, out.Yc = m.Y_mean, m.Y[keep] - m.Y_mean
+    out.stats = type(m.outputs.stats).from_centred(out.Yc)
     other._set_x(other._layout.pack({**v, "mu": v["mu"][keep], "S": v["S"][keep]}))
     st = TrainingStats.from_arrays(m.kernel, m.inducing_inputs, m.latent_mean[keep], m.latent_variance[keep],
                                    m.noise_variance, m.Y[keep], m.Y_mean)

@@ -120,7 +120,7 @@ def test_with_nothing_missing_the_grouped_bound_is_todays(kernel):
     v = m._values()
     qx = m.prior.q(v, grad=False)
     beta = 1.0 / float(v["noise_variance"])
-    F0, d0 = data_bound(m.kernel, qx.mu, qx.S, v["Z"], beta, m._data)
+    F0, d0 = data_bound(m.kernel, qx.mu, qx.S, v["Z"], beta, m.outputs.stats)
     F1, d1 = grouped.bound(m.kernel, qx.mu, qx.S, v["Z"], beta)
     assert F1 == pytest.approx(F0, rel=1e-12) and d1.dbeta == pytest.approx(d0.dbeta, rel=1e-10)
     for a, b in [(d0.dmu, d1.dmu), (d0.dS, d1.dS), (d0.dZ, d1.dZ)] + [
@@ -128,7 +128,7 @@ def test_with_nothing_missing_the_grouped_bound_is_todays(kernel):
         assert np.max(np.abs(a - b)) <= 1e-9 * np.max(np.abs(a))
     # and a whole fit: the model on the grouped code path ends where today's does
     m2 = BayesianGPLVM(Y, latent_dim=3, num_inducing=10, kernel=kernel, seed=1)
-    m2._missing, m2._data = grouped, None
+    m2.outputs.missing, m2.outputs.stats = grouped, None
     m.fit(max_iters=25, progress=False)
     m2.fit(max_iters=25, progress=False)
     assert m2.elbo() == pytest.approx(m.elbo(), rel=1e-9)
