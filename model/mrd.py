@@ -1,0 +1,376 @@
+"""Manifold Relevance Determination (MRD): several views of the same rows, one latent space.
+
+Damianou, Ek, Titsias & Lawrence, "Manifold Relevance Determination" (ICML 2012). Views
+Y^(v) (N x D_v, v = 1..V; the same N rows) share one q(X); each view has its own kernel
+(its own ARD weights), inducing inputs and noise, and the bound is the sum of each view's
+collapsed bound (FdFinal, over its observed entries: ``outputs.Outputs.bound``) minus the
+latent prior's KL counted once:
+
+    F = sum_v F_hat_v(q(X); kernel_v, Z_v, beta_v) - KL(q(X) || p(X)).
+
+The latent prior is the same replaceable part as a single-view model's (``bgplvm.priors``);
+with one view the model is ``BayesianGPLVM`` (``tests/test_mrd.py``: equal to 1e-12).
+
+A latent dimension is *switched on* for a view when its ARD weight is a fair part of that
+view's largest (``segmentation``: alpha_vq / max_q' alpha_vq' > threshold, the relative rule
+of GPy's and svargplvm's MRD demos); it is *shared* by the views that switch it on together
+and *private* to a view that alone does.
+
+Starting (``init``): the views side by side, each scaled to unit total variance so that the
+largest does not swamp the others, give q(X)'s means by PCA ("scaled_pca", the default), or
+the first view alone does ("first_view"). Each view's kernel starts from its own data
+(signal variance its variance, noise a hundredth of it: vargplvm's signal-to-noise), and the
+first phase of ``fit`` holds every view's noise, as a single view's fit does.
+"""
+
+from __future__ import annotations
+
+import copy
+from numbers import Integral
+
+import numpy as np
+
+from .gplvm import BayesianGPLVM, _check_int, init_kernel
+from .init import init_params
+from .kernels import Kernel, make_kernel
+from .missing import column_variance, listed
+from .outputs import Outputs
+from .params import Block, ParamLayout
+from .priors import LatentPrior, StaticPrior
+from ._threads import blas_single_threaded, single_threaded_blas
+from .transforms import IDENTITY, POSITIVE
+
+#: the ways q(X) can start (module docstring)
+INITS = ("scaled_pca", "first_view")
+#: inducing inputs of each view, or one set for all
+INDUCING = ("per_view", "shared")
+#: default relative ARD weight above which a latent dimension is on for a view
+SEGMENTATION_THRESHOLD = 0.1
+
+
+def check_views(views) -> tuple[list[str], list]:
+    """(names, arrays) of ``views``: a dict name -> (N, D_v) array, or a list/tuple of arrays
+    (named "view0", "view1", ...); at least one, all with the same number of rows."""
+    if isinstance(views, dict):
+        names, arrays = [str(k) for k in views], list(views.values())
+    elif isinstance(views, (list, tuple)):
+        names, arrays = [f"view{i}" for i in range(len(views))], list(views)
+    else:
+        raise TypeError(f"views must be a dict of name -> (N, D) array or a list of arrays, got "
+                        f"{type(views).__name__}")
+    if not arrays:
+        raise ValueError("views is empty: give one (N, D_v) array per view")
+    if len(set(names)) != len(names):
+        raise ValueError(f"view names must differ, got {names}")
+    for n in names:
+        if not n or "." in n:
+            raise ValueError(f"a view's name must be non-empty and without '.', got {n!r}")
+    rows = [np.shape(a)[0] if np.ndim(a) >= 1 else 0 for a in arrays]
+    if len(set(rows)) > 1:
+        counts = ", ".join(f"{n}: {r}" for n, r in zip(names, rows))
+        raise ValueError(f"the views must have the same rows (one per data point), got {counts}")
+    return names, arrays
+
+
+def _view_kernels(kernel, names: list[str], Q: int) -> dict[str, Kernel]:
+    """One kernel per view: a name or a ``Kernel`` (copied for each), or one of those per
+    view (a list in the views' order, or a dict by name)."""
+    if isinstance(kernel, dict):
+        missing = [n for n in names if n not in kernel]
+        if missing or len(kernel) != len(names):
+            raise ValueError(f"kernel as a dict needs one entry per view {names}, got {list(kernel)}")
+        given = [kernel[n] for n in names]
+    elif isinstance(kernel, (list, tuple)):
+        if len(kernel) != len(names):
+            raise ValueError(f"kernel as a list needs one per view ({len(names)}), got {len(kernel)}")
+        given = list(kernel)
+    else:
+        given = [kernel] * len(names)
+    return {n: make_kernel(k if isinstance(k, str) else copy.deepcopy(k), Q) for n, k in zip(names, given)}
+
+
+class MRD(BayesianGPLVM):
+    """Several views of the same rows sharing one q(X) (module docstring).
+
+    Parameters
+    ----------
+    views : dict name -> (N, D_v) array (NaN = missing; a row may miss a whole view but must
+        be observed somewhere), or a list of arrays (named view0, view1, ...).
+    latent_dim : Q;  num_inducing : M per view (or in all, ``inducing="shared"``), <= N.
+    kernel : a kernel name or ``Kernel`` (copied for each view), or one per view (list or dict).
+    seed : seed of the initialisation.
+    inducing : "per_view" (each view its own Z, as svargplvm) or "shared" (one Z, as GPy's MRD).
+    init : "scaled_pca" or "first_view" (module docstring).
+    """
+
+    def __new__(cls, *args, **kwargs):
+        return object.__new__(cls)
+
+    def __init__(self, views, latent_dim: int = 2, num_inducing: int = 20, kernel="rbf",
+                 seed: int | None = 0, inducing: str = "per_view", init: str = "scaled_pca"):
+        names, arrays = check_views(views)
+        self.view_names = names
+        self.views = {n: Outputs(Y, name=n, empty_rows=True) for n, Y in zip(names, arrays)}
+        N = self.views[names[0]].shape[0]
+        empty = np.flatnonzero(~np.any([o.observed_mask.any(axis=1) for o in self.views.values()], axis=0))
+        if empty.size:
+            raise ValueError(f"{empty.size} row(s) have nothing observed in any view (rows {listed(empty)}): "
+                             "there is nothing to place them by; drop them")
+        Q = _check_int("latent_dim", latent_dim, 1)
+        M = _check_int("num_inducing", num_inducing, 1, N, f" (the number of data points N={N})")
+        if inducing not in INDUCING:
+            raise ValueError(f"inducing must be one of {INDUCING}, got {inducing!r}")
+        if init not in INITS:
+            raise ValueError(f"init must be one of {INITS}, got {init!r}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, Integral) or seed < 0):
+            raise ValueError(f"seed must be a non-negative integer or None, got {seed!r}")
+        self.kernels = _view_kernels(kernel, names, Q)
+        self.inducing, self.init, self.seed = inducing, init, seed
+        self.metadata: dict = {}
+        self.fit_info: dict = {}
+        self._Q = Q
+        self._init_held = tuple(f"{n}.noise_variance" for n in names)
+        with single_threaded_blas():
+            start = self._initial_state(Q, M, np.random.default_rng(seed))
+            self.prior: LatentPrior = self._make_prior(N, Q, start)
+            self._layout = ParamLayout(self.prior.blocks() + self._model_blocks(M, Q))
+            self._x = self._layout.pack({**self.prior.initial_values(start["mu"], start["S"]),
+                                         **self._view_values(start)})
+        self._cache: dict = {}
+
+    # --- construction ---------------------------------------------------------------------
+    def _initial_state(self, Q: int, M: int, rng: np.random.Generator) -> dict:
+        """``init_params`` of the views side by side, each scaled to unit total variance
+        ("scaled_pca"), or of the first view ("first_view"); plus each view's data variance."""
+        outs = [self.views[n] for n in self.view_names]
+        if self.init == "first_view":
+            outs = outs[:1]
+        scaled = []
+        for o in outs:
+            total = float(np.sum(column_variance(o.Yc, o.observed)))
+            scaled.append(o.Yc / np.sqrt(total) if total > 0 else o.Yc)
+        observed = np.hstack([o.observed_mask for o in outs])
+        start = init_params(np.hstack(scaled), Q, M, rng, observed=None if observed.all() else observed)
+        start["view_var"] = {}
+        for n, o in self.views.items():
+            var = float(np.mean(column_variance(o.Yc, o.observed)))
+            start["view_var"][n] = var if var > 0 else 1.0
+        return start
+
+    def _make_prior(self, N: int, Q: int, init: dict) -> LatentPrior:
+        return StaticPrior(N, Q)
+
+    def _z_name(self, view: str) -> str:
+        return "Z" if self.inducing == "shared" else f"{view}.Z"
+
+    def _model_blocks(self, M: int, Q: int) -> list[Block]:
+        blocks = [Block("Z", (M, Q), IDENTITY)] if self.inducing == "shared" else []
+        for n in self.view_names:
+            blocks += [] if self.inducing == "shared" else [Block(f"{n}.Z", (M, Q), IDENTITY)]
+            blocks += [Block(f"{n}.kernel.{k}", v.shape, POSITIVE) for k, v in self.kernels[n].params.items()]
+            blocks.append(Block(f"{n}.noise_variance", (), POSITIVE))
+        return blocks
+
+    def _view_values(self, start: dict) -> dict:
+        """Each view's kernel from its data (``init_kernel``), inducing inputs and noise."""
+        values = {"Z": start["Z"]} if self.inducing == "shared" else {}
+        for n in self.view_names:
+            var = start["view_var"][n]
+            init_kernel(self.kernels[n], {**start, "data_var": var})
+            values.update({f"{n}.kernel.{k}": v for k, v in self.kernels[n].params.items()})
+            values[f"{n}.noise_variance"] = np.asarray(var / 100.0)
+            if self.inducing == "per_view":
+                values[f"{n}.Z"] = start["Z"].copy()
+        return values
+
+    def _sync_kernel(self, values: dict | None = None) -> None:
+        values = self._values() if values is None else values
+        for n in self.view_names:
+            pre = f"{n}.kernel."
+            self.kernels[n].set_params(**{k[len(pre):]: v for k, v in values.items() if k.startswith(pre)})
+
+    # --- the bound ------------------------------------------------------------------------
+    @blas_single_threaded
+    def _bound(self, x: np.ndarray, grad: bool = True, free_only: bool = False):
+        """sum_v F_hat_v - KL (module docstring) and its gradient w.r.t. the unconstrained x."""
+        v = self._values(x)
+        self._sync_kernel(v)
+        free_only = free_only or self._fitting
+        self.prior.skip_gradients = frozenset(self._layout.frozen) if free_only else frozenset()
+        qx = self.prior.q(v, grad=grad)
+        F, dmu, dS, grads = -qx.kl, 0.0, 0.0, {}
+        for n in self.view_names:
+            beta = 1.0 / float(v[f"{n}.noise_variance"])
+            F_v, d = self.views[n].bound(self.kernels[n], qx.mu, qx.S, v[self._z_name(n)], beta, grad=grad)
+            F += F_v
+            if grad:
+                dmu, dS = dmu + d.dmu, dS + d.dS
+                z = self._z_name(n)
+                grads[z] = grads.get(z, 0.0) + d.dZ
+                grads[f"{n}.noise_variance"] = -beta ** 2 * d.dbeta
+                grads.update({f"{n}.kernel.{k}": d.dtheta[k] for k in self.kernels[n].params})
+        if not grad:
+            return F, None
+        grads.update(qx.chain(dmu, dS))
+        return F, self._layout.chain(x, grads)
+
+    def _hold_helps(self, x: np.ndarray) -> bool:
+        """Hold the views' noise past ``INIT_CHECK`` iterations while some view would rather
+        have less noise than held (``BayesianGPLVM._hold_helps``, view by view)."""
+        if any(n in self._layout.frozen for n in self._init_held):
+            return True
+        _, g = self._bound(x)
+        return any(float(g[self._layout.slices[n]][0]) < 0.0 for n in self._init_held)
+
+    # --- reading the model ----------------------------------------------------------------
+    @property
+    def num_inducing(self) -> int:
+        return self._layout.blocks[self._layout.names.index(self._z_name(self.view_names[0]))].shape[0]
+
+    @property
+    def ard_weights(self) -> dict[str, np.ndarray]:
+        """{view: (Q,) ARD weights} (1 / lengthscale^2 for RBF, the variances for linear)."""
+        self._sync_kernel()
+        out = {}
+        for n, k in self.kernels.items():
+            if k.ard_weights is None:
+                raise AttributeError(f"view {n!r}'s kernel has no ARD part (use rbf or linear)")
+            out[n] = np.asarray(k.ard_weights, dtype=np.float64).copy()
+        return out
+
+    @property
+    def noise_variance(self) -> dict[str, float]:
+        """{view: noise variance}."""
+        v = self._values()
+        return {n: float(v[f"{n}.noise_variance"]) for n in self.view_names}
+
+    @property
+    def inducing_inputs(self) -> dict[str, np.ndarray]:
+        """{view: (M, Q) inducing inputs} (one array for all with ``inducing="shared"``)."""
+        v = self._values()
+        return {n: np.array(v[self._z_name(n)]) for n in self.view_names}
+
+    def segmentation(self, threshold: float = SEGMENTATION_THRESHOLD) -> "Segmentation":
+        """Which latent dimensions each view switches on, which are shared and which private
+        (module docstring): dimension q is on for view v when alpha_vq / max_q' alpha_vq' >
+        ``threshold`` (default 0.1)."""
+        if not 0 < threshold < 1:
+            raise ValueError(f"threshold must be in (0, 1), got {threshold!r}")
+        w = self.ard_weights
+        on = {n: np.flatnonzero(a / a.max() > threshold) if a.max() > 0 else np.array([], dtype=int)
+              for n, a in w.items()}
+        return Segmentation.from_on(on, self.latent_dim, threshold, {n: a / a.max() for n, a in w.items()})
+
+    def view(self, name: str) -> BayesianGPLVM:
+        """The single-view model of view ``name`` at this model's q(X) (its means and
+        variances), kernel, inducing inputs and noise: its ``predict``, ``impute``,
+        ``predictive_variance`` and the rest are that view's under the shared latent space."""
+        if name not in self.views:
+            raise KeyError(f"no view {name!r}; the views are {self.view_names}")
+        self._sync_kernel()
+        v = self._values()
+        m = BayesianGPLVM(self.views[name], latent_dim=self.latent_dim, num_inducing=self.num_inducing,
+                          kernel=self.kernels[name], seed=self.seed)
+        values = {**m.prior.initial_values(self.latent_mean, self.latent_variance), "Z": v[self._z_name(name)],
+                  "noise_variance": v[f"{name}.noise_variance"],
+                  **{f"kernel.{k}": p for k, p in self.kernels[name].params.items()}}
+        m._set_x(m._layout.pack(values))
+        m.metadata = {"mrd_view": name}
+        return m
+
+    def predict(self, Xnew, Xnew_var=None, include_noise: bool = True, view: str | None = None):
+        """{view: (mean, variance) (n, D_v)} at latent points (``BayesianGPLVM.predict`` of
+        each view), or that of one ``view``."""
+        names = self.view_names if view is None else [view]
+        out = {n: self.view(n).predict(Xnew, Xnew_var, include_noise=include_noise) for n in names}
+        return out if view is None else out[view]
+
+    def summary(self) -> str:
+        seg = self.segmentation()
+        lines = [repr(self), f"  bound             {self.elbo():.6g}"]
+        for n in self.view_names:
+            o = self.views[n]
+            lines.append(f"  view {n!r:<12} D = {o.shape[1]}, noise {self.noise_variance[n]:.4g}"
+                         + (f", {100 * o.missing_fraction:.1f}% missing" if o.missing_fraction else ""))
+        lines += ["  " + line for line in seg.describe().splitlines()]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        dims = ", ".join(f"{n}: {o.shape[1]}" for n, o in self.views.items())
+        return (f"MRD(N={self.views[self.view_names[0]].shape[0]}, views=({dims}), latent_dim={self.latent_dim}, "
+                f"num_inducing={self.num_inducing}, inducing={self.inducing!r})")
+
+    # --- single-view calls that have no one meaning here -------------------------------------
+    def _one_view(self, what: str):
+        raise TypeError(f"MRD has {len(self.view_names)} views: {what} is a view's (m.view(name).{what}) "
+                        f"or, across views, see MRD's methods")
+
+    @property
+    def Y(self):
+        """{view: (N, D_v) training outputs}."""
+        return {n: o.Y for n, o in self.views.items()}
+
+    @property
+    def outputs(self):
+        self._one_view("outputs")
+
+    def impute(self, calibrated: bool = True):
+        """{view: (mean, variance)}: each view's missing entries (``BayesianGPLVM.impute``)."""
+        return {n: self.view(n).impute(calibrated=calibrated) for n in self.view_names}
+
+    def calibrate(self, *args, **kwargs):
+        self._one_view("calibrate")
+
+    def reconstruct(self, *args, **kwargs):
+        self._one_view("reconstruct")
+
+    def infer_latent(self, *args, **kwargs):
+        self._one_view("infer_latent")
+
+    log_density = infer_latent
+
+    def save(self, *args, **kwargs):
+        self._one_view("save")
+
+
+class Segmentation:
+    """The latent dimensions each view switches on (``MRD.segmentation``).
+
+    on : {view: sorted dimensions};  shared : {tuple of views: dimensions on for exactly
+    those views (two or more)};  private : {view: dimensions on for that view alone};
+    off : dimensions no view uses;  relevance : {view: (Q,) alpha / max alpha};  threshold.
+    """
+
+    def __init__(self, on, shared, private, off, relevance, threshold):
+        self.on, self.shared, self.private, self.off = on, shared, private, off
+        self.relevance, self.threshold = relevance, threshold
+
+    @classmethod
+    def from_on(cls, on: dict, Q: int, threshold: float, relevance: dict) -> "Segmentation":
+        users = {q: tuple(n for n in on if q in on[n]) for q in range(Q)}
+        shared, private = {}, {n: [] for n in on}
+        for q, who in users.items():
+            if len(who) >= 2:
+                shared.setdefault(who, []).append(q)
+            elif len(who) == 1:
+                private[who[0]].append(q)
+        off = [q for q, who in users.items() if not who]
+        return cls({n: [int(q) for q in v] for n, v in on.items()}, shared, private, off, relevance, threshold)
+
+    def as_dict(self) -> dict:
+        return {"threshold": self.threshold, "on": self.on,
+                "shared": [{"views": list(k), "dims": v} for k, v in self.shared.items()],
+                "private": self.private, "off": self.off,
+                "relevance": {n: r.tolist() for n, r in self.relevance.items()}}
+
+    def describe(self) -> str:
+        lines = [f"segmentation (relative ARD weight > {self.threshold:g}):"]
+        for who, dims in self.shared.items():
+            lines.append(f"  shared by {' + '.join(who)}: dims {dims}")
+        for n, dims in self.private.items():
+            lines.append(f"  private to {n}: dims {dims if dims else 'none'}")
+        lines.append(f"  off: dims {self.off if self.off else 'none'}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return self.describe()
