@@ -264,19 +264,72 @@ class MRD(BayesianGPLVM):
     def view(self, name: str) -> BayesianGPLVM:
         """The single-view model of view ``name`` at this model's q(X) (its means and
         variances), kernel, inducing inputs and noise: its ``predict``, ``impute``,
-        ``predictive_variance`` and the rest are that view's under the shared latent space."""
+        ``predictive_variance`` and the rest are that view's under the shared latent space.
+        Made once per parameter setting (fit the MRD model again, then ask again)."""
         if name not in self.views:
             raise KeyError(f"no view {name!r}; the views are {self.view_names}")
-        self._sync_kernel()
-        v = self._values()
-        m = BayesianGPLVM(self.views[name], latent_dim=self.latent_dim, num_inducing=self.num_inducing,
-                          kernel=self.kernels[name], seed=self.seed)
-        values = {**m.prior.initial_values(self.latent_mean, self.latent_variance), "Z": v[self._z_name(name)],
-                  "noise_variance": v[f"{name}.noise_variance"],
-                  **{f"kernel.{k}": p for k, p in self.kernels[name].params.items()}}
-        m._set_x(m._layout.pack(values))
-        m.metadata = {"mrd_view": name}
-        return m
+        return self._view_model(name)
+
+    def _view_model(self, name: str) -> BayesianGPLVM:
+        key = ("view", name)
+        if key not in self._cache:
+            self._sync_kernel()
+            v = self._values()
+            m = BayesianGPLVM(self.views[name], latent_dim=self.latent_dim, num_inducing=self.num_inducing,
+                              kernel=self.kernels[name], seed=self.seed)
+            values = {**m.prior.initial_values(self.latent_mean, self.latent_variance),
+                      "Z": v[self._z_name(name)], "noise_variance": v[f"{name}.noise_variance"],
+                      **{f"kernel.{k}": p for k, p in self.kernels[name].params.items()}}
+            m._set_x(m._layout.pack(values))
+            m.metadata = {"mrd_view": name}
+            self._cache[key] = m
+        return self._cache[key]
+
+    # --- across views (model/mrd_inference.py) ------------------------------------------------
+    def infer_latent(self, observed: dict, max_iters: int = 200, return_fit: bool = False):
+        """q(x*) = N(mu_s, diag S_s) of new rows from the views observed (``observed``: view
+        name -> (n*, D_v) array, NaN = missing; every row observed in some view), maximising
+        the sum of the observed views' test bounds minus the KL once (``bgplvm.mrd_inference``).
+        Returns (mu_s, S_s) (n*, Q), or with ``return_fit`` the ``testbound.LatentFit``."""
+        from .mrd_inference import infer_views
+
+        fit = infer_views(self, observed, max_iters=max_iters)
+        return fit if return_fit else (fit.mu, fit.S)
+
+    def infer_candidates(self, observed: dict, n_starts: int = 10, max_iters: int = 200, distinct: float = 1.0):
+        """The distinct local optima of each row's q(x*) from ``n_starts`` starts (its nearest
+        training rows in the observed views), best bound first: a ``mrd_inference.Candidates``
+        (mu, S (n*, K, Q), log_density (n*, K), count (n*,)). A silhouette may fit several poses."""
+        from .mrd_inference import infer_candidates
+
+        return infer_candidates(self, observed, n_starts=n_starts, max_iters=max_iters, distinct=distinct)
+
+    def log_density(self, observed: dict, max_iters: int = 200) -> np.ndarray:
+        """(n*,) log p(y*_O | Y) ~ the test bound of each row's observed entries in all its
+        observed views, at the q(x*) of ``infer_latent`` (eq:predictive1)."""
+        return self.infer_latent(observed, max_iters=max_iters, return_fit=True).log_density
+
+    def predict_views(self, observed: dict, target=None, max_iters: int = 200) -> dict:
+        """{view: (mean, variance) (n*, D_v)} of the views not observed (or of ``target``, a
+        name or a list of names) at the q(x*) inferred from the observed ones."""
+        targets = [n for n in self.view_names if n not in observed] if target is None else (
+            [target] if isinstance(target, str) else list(target))
+        for t in targets:
+            self.view(t)  # unknown names: KeyError naming the views
+        mu, S = self.infer_latent(observed, max_iters=max_iters)
+        return {t: self.view(t).predict(mu, S) for t in targets}
+
+    def reconstruct(self, observed: dict, target: str, max_iters: int = 200):
+        """(mean, variance) (n*, D_target) of view ``target`` given the observed views; where
+        ``target`` is itself partly observed, its observed entries are passed through with
+        variance 0."""
+        mean, var = self.predict_views(observed, target=target, max_iters=max_iters)[target]
+        if target in observed:
+            from .testbound import check_test_outputs
+
+            Ys, seen = check_test_outputs(observed[target], self.views[target].shape[1], allow_empty_rows=True)
+            mean, var = np.where(seen, Ys, mean), np.where(seen, 0.0, var)
+        return mean, var
 
     def predict(self, Xnew, Xnew_var=None, include_noise: bool = True, view: str | None = None):
         """{view: (mean, variance) (n, D_v)} at latent points (``BayesianGPLVM.predict`` of
@@ -320,14 +373,6 @@ class MRD(BayesianGPLVM):
 
     def calibrate(self, *args, **kwargs):
         self._one_view("calibrate")
-
-    def reconstruct(self, *args, **kwargs):
-        self._one_view("reconstruct")
-
-    def infer_latent(self, *args, **kwargs):
-        self._one_view("infer_latent")
-
-    log_density = infer_latent
 
     def save(self, *args, **kwargs):
         self._one_view("save")

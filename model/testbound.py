@@ -775,11 +775,21 @@ def infer_latent(stats: TrainingStats, Ys, observed=None, n_init: int = 1, max_i
 
 def _infer(stats, Ys, observed, n_init, max_iters, gtol, ftol, xtol, precondition) -> LatentFit:
     """``infer_latent`` for one chunk of rows (BLAS limited to one thread by the caller)."""
+    tb = TestBound(stats, Ys, observed)
+    return optimise_rows(tb, stats.mu, stats.S, nearest_rows(stats, Ys, observed, k=n_init), max_iters, gtol,
+                         ftol, xtol, precondition)
+
+
+def optimise_rows(tb, mu_train: np.ndarray, S_train: np.ndarray, cand: np.ndarray, max_iters: int,
+                  gtol: float, ftol: float, xtol: float, precondition: bool) -> LatentFit:
+    """``infer_latent``'s optimisation of independent rows, for any bound ``tb`` with
+    ``evaluate_rows(mu, S, rows, grad) -> (gain, dmu, dS)`` (a ``TestBound``, or the sum of
+    several views' for ``MRD``): each row starts from the best (by its objective) of its
+    candidate training rows ``cand`` (n*, k) whose q(x_n) = N(mu_train, S_train) (N, Q)."""
     from .batch_lbfgs import minimize_batch
     from .transforms import POSITIVE_FLOOR as tr
 
-    n, Q = Ys.shape[0], stats.Q
-    tb = TestBound(stats, Ys, observed)
+    n, Q = cand.shape[0], mu_train.shape[1]
 
     def objective_natural(mu, S, idx, grad=True):
         """-(gain - KL) of rows idx and its gradients w.r.t. mu, S (rows idx)."""
@@ -789,21 +799,20 @@ def _infer(stats, Ys, observed, n_init, max_iters, gtol, ftol, xtol, preconditio
             return kl - gain, None, None
         return kl - gain, dkl_mu - dmu, dkl_S - dS
 
-    # start: the best of the n_init nearest training rows' q(x_n)
-    cand = nearest_rows(stats, Ys, observed, k=n_init)
+    # start: the best of the candidate training rows' q(x_n)
     rows_all = np.arange(n)
     init_rows = cand[:, 0].copy()
     n_evals = 0
     if cand.shape[1] > 1:
         best = np.full(n, np.inf)
         for c in range(cand.shape[1]):
-            fc, _, _ = objective_natural(stats.mu[cand[:, c]], stats.S[cand[:, c]], rows_all, grad=False)
+            fc, _, _ = objective_natural(mu_train[cand[:, c]], S_train[cand[:, c]], rows_all, grad=False)
             n_evals += n
             better = fc < best
             best[better] = fc[better]
             init_rows[better] = cand[better, c]
-    mu0 = np.ascontiguousarray(stats.mu[init_rows])
-    S0 = np.maximum(stats.S[init_rows], 2e-10)
+    mu0 = np.ascontiguousarray(mu_train[init_rows])
+    S0 = np.maximum(S_train[init_rows], 2e-10)
     scale = np.sqrt(S0) if precondition else np.ones((n, Q))
 
     def objective(X, idx):

@@ -121,7 +121,89 @@ def test_bad_views_are_refused_with_what_to_do():
         MRD(views, kernel=["rbf", "rbf"])
     with pytest.raises(ValueError, match="inducing must be"):
         MRD(views, inducing="some")
-    with pytest.raises(TypeError, match="m.view\\(name\\).reconstruct"):
-        MRD(views, latent_dim=2, num_inducing=5).reconstruct(views["a"][:2])
+    m = MRD(views, latent_dim=2, num_inducing=5)
+    with pytest.raises(TypeError, match="m.view\\(name\\).calibrate"):
+        m.calibrate()
+    with pytest.raises(ValueError, match=r"unknown view\(s\) \['d'\]"):
+        m.infer_latent({"d": views["a"][:2]})
+    with pytest.raises(ValueError, match=r"rows \[1\] observe nothing"):
+        m.infer_latent({"a": np.where(np.arange(2)[:, None] == 1, np.nan, views["a"][:2])})
+    with pytest.raises(TypeError, match="observed must be a dict"):
+        m.infer_latent(views["a"][:2])
     with pytest.raises(KeyError, match="no view 'd'"):
         MRD(views, latent_dim=2, num_inducing=5).view("d")
+
+
+@pytest.fixture(scope="module")
+def fitted_toy():
+    views = _toy(N=140, seed=6)
+    train = {n: Y[:100] for n, Y in views.items()}
+    test = {n: Y[100:] for n, Y in views.items()}
+    return MRD(train, latent_dim=5, num_inducing=20, seed=0).fit(max_iters=500, progress=False), test
+
+
+def test_one_view_inference_is_the_single_view_models():
+    Y = _toy()["a"]
+    single = BayesianGPLVM(Y[:60], latent_dim=3, num_inducing=10, seed=0).fit(max_iters=60, progress=False)
+    mrd = MRD({"a": Y[:60]}, latent_dim=3, num_inducing=10, seed=0)
+    _same_values(mrd, single)
+    Ys = Y[60:].copy()
+    Ys[:, :3] = np.nan
+    mu1, S1 = single.infer_latent(Ys)
+    mu2, S2 = mrd.infer_latent({"a": Ys})
+    np.testing.assert_allclose(mu2, mu1, rtol=1e-8, atol=1e-9)
+    np.testing.assert_allclose(S2, S1, rtol=1e-8, atol=1e-9)
+    np.testing.assert_allclose(mrd.reconstruct({"a": Ys}, target="a")[0], single.reconstruct(Ys)[0], atol=1e-9)
+
+
+def test_a_view_is_predicted_from_another(fitted_toy):
+    """View b (x0, x1) from view a (x0, x1, x2), on rows the model never saw: far better
+    than b's column mean; from view c (x0, x3) alone, b's x1 is unknown and b is predicted
+    worse, with larger variances."""
+    m, test = fitted_toy
+    truth = test["b"]
+    mean_a, var_a = m.predict_views({"a": test["a"]})["b"]
+    mean_c, var_c = m.predict_views({"c": test["c"]}, target="b")["b"]
+    rmse = lambda p: float(np.sqrt(np.mean((p - truth) ** 2)))  # noqa: E731
+    base = rmse(np.broadcast_to(m.views["b"].mean, truth.shape))
+    assert rmse(mean_a) < 0.35 * base, (rmse(mean_a), base)
+    assert rmse(mean_a) < rmse(mean_c) and np.median(var_a) < np.median(var_c)
+    both = m.predict_views({"a": test["a"], "c": test["c"]})
+    assert set(both) == {"b"}
+    # a partly observed target keeps its observed entries
+    part = test["b"].copy()
+    part[:, :2] = np.nan
+    mean, var = m.reconstruct({"a": test["a"], "b": part}, target="b")
+    np.testing.assert_array_equal(mean[:, 2:], test["b"][:, 2:])
+    assert np.all(var[:, 2:] == 0) and np.all(var[:, :2] > 0)
+    assert m.log_density({"a": test["a"]}).shape == (40,)
+
+
+def test_candidates_are_distinct_optima_best_first(fitted_toy):
+    m, test = fitted_toy
+    obs = {"c": test["c"][:8]}
+    cands = m.infer_candidates(obs, n_starts=6)
+    assert cands.mu.shape == (8, 6, 5) and np.all(cands.count >= 1)
+    for i in range(8):
+        ld = cands.log_density[i, :cands.count[i]]
+        assert np.all(np.diff(ld) <= 0) and np.all(np.isinf(cands.log_density[i, cands.count[i]:]))
+    best = m.infer_latent(obs, return_fit=True)
+    assert np.all(cands.log_density[:, 0] >= best.log_density - 1e-3 * np.abs(best.log_density))
+
+
+def test_an_ambiguous_view_gives_both_answers():
+    """View c is an even function of t (t^2, |t|, cos 2t), view b odd (t, sin t, t^3): from c
+    alone t and -t fit equally, and the candidates hold both, each predicting its b."""
+    rng = np.random.default_rng(0)
+    t = np.linspace(-2, 2, 100)
+    b = np.c_[t, np.sin(t), t ** 3 / 4] + 0.02 * rng.standard_normal((100, 3))
+    c = np.c_[t ** 2, np.cos(2 * t), np.abs(t)] + 0.02 * rng.standard_normal((100, 3))
+    m = MRD({"b": b, "c": c}, latent_dim=2, num_inducing=15, seed=0, init="first_view")
+    m.fit(max_iters=400, progress=False)
+    assert list(m.segmentation().shared.values()) == [[0]]
+    tt = np.array([-1.5, -1.0, 1.2, 1.7])
+    cand = m.infer_candidates({"c": np.c_[tt ** 2, np.cos(2 * tt), np.abs(tt)]}, n_starts=8)
+    assert np.all(cand.count == 2)
+    for i in range(4):
+        b0 = sorted(float(m.view("b").predict(cand.mu[i, j][None], cand.S[i, j][None])[0][0, 0]) for j in range(2))
+        np.testing.assert_allclose(b0, [-abs(tt[i]), abs(tt[i])], atol=0.1)
