@@ -9,7 +9,7 @@ from .dynamical import DynamicalGPLVM  # noqa: E402
 from .uncertain import UncertainInputGPR  # noqa: E402
 from .autoregressive import AutoregressiveGP  # noqa: E402
 from .semisupervised import SemiSupervisedGPR  # noqa: E402
-from .mrd import MRD  # noqa: E402
+from .mrd import MRD, DynamicalMRD  # noqa: E402
 from .io import ModelFileError  # noqa: E402
 from .kernels import make_kernel  # noqa: E402
 from .linalg import CholeskyError  # noqa: E402
@@ -46,6 +46,6 @@ def warmup() -> None:
 
 
 __all__ = ["BayesianGPLVM", "DynamicalGPLVM", "GPLVMClassifier", "UncertainInputGPR",
-           "AutoregressiveGP", "SemiSupervisedGPR", "MRD", "CholeskyError", "FitProgress",
+           "AutoregressiveGP", "SemiSupervisedGPR", "MRD", "DynamicalMRD", "CholeskyError", "FitProgress",
            "ModelFileError", "make_kernel",
            "warmup", "__version__"]

@@ -30,6 +30,7 @@ from numbers import Integral
 
 import numpy as np
 
+from .dynamical import DynamicalGPLVM
 from .gplvm import BayesianGPLVM, _check_int, init_kernel
 from .init import init_params
 from .kernels import Kernel, make_kernel
@@ -419,3 +420,57 @@ class Segmentation:
 
     def __repr__(self) -> str:
         return self.describe()
+
+
+class DynamicalMRD(MRD):
+    """``MRD`` with the temporal prior p(X | t) of ``DynamicalGPLVM``: sequences seen in
+    several views. ``t``, ``sequences``, ``time_kernel``, ``learn_time_variance``,
+    ``time_prior`` and ``state_space_options`` as ``DynamicalGPLVM``'s; the views and the
+    rest as ``MRD``'s. The prior is the single-view model's (dense or state-space form), so
+    the bound is the views' collapsed bounds minus its KL once."""
+
+    def __init__(self, views, t, latent_dim: int = 2, num_inducing: int = 20, kernel="rbf",
+                 time_kernel="matern32", sequences=None, seed: int | None = 0, inducing: str = "per_view",
+                 init: str = "scaled_pca", learn_time_variance: bool = False, time_prior: str = "auto",
+                 state_space_options: dict | None = None):
+        from .dynamical import check_times, resolve_time_prior
+        from .time_kernels import make_time_kernel
+
+        names, arrays = check_views(views)
+        self.t, self.sequences = check_times(t, np.shape(arrays[0])[0], sequences)
+        self._time_kernel_arg = time_kernel
+        self._time_kernel = make_time_kernel(copy.deepcopy(time_kernel))
+        self._state_space_options = dict(state_space_options or {})
+        self.time_prior = resolve_time_prior(time_prior, self._time_kernel)
+        super().__init__(dict(zip(names, arrays)), latent_dim=latent_dim, num_inducing=num_inducing,
+                         kernel=kernel, seed=seed, inducing=inducing, init=init)
+        if not learn_time_variance:
+            self.freeze(*DynamicalGPLVM.smooth_time_variances(self))
+
+    _new_prior = DynamicalGPLVM._new_prior
+    _make_prior = DynamicalGPLVM._make_prior
+
+    @property
+    def time_kernel(self):
+        self.prior.sync(self._values())
+        return self.prior.time_kernel
+
+    def latent_at(self, t_new, sequence=0) -> tuple[np.ndarray, np.ndarray]:
+        """q(X*) at times ``t_new`` of training sequence ``sequence`` (``DynamicalGPLVM.latent_at``)."""
+        return DynamicalGPLVM.latent_at(self, t_new, sequence)
+
+    def forecast(self, t_new, sequence=0, include_noise: bool = True) -> dict:
+        """{view: (mean, variance) (n*, D_v)} at times ``t_new`` of ``sequence``: q(X*) from
+        ``latent_at`` through each view's mapping."""
+        mu, S = self.latent_at(t_new, sequence)
+        return self.predict(mu, S, include_noise=include_noise)
+
+    def infer_latent(self, *args, **kwargs):
+        raise TypeError("DynamicalMRD couples frames through time, and inferring new frames across views "
+                        "through the time prior is not available: use latent_at / forecast for the training "
+                        "sequences, or an MRD (static prior) to infer rows across views")
+
+    infer_candidates = log_density = predict_views = reconstruct = infer_latent
+
+    def __repr__(self) -> str:
+        return "Dynamical" + super().__repr__()[:-1] + f", time_prior={self.time_prior!r})"

@@ -207,3 +207,31 @@ def test_an_ambiguous_view_gives_both_answers():
     for i in range(4):
         b0 = sorted(float(m.view("b").predict(cand.mu[i, j][None], cand.S[i, j][None])[0][0, 0]) for j in range(2))
         np.testing.assert_allclose(b0, [-abs(tt[i]), abs(tt[i])], atol=0.1)
+
+
+@pytest.mark.parametrize("time_prior", ["dense", "state_space"])
+def test_dynamical_mrd_one_view_is_the_dynamical_model_and_its_gradients_hold(time_prior):
+    from bgplvm import DynamicalGPLVM
+    from bgplvm.mrd import DynamicalMRD
+
+    views = _toy(N=36)
+    t = np.tile(np.arange(18.0), 2)
+    seq = np.repeat([0, 1], 18)
+    single = DynamicalGPLVM(views["a"], t, sequences=seq, latent_dim=2, num_inducing=6, seed=0,
+                            time_prior=time_prior).fit(max_iters=20, progress=False)
+    mrd = DynamicalMRD({"a": views["a"]}, t, sequences=seq, latent_dim=2, num_inducing=6, seed=0,
+                       time_prior=time_prior)
+    v = single._values()
+    values = {k: p for k, p in v.items() if k in ("mu_bar", "lambda") or k.startswith("time_kernel.")}
+    values.update({"a.Z": v["Z"], "a.noise_variance": v["noise_variance"],
+                   **{f"a.{k}": p for k, p in v.items() if k.startswith("kernel.")}})
+    mrd._set_x(mrd._layout.pack(values))
+    assert mrd.elbo() == pytest.approx(single.elbo(), rel=1e-12)
+    np.testing.assert_allclose(mrd.latent_at([18.5, 20.0], 1)[0], single.latent_at([18.5, 20.0], 1)[0], rtol=1e-12)
+    two = DynamicalMRD({"a": views["a"], "c": views["c"]}, t, sequences=seq, latent_dim=2, num_inducing=6,
+                       seed=0, time_prior=time_prior)
+    two._set_x(two._x + 0.05 * np.random.default_rng(1).standard_normal(two._x.size))
+    assert_model_block_gradients(two)
+    two.fit(max_iters=30, progress=False)
+    fc = two.forecast(np.array([18.0, 19.0]), sequence=0)
+    assert set(fc) == {"a", "c"} and fc["c"][0].shape == (2, 12)
