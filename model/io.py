@@ -121,6 +121,10 @@ def save_model(m, target, data=None) -> None:
 
     if not hasattr(target, "write"):
         check_writable(target)  # a folder, or no writable folder: say so before the work
+    outputs = m._file_outputs() if hasattr(m, "_file_outputs") else None  # several views: "Y.<name>"
+    if outputs is not None and data is not None:
+        raise ValueError(f"{type(m).__name__} stores its views in the model file: data= (a reference to "
+                         "one file of outputs) does not apply")
     data = data if data is not None else getattr(m, "data_file", None)
     ref = None
     if data is not None:
@@ -134,7 +138,7 @@ def save_model(m, target, data=None) -> None:
         "saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "model_class": getattr(m, "_file_class", type(m).__name__),
         "prior": m.prior.spec(),
-        "kernel": kernel_spec(m.kernel),
+        "kernel": kernel_spec(m.kernel) if outputs is None else None,
         "latent_dim": m.latent_dim,
         "num_inducing": m.num_inducing,
         "param_names": m.param_names,
@@ -158,7 +162,9 @@ def save_model(m, target, data=None) -> None:
     except TypeError as e:
         raise ValueError(f"model metadata must be JSON-serialisable: {e}") from None
     arrays = {"x": m._x, "meta.json": np.frombuffer(meta_bytes, dtype=np.uint8)}
-    if ref is None:
+    if outputs is not None:
+        arrays.update(outputs)
+    elif ref is None:
         arrays["Y"] = m.Y
     arrays.update({"value." + k: np.asarray(v) for k, v in values.items()})
     arrays.update({"prior." + k: np.asarray(v) for k, v in m.prior.arrays().items()})
@@ -244,7 +250,10 @@ def _read(source) -> tuple[dict, dict]:
             f"({asset.get('dataset', 'a data set')!r} is fetched when it is opened): open it with "
             f"`bgplvm serve`, or in Python with bgplvm.assets.load_asset("
             f"{asset.get('asset', 'NAME')!r}), which loads the data and checks it")
-    for key in ("x",) + (() if "data_ref" in meta else ("Y",)):
+    args = meta.get("model_args")
+    views = args.get("views") if isinstance(args, dict) else None  # a multi-view model's "Y.<name>"
+    outputs = [f"Y.{n}" for n in views] if isinstance(views, list) else [] if "data_ref" in meta else ["Y"]
+    for key in ["x"] + outputs:
         if key not in arrays:
             raise ModelFileError(f"model file {name!r} lacks the array {key!r}: truncated or corrupt")
     return meta, arrays
@@ -282,7 +291,7 @@ def _construct(meta: dict, arrays: dict):
                               time_prior=meta["prior"].get("time_prior", "dense"),
                               state_space_options=meta["prior"].get("state_space_options"), **common)
     if cls_name in MODEL_CLASSES:
-        return MODEL_CLASSES[cls_name]._from_file(arrays["Y"], common, meta.get("model_args", {}), arrays)
+        return MODEL_CLASSES[cls_name]._from_file(arrays.get("Y"), common, meta.get("model_args", {}), arrays)
     raise ModelFileError(f"model class {cls_name!r} is not known to this bgplvm; upgrade bgplvm")
 
 

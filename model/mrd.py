@@ -33,6 +33,7 @@ import numpy as np
 from .dynamical import DynamicalGPLVM
 from .gplvm import BayesianGPLVM, _check_int, init_kernel
 from .init import init_params
+from .io import register_model_class
 from .kernels import Kernel, make_kernel
 from .missing import column_variance, listed
 from .outputs import Outputs
@@ -375,8 +376,21 @@ class MRD(BayesianGPLVM):
     def calibrate(self, *args, **kwargs):
         self._one_view("calibrate")
 
-    def save(self, *args, **kwargs):
-        self._one_view("save")
+    # --- model files (``bgplvm.io``: npz + JSON, the views as arrays "Y.<name>") -------------
+    def _file_outputs(self) -> dict:
+        return {f"Y.{n}": o.Y for n, o in self.views.items()}
+
+    def _file_args(self):
+        from .io import kernel_spec
+
+        return {"views": self.view_names, "kernels": [kernel_spec(self.kernels[n]) for n in self.view_names],
+                "inducing": self.inducing, "init": self.init}, {}
+
+    @classmethod
+    def _from_file(cls, Y, common, args, arrays):
+        views = {n: arrays[f"Y.{n}"] for n in args["views"]}
+        return cls(views, latent_dim=common["latent_dim"], num_inducing=common["num_inducing"],
+                   kernel=list(args["kernels"]), seed=common["seed"], inducing=args["inducing"], init=args["init"])
 
 
 class Segmentation:
@@ -474,3 +488,22 @@ class DynamicalMRD(MRD):
 
     def __repr__(self) -> str:
         return "Dynamical" + super().__repr__()[:-1] + f", time_prior={self.time_prior!r})"
+
+    def _file_args(self):
+        args, arrays = super()._file_args()
+        spec = self.prior.spec()
+        args.update(time_kernel=spec["time_kernel"], time_prior=self.time_prior,
+                    state_space_options=getattr(self.prior, "state_space_options", None) or None)
+        return args, arrays
+
+    @classmethod
+    def _from_file(cls, Y, common, args, arrays):
+        views = {n: arrays[f"Y.{n}"] for n in args["views"]}
+        return cls(views, arrays["prior.t"], sequences=arrays["prior.sequences"], latent_dim=common["latent_dim"],
+                   num_inducing=common["num_inducing"], kernel=list(args["kernels"]), seed=common["seed"],
+                   inducing=args["inducing"], init=args["init"], time_kernel=args["time_kernel"],
+                   time_prior=args["time_prior"], state_space_options=args.get("state_space_options"))
+
+
+register_model_class(MRD)
+register_model_class(DynamicalMRD)

@@ -235,3 +235,27 @@ def test_dynamical_mrd_one_view_is_the_dynamical_model_and_its_gradients_hold(ti
     two.fit(max_iters=30, progress=False)
     fc = two.forecast(np.array([18.0, 19.0]), sequence=0)
     assert set(fc) == {"a", "c"} and fc["c"][0].shape == (2, 12)
+
+
+@pytest.mark.parametrize("dynamical", [False, True])
+def test_a_model_file_round_trips_every_view(tmp_path, dynamical):
+    from bgplvm import DynamicalMRD
+
+    views = _toy(N=30)
+    views["b"] = views["b"].copy()
+    views["b"][:5] = np.nan
+    kw = dict(latent_dim=3, num_inducing=6, kernel=["rbf", "linear", "rbf+bias"], seed=0)
+    if dynamical:
+        m = DynamicalMRD(views, np.arange(30.0), time_prior="dense", **kw)
+    else:
+        m = MRD(views, inducing="shared", **kw)
+    m.fit(max_iters=15, progress=False)
+    m.save(tmp_path / "m.npz")
+    back = BayesianGPLVM.load(tmp_path / "m.npz")
+    assert type(back) is type(m) and back.view_names == m.view_names and back.inducing == m.inducing
+    np.testing.assert_array_equal(back._x, m._x)
+    assert back.elbo() == m.elbo() and back.param_names == m.param_names
+    np.testing.assert_array_equal(back.Y["b"], m.Y["b"])
+    assert back.segmentation().on == m.segmentation().on
+    with pytest.raises(ValueError, match="stores its views"):
+        m.save(tmp_path / "n.npz", data=tmp_path / "y.npy")
