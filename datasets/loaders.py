@@ -246,7 +246,37 @@ def load_synth_video(spec: DatasetSpec, paths: dict, split: str) -> Dataset:
     )
 
 
+#: the 21 body points of the pose view, by their index in the 63 numbers (x, y, z each; y
+#: grows downwards): 0 root (1: the root again), 2 spine, 3 neck, 4 head, 5-8 and 9-12 the
+#: two arms (clavicle, shoulder, elbow, hand), 13-15 and 16-18 the two legs (hip, knee,
+#: ankle), 19 and 20 the toes. Found by drawing them (bone lengths agree between the sides).
+ANKUR_CONNECTIONS = ((0, 2), (2, 3), (3, 4), (3, 5), (5, 6), (6, 7), (7, 8), (3, 9), (9, 10), (10, 11),
+                     (11, 12), (0, 13), (13, 14), (14, 15), (15, 19), (0, 16), (16, 17), (17, 18), (18, 20))
+
+
+def load_ankur_pose(spec: DatasetSpec, paths: dict, split: str) -> Dataset:
+    path = paths["ankurDataPoseSilhouette.mat"]
+    suffix = "" if split == "train" else "_test"
+    with reading(path, spec):
+        import scipy.io
+
+        d = scipy.io.loadmat(path)
+        pose, silhouette = d[f"Z{suffix}"].astype(np.float64), d[f"Y{suffix}"].astype(np.float64)
+        _check(pose.shape[1] == 63 and silhouette.shape[1] == 100 and pose.shape[0] == silhouette.shape[0],
+               f"expected poses (N, 63) and silhouettes (N, 100), got {pose.shape} and {silhouette.shape}")
+    stick = StickFigureRenderer(connections=ANKUR_CONNECTIONS, up_axis=1, up_sign=-1.0)
+    return Dataset(
+        name=spec.name,
+        Y=pose,
+        renderer=stick,
+        views={"pose": pose, "silhouette": silhouette},
+        view_renderers={"pose": stick, "silhouette": VectorRenderer()},
+        meta=base_meta(spec, split, views=["pose", "silhouette"]),
+    )
+
+
 LOADERS = {
+    "ankur_pose": load_ankur_pose,
     "oil": load_oil,
     "frey_faces": load_frey_faces,
     "digits": load_digits,

@@ -77,6 +77,7 @@ class StickFigureRenderer:
     names: tuple[str, ...] | None = None
     layout: str = "interleaved"  # or "blocks"
     up_axis: int = 2
+    up_sign: float = 1.0  # -1: the up coordinate grows downwards
     kind: str = field(default="pose", init=False)
 
     def positions(self, y: np.ndarray) -> np.ndarray:
@@ -85,6 +86,8 @@ class StickFigureRenderer:
         P = y.reshape(J, 3) if self.layout == "interleaved" else y.reshape(3, J).T
         if self.up_axis != 2:
             P = P[:, [a for a in range(3) if a != self.up_axis] + [self.up_axis]]
+        if self.up_sign < 0:
+            P = P * np.array([1.0, 1.0, -1.0])
         return P
 
 
@@ -98,6 +101,8 @@ class Dataset:
     times : (N,) float64 time stamp of each row within its sequence, or None.
     renderer : how a row is drawn (see module docstring).
     meta : name, title, licence, citation, urls, description, ... (JSON-able dict).
+    views, view_renderers : several views of the same rows (name -> (N, D_v) array, name ->
+    renderer), for a multi-view model (``bgplvm.MRD``); Y is one of them. None otherwise.
     """
 
     name: str
@@ -108,6 +113,9 @@ class Dataset:
     sequence: np.ndarray | None = None
     times: np.ndarray | None = None
     meta: dict = field(default_factory=dict)
+    #: several views of the same rows (``bgplvm.MRD``): name -> (N, D_v), and how each is drawn
+    views: dict | None = None
+    view_renderers: dict | None = None
 
     def __post_init__(self):
         Y = np.ascontiguousarray(self.Y, dtype=np.float64)
@@ -117,6 +125,9 @@ class Dataset:
             raise ValueError(f"Dataset {self.name!r}: Y contains inf (NaN marks a missing value)")
         object.__setattr__(self, "Y", Y)
         N = Y.shape[0]
+        for name, V in (self.views or {}).items():
+            if np.shape(V)[0] != N:
+                raise ValueError(f"Dataset {self.name!r}: view {name!r} has {np.shape(V)[0]} rows, Y {N}")
         for attr in ("labels", "sequence", "times"):
             v = getattr(self, attr)
             if v is not None:

@@ -253,6 +253,28 @@ _SPECS: list[DatasetSpec] = [
         description="1965 consecutive video frames of one face, 28 high x 20 wide, grey levels 0-255.",
     ),
     DatasetSpec(
+        name="ankur_pose",
+        title="Human pose and silhouette (Agarwal & Triggs 2006): two views of 1927 + 418 frames",
+        kind="pose",
+        files=(FileSpec("ankurDataPoseSilhouette.mat", "ankur_pose",
+                        _lawrennd("ankur_pose_data/ankurDataPoseSilhouette.mat"),
+                        "9d13ee29b484b64be6c99bba114d0889fe3cb0c818aec893ad45d5981f27f637", 2802667),),
+        loader="ankur_pose",
+        n_rows={"train": 1927, "test": 418},
+        splits=("train", "test"),
+        licence="No licence stated; for research use, as distributed with the lawrennd/datasets_mirror copy.",
+        citation=(
+            "A. Agarwal and B. Triggs, 'Recovering 3D human pose from monocular images', IEEE "
+            "TPAMI 28(1), 2006; the pose-from-silhouette experiment of Damianou, Ek, Titsias and "
+            "Lawrence, 'Manifold Relevance Determination', ICML 2012."
+        ),
+        description=(
+            "Two views of each frame (``Dataset.views``): 'pose', the 3-D positions of 21 body "
+            "points (63 numbers, drawn as a stick figure), and 'silhouette', a 100-D descriptor "
+            "of the silhouette the pose casts (histograms of shape contexts). Y is the pose."
+        ),
+    ),
+    DatasetSpec(
         name="digits",
         title="Handwritten digits (de Campos et al. 2009), 10 x 55 images of 16x16",
         kind="image",

@@ -60,6 +60,8 @@ EXPECTED = [
     ("osu_sprint", "train", (67, 123), None),
     ("osu_swagger1", "train", (146, 120), None),
     ("osu_handspring1", "train", (86, 120), None),
+    ("ankur_pose", "train", (1927, 63), None),
+    ("ankur_pose", "test", (418, 63), None),
 ]
 
 
@@ -201,3 +203,19 @@ def test_cmu35_skeleton_is_upright(load):
         P = r.positions(y)
         assert P.shape == (31, 3) and np.all(np.isfinite(P))
         assert P[names.index("head"), 2] > P[names.index("lfoot"), 2] + 1.0  # metres
+
+
+def test_ankur_pose_has_two_views_and_an_upright_symmetric_figure(load):
+    """The pose view's 21 points joined by ``ANKUR_CONNECTIONS`` are a person: the head above
+    the feet in every frame, and each bone of one side as long as its mirror on the other."""
+    ds = load("ankur_pose")
+    assert set(ds.views) == {"pose", "silhouette"} and ds.views["silhouette"].shape == (1927, 100)
+    assert np.array_equal(ds.views["pose"], ds.Y) and ds.view_renderers["silhouette"].kind == "vector"
+    r = ds.renderer
+    P = np.stack([r.positions(y) for y in ds.Y[::10]])  # (n, 21, 3), z up
+    assert np.all(P[:, 4, 2] > P[:, [15, 18], 2].max(axis=1) + 40)  # head over the ankles
+    length = lambda a, b: np.linalg.norm(P[:, a] - P[:, b], axis=1)  # noqa: E731
+    for (a, b), (c, d) in [((5, 6), (9, 10)), ((6, 7), (10, 11)), ((7, 8), (11, 12)), ((0, 13), (0, 16)),
+                           ((13, 14), (16, 17)), ((14, 15), (17, 18)), ((15, 19), (18, 20))]:
+        np.testing.assert_allclose(length(a, b), length(c, d), rtol=0.05)
+    assert len(r.connections) == 19
