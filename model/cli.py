@@ -2,6 +2,7 @@
 
     bgplvm fit --dataset NAME | --data FILE [--key ARRAY] [--latent-dim Q] [--inducing M]
                [--kernel K] [--iters N] [--seed S] [--no-calibrate] --out model.npz
+    bgplvm fit --view NAME=FILE --view NAME=FILE ... [...] --out model.npz   (several views: MRD)
     bgplvm fit --data FILE --scheduler ADDRESS|local --checkpoint DIR [--out model.npz] [...]   (on Dask)
     bgplvm fit --resume DIR [--scheduler ADDRESS|local] [--iters N] [--out model.npz]
     bgplvm summary model.npz
@@ -39,14 +40,21 @@ def _fit(args) -> int:
 
         # empty cells and NaN are missing values: the model fits over the observed ones
         Y, source = load_array(args.data, key=args.key, allow_missing=True), {"data_file": str(args.data)}
+    elif args.view:
+        Y, source = _views(args.view), {"view_files": dict(v.partition("=")[::2] for v in args.view)}
     else:
         from bgplvm.datasets import load
 
         ds = load(args.dataset, mirror=args.mirror)
-        Y, source = ds.Y, {"dataset": ds.name}
+        Y, source = (ds.views or ds.Y), {"dataset": ds.name}
     try:
-        m = BayesianGPLVM(Y, latent_dim=args.latent_dim, num_inducing=args.inducing,
-                          kernel=args.kernel, seed=args.seed)
+        if isinstance(Y, dict):  # several views of the same rows
+            from .mrd import MRD
+
+            m = MRD(Y, latent_dim=args.latent_dim, num_inducing=args.inducing, kernel=args.kernel, seed=args.seed)
+        else:
+            m = BayesianGPLVM(Y, latent_dim=args.latent_dim, num_inducing=args.inducing,
+                              kernel=args.kernel, seed=args.seed)
     except ValueError as e:  # named as on this command line
         msg = str(e)
         for name, flag in _FLAGS.items():
@@ -55,12 +63,14 @@ def _fit(args) -> int:
     m.metadata.update(source)
     print(f"fitting {m!r} for {iters} iterations (Ctrl-C stops and keeps the best point)",
           file=sys.stderr)
-    if m.missing_fraction:
+    if not isinstance(Y, dict) and m.missing_fraction:
         print(f"{int(round(m.missing_fraction * m.Y.size))} of {m.Y.size} entries are missing "
               f"({100 * m.missing_fraction:.1f}%): the bound is taken over the observed ones",
               file=sys.stderr)
     m.fit(max_iters=iters, progress=None if not args.quiet else False)
-    if args.calibrate:
+    if isinstance(Y, dict):
+        m.metadata["segmentation"] = m.segmentation().as_dict()  # also in the summary below
+    elif args.calibrate:
         _calibrate(m)
     m.save(args.out)
     print(m.summary())
@@ -78,6 +88,21 @@ def _calibrate(m) -> None:
     print(f"intervals {cal.describe()}", file=sys.stderr)
     if cal.baseline_warning():
         print(f"note: {cal.baseline_warning()}", file=sys.stderr)
+
+
+def _views(specs: list[str]) -> dict:
+    """{name: (N, D_v) array} of ``--view NAME=FILE`` arguments (.npy, .npz or .csv each)."""
+    from bgplvm.datasets import load_array
+
+    views = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise ValueError(f"--view takes NAME=FILE (e.g. --view pose=pose.npy), got {spec!r}")
+        if name in views:
+            raise ValueError(f"--view {name}= is given twice: each view needs its own name")
+        views[name] = load_array(path, allow_missing=True)
+    return views
 
 
 #: the model's argument names and the flags that set them (for the model's messages)
@@ -104,6 +129,9 @@ def _parser() -> argparse.ArgumentParser:
     src.add_argument("--dataset", help="a data set name (see `bgplvm datasets list`)")
     src.add_argument("--data", help="your own data: .npy, .npz or .csv, N rows x D columns "
                                     "(NaN or an empty cell: a missing value)")
+    src.add_argument("--view", action="append", metavar="NAME=FILE",
+                     help="one view of the same rows (repeat for each): a multi-view model (MRD), whose "
+                          "summary says which latent dimensions the views share")
     f.add_argument("--key", default=None,
                    help="the array of a --data .npz file to fit (default: the one named Y, or its only one)")
     f.add_argument("--latent-dim", "-q", type=int, default=10)

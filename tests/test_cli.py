@@ -153,3 +153,24 @@ def test_version(capsys):
     with pytest.raises(SystemExit) as e:
         main(["--version"])
     assert e.value.code == 0 and capsys.readouterr().out.strip() == f"bgplvm {bgplvm.__version__}"
+
+
+def test_fit_of_several_views_writes_the_segmentation(tmp_path, capsys):
+    from mrd_data import three_views
+
+    views = three_views(N=60)
+    for n, Y in views.items():
+        np.save(tmp_path / f"{n}.npy", Y)
+    out = tmp_path / "mrd.npz"
+    args = ["fit", *sum([["--view", f"{n}={tmp_path / f'{n}.npy'}"] for n in views], []), "-q", "4", "-m", "10",
+            "--iters", "60", "--out", str(out), "--quiet"]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "segmentation (relative ARD weight > 0.1)" in text and "view 'c'" in text
+    from bgplvm import MRD
+
+    m = MRD.load(out)
+    assert m.view_names == ["a", "b", "c"] and m.metadata["segmentation"]["on"] == m.segmentation().on
+    assert main(["summary", str(out)]) == 0 and "shared by" in capsys.readouterr().out
+    assert main(["fit", "--view", "a", "--out", str(out)]) == 2
+    assert "--view takes NAME=FILE" in capsys.readouterr().err
