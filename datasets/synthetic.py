@@ -24,3 +24,25 @@ def gp_latent(N: int = 300, D: int = 30, latent_dim: int = 3, lengthscale: float
     F = (V * np.sqrt(np.clip(w, 0.0, None))) @ rng.standard_normal((N, D))
     Y = F + noise_sd * rng.standard_normal((N, D))
     return Y, X
+
+
+#: the latent dimensions each view of ``mrd_views`` uses: x0 shared by all, x1 by a and b,
+#: x2 private to a, x3 private to c
+MRD_VIEW_DIMS = {"a": (0, 1, 2), "b": (0, 1), "c": (0, 3)}
+
+
+def mrd_views(N: int = 100, dims=(8, 5, 40), noise_sd: float = 0.05, seed: int = 0) -> tuple[dict, np.ndarray]:
+    """Three views of one 4-D latent space with a known segmentation (``MRD_VIEW_DIMS``), of
+    very different widths (``dims``: a, b, c), as GPy's ``mrd_simulation``: smooth latent
+    signals X (N, 4) (sines and cosines of different frequencies along a path), and each
+    view tanh(X[:, its dims] W) + noise with W standard normal (D_v columns).
+
+    Returns ({"a": (N, D_a), "b": ..., "c": ...}, X (N, 4))."""
+    rng = np.random.default_rng(seed)
+    t = np.linspace(0, 4 * np.pi, N)
+    X = np.c_[np.sin(t), np.cos(t / 2), np.sin(2 * t + 1), np.cos(1.5 * t + 2)]
+    views = {}
+    for (name, cols), D in zip(MRD_VIEW_DIMS.items(), dims):
+        W = rng.standard_normal((len(cols), D))
+        views[name] = np.tanh(X[:, list(cols)] @ W) + noise_sd * rng.standard_normal((N, D))
+    return views, X

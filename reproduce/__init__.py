@@ -49,3 +49,4 @@ register("usps", "usps", "USPS digits: 10 class GP-LVMs (Q=10, M=50), label by c
 register("oil-test", "oil_test", "oil test set, half the readings missing: reconstruction RMSE, latent 1-NN (issue 9)")
 register("oil-missing", "oil_missing", "oil training data with 10-50 % / blocks missing: imputation RMSE, latent 1-NN, init (issue 33)")
 register("calibration", "calibration", "coverage of the predictive intervals on every prediction path, before and after calibrate() (issue 44)")
+register("mrd-toy", "mrd_toy", "MRD on three views with a known shared / private segmentation: recovered over seeds, per start and inducing choice (issue 45)")

@@ -69,3 +69,16 @@ def test_a_result_records_the_cpu_and_numpys_simd_paths(tmp_path):
     assert saved["environment"] == env and saved["code"] == "abc1234"
     head = (tmp_path / "table.md").read_text().splitlines()[2]
     assert f"from commit `abc1234`. Machine: {env['cpu']}" in head and f"numpy {env['numpy']}" in head
+
+
+def test_mrd_toy_quick_run_counts_the_recovered_segmentations(tmp_path):
+    from bgplvm.reproduce import EXPERIMENTS, Context
+    from bgplvm.reproduce import mrd_toy
+
+    assert "mrd-toy" in EXPERIMENTS
+    assert mrd_toy.truth() == {("a", "b", "c"): 1, ("a", "b"): 1, ("a",): 1, ("c",): 1}
+    res = mrd_toy.run(Context(out_dir=tmp_path, quick=True, verbose=False))
+    rows = res.tables[0].rows
+    assert [(r[0], r[1]) for r in rows] == mrd_toy.CHOICES
+    assert all(r[2].endswith("of 2") for r in rows) and all(r[3] == r[3] for r in rows)  # bounds, not NaN
+    assert res.numbers["best"]["inducing"] in ("per_view", "shared")
