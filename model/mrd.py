@@ -21,6 +21,16 @@ largest does not swamp the others, give q(X)'s means by PCA ("scaled_pca", the d
 the first view alone does ("first_view"). Each view's kernel starts from its own data
 (signal variance its variance, noise a hundredth of it: vargplvm's signal-to-noise), and the
 first phase of ``fit`` holds every view's noise, as a single view's fit does.
+
+Defaults, measured (``bgplvm reproduce mrd-toy``: three views of a known segmentation, 8, 5
+and 40 columns, 10 seeds): inducing inputs per view recovered the segmentation in 5 (scaled
+PCA start) and 6 (first view) of 10 fits, shared ones in 3 and 6: per view is the default.
+The two starts differ by one fit, and the first view's depends on the views' order: the
+scaled PCA is the default. On the pose / silhouette frames (``ankur_pose``, Q = 10,
+M = 50, 1000-1500 iterations) both starts ended with one or two dimensions private to each
+view and none shared (the held noise released after 100 iterations): pose from silhouette
+is not yet better than the nearest silhouette's pose (mean error per body point 4.4 against
+2.7).
 """
 
 from __future__ import annotations
