@@ -24,6 +24,16 @@ from .user_input import UserError, check_upload
 from .userdata import drawing_of
 
 
+def one_view(model):
+    """``model`` if it is of one view; a ``bgplvm.MRD`` (several views of one latent space):
+    UserError saying how to open one of its views."""
+    if hasattr(model, "view_names"):
+        raise UserError(f"this is a model of {len(model.view_names)} views ({', '.join(model.view_names)}); "
+                        "the explorer draws one view at a time: save one with m.view(name).save(file) "
+                        "and open that")
+    return model
+
+
 class ModelState(param.Parameterized):
     """The model being explored and its version (bumped whenever it changes)."""
 
@@ -46,13 +56,14 @@ class ModelState(param.Parameterized):
         except Exception as e:
             raise UserError(f"{filename}: not a bgplvm model file ({e})" if not isinstance(e, ModelFileError)
                             else str(e)) from None
-        self.set_model(m, dataset_for_model(m))
+        self.set_model(one_view(m), dataset_for_model(m))
         self.info = f"Opened model {filename}." + noise_only_note(m)
 
     def set_model(self, model, dataset: Dataset | None = None, trained_here: bool = False) -> None:
         """Install a (trained) model; resets the axes to its two most relevant dims. The Train
         section's message and curve stay only for the model this page's training made
         (``trained_here``): another model opened or loaded clears them."""
+        one_view(model)
         ds = dataset if dataset is not None else self.dataset
         if ds is None or np.asarray(model.Y).shape != ds.Y.shape:
             ds = dataset_for_model(model)
