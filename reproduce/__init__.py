@@ -50,3 +50,4 @@ register("oil-test", "oil_test", "oil test set, half the readings missing: recon
 register("oil-missing", "oil_missing", "oil training data with 10-50 % / blocks missing: imputation RMSE, latent 1-NN, init (issue 33)")
 register("calibration", "calibration", "coverage of the predictive intervals on every prediction path, before and after calibrate() (issue 44)")
 register("mrd-toy", "mrd_toy", "MRD on three views with a known shared / private segmentation: recovered over seeds, per start and inducing choice (issue 45)")
+register("mrd-pose", "mrd_pose", "MRD pose from silhouette (ankur_pose, 418 test frames): error per body point against nearest neighbour, mean pose and GPy; ARD per view (issue 45)")

@@ -82,3 +82,29 @@ def test_mrd_toy_quick_run_counts_the_recovered_segmentations(tmp_path):
     assert [(r[0], r[1]) for r in rows] == mrd_toy.CHOICES
     assert all(r[2].endswith("of 2") for r in rows) and all(r[3] == r[3] for r in rows)  # bounds, not NaN
     assert res.numbers["best"]["inducing"] in ("per_view", "shared")
+
+
+def test_mrd_pose_quick_run_writes_the_error_table_and_json(tmp_path):
+    from mirror import require_data
+
+    require_data("ankur_pose")
+    from bgplvm.reproduce import EXPERIMENTS, Context, run
+    from bgplvm.reproduce import mrd_pose
+
+    assert "mrd-pose" in EXPERIMENTS
+    res = run("mrd-pose", Context(out_dir=tmp_path, quick=True, verbose=False))
+    labels = [r[0] for r in res.tables[0].rows]
+    init = res.numbers["chosen"]["init"]
+    assert init in mrd_pose.INITS and res.numbers["chosen"]["readout"] in mrd_pose.READOUTS
+    assert labels[:4] == [f"MRD ({init}): {mrd_pose.READOUT_NAMES[r]}" + (" **(chosen)**" if r == res.numbers[
+        "chosen"]["readout"] else "") for r in mrd_pose.READOUTS + ("best_of_k",)]
+    assert labels[4:6] == ["pose of the nearest training silhouette", "mean training pose"]
+    assert labels[6].startswith("GPy") and res.tables[0].rows[6][1] == "not run (--quick)"  # skipped, saying why
+    t = res.numbers["test_errors"]
+    assert 0 < t["nearest_silhouette"] < t["mean_pose"] and t["gpy"] is None
+    assert all(e is None or e > 0 for e in t["mrd"].values())
+    saved = json.loads((tmp_path / "mrd-pose" / "result.json").read_text())
+    assert saved["quick"] and saved["numbers"]["chosen"] == res.numbers["chosen"]
+    assert "| pose of the nearest training silhouette |" in (tmp_path / "mrd-pose" / "table.md").read_text()
+    assert (tmp_path / "mrd-pose" / "ard.png").stat().st_size > 1000
+    assert set(saved["numbers"]["final_fit"]["ard"]) == {"silhouette", "pose"}
