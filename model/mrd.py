@@ -113,13 +113,24 @@ class MRD(BayesianGPLVM):
     seed : seed of the initialisation.
     inducing : "per_view" (each view its own Z, as svargplvm) or "shared" (one Z, as GPy's MRD).
     init : "scaled_pca" or "first_view" (module docstring).
+    client, chunks : a Dask cluster (``BayesianGPLVM``'s): the model is then a
+        ``bgplvm.distributed.DistributedMRD``, each block of rows with its rows of every view.
     """
 
-    def __new__(cls, *args, **kwargs):
-        return object.__new__(cls)
+    def __new__(cls, *args, client=None, chunks=None, **kwargs):
+        if client is None:
+            if chunks is not None:
+                raise ValueError("chunks= is for a distributed model: pass client= as well")
+            return object.__new__(cls)
+        if cls is not MRD:
+            raise NotImplementedError(f"{cls.__name__} does not run on Dask: only MRD (the static prior) does")
+        from .distributed.mrd import DistributedMRD
+
+        return DistributedMRD(*args, client=client, chunks=chunks, **kwargs)
 
     def __init__(self, views, latent_dim: int = 2, num_inducing: int = 20, kernel="rbf",
-                 seed: int | None = 0, inducing: str = "per_view", init: str = "scaled_pca"):
+                 seed: int | None = 0, inducing: str = "per_view", init: str = "scaled_pca",
+                 client=None, chunks=None):
         names, arrays = check_views(views)
         self.view_names = names
         self.views = {n: Outputs(Y, name=n, empty_rows=True) for n, Y in zip(names, arrays)}

@@ -16,6 +16,7 @@ import numpy as np
 
 from .._threads import single_threaded_blas
 from ..params import ParamLayout
+from .outputs import BlockOutputs
 from .vlbfgs import Part
 
 
@@ -41,16 +42,15 @@ class RowBlock:
     these n rows, e.g. ``StaticPrior(n, Q)``)."""
 
     def __init__(self, Y, kernel, prior, memory: int, state: dict | None = None):
-        self.Y = np.ascontiguousarray(np.asarray(Y, dtype=np.float64))
-        if self.Y.ndim != 2:
-            raise ValueError(f"a block of rows must be 2-D, got shape {self.Y.shape}")
-        self.n, self.D = self.Y.shape
+        self.out = BlockOutputs(Y) if np.ndim(Y) == 2 else None
+        if self.out is None:
+            raise ValueError(f"a block of rows must be 2-D, got shape {np.shape(Y)}")
+        self.Y, (self.n, self.D) = self.out.Y, self.out.Y.shape
         self.kernel = kernel
         self.prior = prior
         self.layout = ParamLayout([b for b in prior.blocks() if b.name in prior.row_blocks])
         self.part = Part(np.zeros(self.layout.size), memory)
         self.Yc: np.ndarray | None = None
-        self._groups: dict | None = None  # missing values: the block's patterns (``centre``)
         self._fwd: tuple | None = None  # (x, qx) of the last trial point
         self._threads = _worker_threads()
         if state is not None:  # a block moved from another worker (``export_state``)
@@ -84,42 +84,21 @@ class RowBlock:
         self.set_x(read_block(folder, i, k, self.layout.size))
 
     def describe(self) -> dict:
-        """n, D; per column the observed count, sum and a hash of which rows observe it
-        (columns observed on the same rows of every block form a group); NaN is missing;
-        rows with inf or with nothing observed (counts, first ones)."""
-        import hashlib
-
-        obs = ~np.isnan(self.Y)
+        """n and ``outputs.BlockOutputs.describe`` (per column the observed count, sum and a
+        hash of which rows observe it; NaN is missing); rows with inf or with nothing
+        observed (counts, first ones)."""
         inf = np.isinf(self.Y).any(axis=1)
-        empty = ~obs.any(axis=1)
-        bits = np.packbits(obs, axis=0)
-        return dict(n=self.n, D=self.D, count=obs.sum(0), colsum=np.where(obs, self.Y, 0.0).sum(0),
-                    hashes=[hashlib.sha1(bits[:, j].tobytes()).hexdigest() for j in range(self.D)]
-                    if not obs.all() else None,
+        empty = np.isnan(self.Y).all(axis=1)
+        return dict(n=self.n, **self.out.describe(),
                     inf_rows=int(inf.sum()), first_inf=np.flatnonzero(inf)[:5].tolist(),
                     empty_rows=int(empty.sum()), first_empty=np.flatnonzero(empty)[:5].tolist())
 
     def centre(self, Y_mean: np.ndarray, groups: dict | None = None) -> dict:
-        """Centre the rows (0 at missing entries); returns Yc^T Yc (D, D), each column's sum
-        of squares (for the PCA start and the data variance) and, with missing values
-        (``groups``: each column's group "of" (D,), "G", the column order "perm" grouping
-        them), each group's rows in this block and tr(Yc Yc^T) over its entries."""
+        """Centre the rows (``outputs.BlockOutputs.centre``): Yc^T Yc (D, D), each column's
+        sum of squares and, with missing values, each group's rows and tr(Yc Yc^T)."""
         with single_threaded_blas():
-            obs = ~np.isnan(self.Y)
-            self.Yc = np.ascontiguousarray(np.where(obs, self.Y - Y_mean, 0.0))
-            out = dict(YtY=self.Yc.T @ self.Yc, colsq=np.sum(self.Yc * self.Yc, 0))
-            self._groups = None
-            if groups is not None:
-                of, G, perm = np.asarray(groups["of"]), int(groups["G"]), np.asarray(groups["perm"])
-                first = np.array([np.flatnonzero(of == g)[0] for g in range(G)])
-                pats, seg = np.unique(obs, axis=0, return_inverse=True)
-                inc = np.ascontiguousarray(pats[:, first].T, dtype=np.float64)  # (G, R)
-                seg = np.ascontiguousarray(seg.ravel(), dtype=np.int64)
-                counts = np.bincount(seg, minlength=inc.shape[1]).astype(np.float64)
-                Dg = np.bincount(of, minlength=G).astype(np.float64)
-                self._groups = dict(seg=seg, inc=inc, Yp=np.ascontiguousarray(self.Yc[:, perm]),
-                                    row_D=(Dg @ inc)[seg])
-                out.update(Ng=inc @ counts, trYYT=np.bincount(of, weights=out["colsq"], minlength=G))
+            out = self.out.centre(Y_mean, groups)
+            self.Yc = self.out.Yc
             return out
 
     def pca_means(self, V: np.ndarray, idx=None) -> np.ndarray:
@@ -189,27 +168,23 @@ class RowBlock:
 
     # --- one evaluation: forward (sums), backward (the rows' gradients) --------------------
     def forward(self, stp: float, Z: np.ndarray, kparams: dict, pvals: dict, ops: tuple = ()) -> dict:
-        """The block's sums at x + stp d: psi0_sum, E = Psi1^T Yc (M, D), Psi2 (M, M), kl.
-        ``ops``: the optimiser's calls queued by the driver since the last round, run first
-        (``run_ops``): one round trip less each."""
+        """The block's sums at x + stp d (``outputs.BlockOutputs.sums``: psi0_sum,
+        E = Psi1^T Yc (M, D), Psi2 (M, M), or per group) and its kl. ``ops``: the optimiser's
+        calls queued by the driver since the last round, run first (``run_ops``): one round
+        trip less each."""
         self._numba_threads()
         self.run_ops(ops)
         with single_threaded_blas(), _quiet():
-            x = self.part.trial_x(stp)
+            qx = self._trial_q(stp, pvals)
             self.kernel.set_params(**kparams)
-            qx = self.prior.q({**self.layout.unpack(x), **pvals}, grad=True)
-            k = self.kernel
-            self._fwd = (x, qx)
-            gr = self._groups
-            if gr is None:
-                return dict(psi0_sum=float(np.sum(k.psi0(qx.mu, qx.S))), E=k.psi1(qx.mu, qx.S, Z).T @ self.Yc,
-                            Psi2=k.psi2(qx.mu, qx.S, Z), kl=float(qx.kl))
-            # missing values: per group of columns (``missing.GroupSums``), columns in group order
-            seg, inc = gr["seg"], gr["inc"]
-            psi0 = k.psi0(qx.mu, qx.S)
-            return dict(psi0g=inc @ np.bincount(seg, weights=psi0, minlength=inc.shape[1]),
-                        E=k.psi1(qx.mu, qx.S, Z).T @ gr["Yp"], Psi2g=k.psi2_groups(qx.mu, qx.S, Z, seg, inc),
-                        kl=float(qx.kl))
+            return {**self.out.sums(self.kernel, qx.mu, qx.S, Z), "kl": float(qx.kl)}
+
+    def _trial_q(self, stp: float, pvals: dict):
+        """q(X) at the trial point x + stp d (kept for ``backward``)."""
+        x = self.part.trial_x(stp)
+        qx = self.prior.q({**self.layout.unpack(x), **pvals}, grad=True)
+        self._fwd = (x, qx)
+        return qx
 
     def backward(self, t, beta: float, Z: np.ndarray, need_rows: bool = False) -> dict:
         """The rows' part of the gradient, from the driver's ``bound.SumsGrads`` (or, with
@@ -219,24 +194,23 @@ class RowBlock:
         itself with ``need_rows``, for tests)."""
         self._numba_threads()
         with single_threaded_blas(), _quiet():
-            x, qx = self._fwd
-            n = self.n
-            gr = self._groups
-            if gr is None:
-                dPsi1 = beta**2 * (self.Yc @ t.GE.T)
-                dmu, dS, dZ, dth = self.kernel.psi_gradients(np.full(n, t.dpsi0), dPsi1, t.dL_dPsi2, qx.mu, qx.S, Z)
-            else:
-                dPsi1 = beta**2 * (gr["Yp"] @ t.GE.T)
-                dmu, dS, dZ, dth = self.kernel.psi_gradients_groups(-0.5 * beta * gr["row_D"], dPsi1, t.dL_dPsi2,
-                                                                    gr["seg"], gr["inc"], qx.mu, qx.S, Z)
-            grads = qx.chain(dmu, dS)
-            g = -self.layout.chain(x, grads)
-            gd, gmax = self.part.set_trial(x, g)
-            dprior = {n: np.asarray(v, dtype=np.float64) for n, v in grads.items() if n not in self.prior.row_blocks}
-            out = dict(dZ=dZ, dtheta=dth, dprior=dprior, gd=gd, gmax=gmax)
-            if need_rows:
-                out["g"] = g
-            return out
+            qx = self._fwd[1]
+            dmu, dS, dZ, dth = self.out.gradients(self.kernel, t, beta, qx.mu, qx.S, Z)
+            return self._rows_gradient(dmu, dS, need_rows, dZ=dZ, dtheta=dth)
+
+    def _rows_gradient(self, dmu: np.ndarray, dS: np.ndarray, need_rows: bool, **out) -> dict:
+        """From dF/dmu, dF/dS (n, Q) at the trial point: the gradient of f = -F over the local
+        parameters, kept (``vlbfgs.Part.set_trial``); ``out`` with the prior's own
+        parameters' gradient "dprior", g.d "gd", max |g| "gmax" (and "g" with ``need_rows``)."""
+        x, qx = self._fwd
+        grads = qx.chain(dmu, dS)
+        g = -self.layout.chain(x, grads)
+        gd, gmax = self.part.set_trial(x, g)
+        dprior = {n: np.asarray(v, dtype=np.float64) for n, v in grads.items() if n not in self.prior.row_blocks}
+        out.update(dprior=dprior, gd=gd, gmax=gmax)
+        if need_rows:
+            out["g"] = g
+        return out
 
     # --- the optimiser's vectors ------------------------------------------------------------
     def direction(self, a, b, c) -> None:

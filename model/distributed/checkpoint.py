@@ -150,6 +150,9 @@ def resume(folder, Y=None, client="local", memory: int | None = None, timeout: f
 
     folder = str(folder)
     meta = read_meta(folder)
+    if meta.get("model") == "mrd":
+        raise NotImplementedError(f"{folder} holds a checkpoint of a distributed MRD, which cannot be resumed yet: "
+                                  "save(path) the model and continue with DistributedMRD.load(path, client=...)")
     if Y is None:
         if not meta.get("data"):
             raise ValueError(f"the checkpoint in {folder} does not name its data: the model was built from an array "

@@ -22,15 +22,14 @@ import weakref
 import numpy as np
 
 from .._threads import single_threaded_blas
-from ..bound import DataSums, bound_from_sums
 from ..gplvm import _check_int, init_kernel, shared_blocks
 from ..kernels import Kernel, make_kernel
-from ..missing import GroupSums, grouped_bound_from_sums
 from ..optimize import MEMORY
 from ..params import ParamLayout
 from .blocks import Blocks
 from .client import Connection, close_anywhere, connect
 from .faults import CALL_TIMEOUT
+from .outputs import OutputSums, gradients
 from .training import Training
 from .vlbfgs import Part
 
@@ -62,7 +61,7 @@ class DistributedGPLVM(Training):
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         self.timeout = float(timeout)
         self.seed = seed
-        self.kernel: Kernel = make_kernel(kernel if isinstance(kernel, str) else copy.deepcopy(kernel), Q)
+        self._set_kernel(kernel, Q)
         self.fit_info: dict = {}
         self.metadata: dict = {}
         self._ops = []
@@ -80,13 +79,21 @@ class DistributedGPLVM(Training):
         try:
             self._load(Y, chunks, _rows)
             M = _check_int("num_inducing", num_inducing, 1, self.N, f" (the number of data points N={self.N})")
-            self._glayout = ParamLayout(shared_blocks(self.kernel, M, Q) + self._prior_blocks())
+            self._glayout = ParamLayout(self._global_blocks(M, Q))
             self._gpart = Part(np.zeros(self._glayout.size), self.memory)
             if _init:
                 self._initialise(M, seed)
         except BaseException:
             self.close()
             raise
+
+    def _set_kernel(self, kernel, Q: int) -> None:
+        """The kernel (a name or a ``Kernel``, copied)."""
+        self.kernel: Kernel = make_kernel(kernel if isinstance(kernel, str) else copy.deepcopy(kernel), Q)
+
+    def _global_blocks(self, M: int, Q: int) -> list:
+        """The driver's parameters: Z (M, Q), the kernel's, the noise and the prior's own."""
+        return shared_blocks(self.kernel, M, Q) + self._prior_blocks()
 
     # --- the rows on the workers ------------------------------------------------------------
     @property
@@ -103,23 +110,27 @@ class DistributedGPLVM(Training):
         self.block_rows = list(self._blocks.rows)
         self.N, self.D = sum(self.block_rows), int(info[0]["D"])
         self._check_rows(info)
-        count = sum(i["count"] for i in info)
-        self.Y_mean = sum(i["colsum"] for i in info) / count
-        self.missing_fraction = float(1.0 - count.sum() / (self.N * self.D))
-        self._count = count
-        groups = self._column_groups(info) if self.missing_fraction else None
-        self._groups_info = groups  # a block rebuilt after a worker's loss is centred with them too
-        cent = self._all("centre", self.Y_mean, groups)
-        self._YtY = sum(c["YtY"] for c in cent)
-        self._colsq = sum(c["colsq"] for c in cent)
-        self._trYYT = float(self._colsq.sum())
-        if groups is not None:
-            self._Ng = sum(c["Ng"] for c in cent)
-            self._trYYT_g = sum(c["trYYT"] for c in cent)
+        self._set_outputs(info)
+        self._centred(self._all("centre", self.Y_mean, self._groups_info))
+
+    def _set_outputs(self, info: list) -> None:
+        """The driver's side of Y (``outputs.OutputSums``) from the blocks' ``describe``:
+        its column means, counts and groups (a block rebuilt after a worker's loss is
+        centred with them too)."""
+        self._out = OutputSums(self.N, info)
+        self._refuse_thin(self._out.thin_columns())
+        self.Y_mean, self._count = self._out.mean, self._out.count
+        self.missing_fraction = self._out.missing_fraction
+        self._groups_info = self._out.groups
+
+    def _centred(self, cent: list) -> None:
+        """The blocks' ``centre`` results: Yc^T Yc (D, D) and the columns' sums of squares."""
+        self._out.centred(cent)
+        self._YtY, self._colsq = self._out.YtY, self._out.colsq
 
     def _check_rows(self, info: list) -> None:
-        """As ``missing.check_training_outputs``: no inf, no row without an observed entry, no
-        column observed on fewer than 2 rows."""
+        """As ``missing.check_training_outputs``: no inf, no row without an observed entry
+        (columns observed on fewer than 2 rows: ``_refuse_thin``)."""
         for key, what, fix in (("inf", "an infinite value", "mark missing entries with NaN"),
                                ("empty", "nothing observed", "drop them (there is nothing to place them by)")):
             bad = sum(i[f"{key}_rows"] for i in info)
@@ -127,23 +138,12 @@ class DistributedGPLVM(Training):
                 b = next(k for k, i in enumerate(info) if i[f"{key}_rows"])
                 row = int(self._blocks.starts[b]) + info[b][f"first_{key}"][0]
                 raise ValueError(f"{bad} row(s) of Y have {what} (e.g. row {row} in block order): {fix}")
-        thin = np.flatnonzero(sum(i["count"] for i in info) < 2)
-        if thin.size:
-            raise ValueError(f"{thin.size} column(s) of Y are observed on fewer than 2 rows (columns "
-                             f"{thin[:10].tolist()}): too little to learn them from; drop them")
 
-    def _column_groups(self, info: list) -> dict:
-        """Columns observed on the same rows (``missing.MissingOutputs``' groups), from the
-        blocks' hashes of each column's observed rows: each column's group "of" (D,), "G",
-        and "perm", the columns in group order."""
-        keys = [tuple("all" if i["hashes"] is None else i["hashes"][j] for i in info) for j in range(self.D)]
-        first: dict = {}
-        of = np.array([first.setdefault(k, len(first)) for k in keys], dtype=np.int64)
-        G = len(first)
-        perm = np.argsort(of, kind="stable")
-        self._Dg = np.bincount(of, minlength=G).astype(np.float64)
-        self._foff = np.concatenate([[0], np.cumsum(self._Dg)]).astype(np.int64)
-        return dict(of=of, G=G, perm=perm)
+    @staticmethod
+    def _refuse_thin(thin: np.ndarray, name: str = "Y", offset: int = 0) -> None:
+        if thin.size:
+            raise ValueError(f"{thin.size} column(s) of {name} are observed on fewer than 2 rows (columns "
+                             f"{(thin[:10] + offset).tolist()}): too little to learn them from; drop them")
 
     def _make_block(self, i: int, n: int, data) -> tuple:
         from ._rows import RowBlock
@@ -180,12 +180,14 @@ class DistributedGPLVM(Training):
         return self._blocks.call(method, *args, per_block=per_block, only=only)
 
     def _initialise(self, M: int, seed) -> None:
-        """``init.init_params``' start from the blocks' sums: PCA means from the D x D
-        second moment, S ~ U(0.45, 0.55), Z a random subset of the means, noise and kernel
-        from the data variance and the means' ranges."""
+        """``init.init_params``' start from the blocks' sums: PCA means from the second
+        moment (``_pca_moment``), S ~ U(0.45, 0.55), Z a random subset of the means, noise
+        and kernel from the data variance and the means' ranges (``_start_globals``)."""
         rng = np.random.default_rng(seed)
-        N, D, Q = self.N, self.D, self._Q
-        w, V = np.linalg.eigh(self._YtY)
+        N, Q = self.N, self._Q
+        YtY, colscale = self._pca_moment()
+        D = YtY.shape[0]
+        w, V = np.linalg.eigh(YtY)
         w, V = w[::-1], V[:, ::-1]
         k = min(Q, D)
         scale = np.ones(Q)
@@ -193,7 +195,7 @@ class DistributedGPLVM(Training):
         Vq = np.zeros((D, Q))
         Vq[:, :k] = np.where(keep, V[:, :k], 0.0)
         scale[:k] = np.where(keep, 1.0 / np.sqrt(np.maximum(w[:k], 1e-300) / N), 1.0)  # unit variance
-        self._init_V = Vq * scale  # kept: a block rebuilt without a checkpoint starts here again
+        self._init_V = colscale[:, None] * Vq * scale  # kept: a block rebuilt without a checkpoint starts here again
         self._init_prior(self._init_V)
         pv = self._prior_start()
         ranges = self._all("init_latent", per_block=[(self._init_V, seed, i, pv) for i in range(len(self._blocks))])
@@ -204,12 +206,20 @@ class DistributedGPLVM(Training):
         fracs = np.full(Q, var[-1] if k else 1.0)
         fracs[:k] = var
         fracs = np.maximum(fracs / fracs.max() if fracs.max() > 0 else np.ones(Q), 1e-6)
-        data_var = float(np.mean(self._colsq / self._count))  # mean column variance (observed)
-        data_var = data_var if data_var > 0 else 1.0
         Z = self._pca_rows(np.sort(rng.permutation(N)[:M]))
         Z = Z + 1e-3 * rng.standard_normal(Z.shape)
-        init = dict(data_var=data_var, alpha=5.0 / span**2, fracs=fracs)
-        init_kernel(self.kernel, init)
+        self._start_globals(Z, dict(alpha=5.0 / span**2, fracs=fracs))
+
+    def _pca_moment(self) -> tuple[np.ndarray, np.ndarray]:
+        """(the D x D second moment the PCA start diagonalises, (D,) the scale each column
+        takes in it): Yc^T Yc as it is."""
+        return self._YtY, np.ones(self._YtY.shape[0])
+
+    def _start_globals(self, Z: np.ndarray, init: dict) -> None:
+        """The kernel from the data variance and ``init`` (``gplvm.init_kernel``), Z, and the
+        noise a hundredth of the data variance."""
+        data_var = self._out.data_variance()  # mean column variance (observed)
+        init_kernel(self.kernel, {**init, "data_var": data_var})
         self._set_globals(Z=Z, noise_variance=data_var / 100.0)
 
     def _pca_rows(self, idx: np.ndarray) -> np.ndarray:
@@ -336,29 +346,25 @@ class DistributedGPLVM(Training):
             ops, self._ops = tuple(self._ops), []
             fw = self._all("forward", stp, Z, kp, self._prior_values(v), ops)
             kl = sum(r["kl"] for r in fw)
-            if self.missing_fraction:
-                sums = GroupSums(psi0g=sum(r["psi0g"] for r in fw), E=sum(r["E"] for r in fw),
-                                 Psi2g=sum(r["Psi2g"] for r in fw), foff=self._foff, Ng=self._Ng, Dg=self._Dg,
-                                 trYYT=self._trYYT_g)
-                t = grouped_bound_from_sums(self.kernel.K(Z), sums, beta, grad=grad)
-            else:
-                sums = DataSums(N=self.N, D=self.D, psi0_sum=sum(r["psi0_sum"] for r in fw),
-                                E=sum(r["E"] for r in fw), Psi2=sum(r["Psi2"] for r in fw), trYYT=self._trYYT)
-                t = bound_from_sums(self.kernel.K(Z), sums, beta, grad=grad)
+            t = self._out.bound(self.kernel.K(Z), fw, beta, grad=grad)
             F = t.F - kl
             if not grad:
                 return F, None
             bw = self._all("backward", t, beta, Z, need_rows)
-            dZ_K, dth_K = self.kernel.K_gradients(t.dL_dKuu, Z)
-            grads = {"Z": sum(r["dZ"] for r in bw) + dZ_K, "noise_variance": -beta**2 * t.dL_dbeta}
-            grads.update({"kernel." + n: sum(r["dtheta"][n] for r in bw) + dth_K[n] for n in self.kernel.params})
-            grads.update({n: sum(r["dprior"][n] for r in bw) for n in self._prior_names()})
-            g = -self._glayout.chain(xg, grads)
-            gd, gmax = self._gpart.set_trial(xg, g)
-            out = dict(g=g, gd=gd + sum(r["gd"] for r in bw), gmax=max([gmax] + [r["gmax"] for r in bw]))
-            if need_rows:
-                out["rows"] = [r["g"] for r in bw]
-            return F, out
+            grads = gradients(self.kernel, Z, beta, t, [r["dZ"] for r in bw], [r["dtheta"] for r in bw])
+            return F, self._finish(xg, grads, bw, need_rows)
+
+    def _finish(self, xg: np.ndarray, grads: dict, bw: list, need_rows: bool) -> dict:
+        """``_evaluate``'s end: the global gradient ``grads`` (by name; the prior's own
+        parameters' added from the blocks' ``bw``) as the gradient "g" of f = -F over the
+        driver's unconstrained part (kept in it), g.d and max |g| over every part."""
+        grads.update({n: sum(r["dprior"][n] for r in bw) for n in self._prior_names()})
+        g = -self._glayout.chain(xg, grads)
+        gd, gmax = self._gpart.set_trial(xg, g)
+        out = dict(g=g, gd=gd + sum(r["gd"] for r in bw), gmax=max([gmax] + [r["gmax"] for r in bw]))
+        if need_rows:
+            out["rows"] = [r["g"] for r in bw]
+        return out
 
     def elbo(self) -> float:
         """The bound F at the current parameters."""

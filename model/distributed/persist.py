@@ -131,6 +131,10 @@ def load_distributed(path, data=None, client="local", chunks: int | None = None,
 
     meta, arrays = _read(path)
     cls_name = meta.get("model_class", "BayesianGPLVM")
+    if cls_name == "MRD" and (expected is None or expected.__name__ in ("BayesianGPLVM", "MRD")):
+        from .mrd import DistributedMRD
+
+        return DistributedMRD.load(path, client=client, chunks=chunks)
     if cls_name not in ("BayesianGPLVM", "DynamicalGPLVM"):
         raise ModelFileError(f"{path!r} holds a {cls_name}: only BayesianGPLVM and DynamicalGPLVM models "
                              "run on Dask")

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..missing import GroupSums
-
 #: training rows gathered as starting points for test-time inference
 POOL_ROWS = 5000
 
@@ -42,8 +40,7 @@ def training_stats(dm, seed: int = 0):
                                        sum(r["E"] for r in fw), sum(r["Psi2"] for r in fw), dm._colsq,
                                        dm.Y_mean, mu, S, Yc)
     tot = dm._all("totals", Z, kp, pv)
-    sums = GroupSums(psi0g=sum(r["psi0g"] for r in fw), E=sum(r["E"] for r in fw), Psi2g=sum(r["Psi2g"] for r in fw),
-                     foff=dm._foff, Ng=dm._Ng, Dg=dm._Dg, trYYT=dm._trYYT_g)
+    sums = dm._out.sums(fw)  # ``missing.GroupSums``
     return TrainingStats.from_group_sums(dm.kernel, Z, noise, sum(t[0] for t in tot), sum(t[1] for t in tot), sums,
                                          dm._groups_info["perm"], dm._colsq, dm.Y_mean, mu, S, Yc, observed)
 

@@ -155,7 +155,6 @@ class Training:
         check = max(0, min(INIT_CHECK, init_iters) - start)
         held = max(0, init_iters - start - check)
         phases = [(check, True), (held, True), (None, False)]
-        noise = self._glayout.slices["noise_variance"]
         parts = _Parts(self, run)
         for k, (iters, hold) in enumerate(phases):
             end = self.iterations + iters if iters is not None else start + run.max_iters
@@ -164,7 +163,9 @@ class Training:
                 continue
             run.phase = "init" if hold else "main"
             mask = self._free_mask()
-            mask[noise] = mask[noise] & (not hold)
+            for n in self._noise_names():
+                noise = self._glayout.slices[n]
+                mask[noise] = mask[noise] & (not hold)
             restarts = 0
             while self.iterations < end:
                 self._gpart.mask = mask
@@ -330,12 +331,17 @@ class Training:
         L-BFGS memory starts empty)."""
         return ckpt.resume(folder, Y, client, memory, timeout)
 
+    def _noise_names(self) -> list[str]:
+        """The global parameters held in the fit's first phase: the noise (each view's)."""
+        return ["noise_variance"]
+
     def _hold_helps(self) -> bool:
-        """As ``BayesianGPLVM._hold_helps``: go on holding the noise only while dF/d noise < 0."""
+        """As ``BayesianGPLVM._hold_helps``: go on holding the noise only while dF/d noise < 0
+        (of some view: ``MRD._hold_helps``)."""
         self._gpart.mask = None
         self._direction(np.zeros(self.memory), np.zeros(self.memory), 0.0)
         _, out = self._evaluate(0.0)
-        return float(-out["g"][self._glayout.slices["noise_variance"]][0]) < 0.0
+        return any(float(-out["g"][self._glayout.slices[n]][0]) < 0.0 for n in self._noise_names())
 
 
 class _Run:
