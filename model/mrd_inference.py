@@ -13,6 +13,17 @@ predicted at q(x*) by their own mappings (meanFstar / covFstar: ``MRD.predict_vi
 
 A silhouette can fit several poses: ``MRD.infer_candidates`` optimises from each start
 separately and keeps the distinct optima of each row, ranked by their bounds.
+
+Dimensions that none of the observed views switches on are not determined by them: q(x*)
+stays at its prior N(0, 1) there (``undetermined="prior"``, the default), and a view that
+depends on them is predicted towards its mean. The training q(X) is no such product,
+though: on the pose / silhouette frames the pose's main dimension is 70 % predictable
+(R^2 of a 5-NN regression over the training latent means) from the silhouette's dimensions,
+and the pose predicted at q(x*) erred 4.36 per body point against 3.16 for the nearest
+training silhouette's pose (600 training frames, 300 held out). ``undetermined="nearest"``
+takes those dimensions (mean and variance) from the q(x_n) of the training row that
+started the row's optimisation (its nearest in the observed views), as svargplvm's pose
+demo takes them from a nearest training point: 3.12 there (``fill_undetermined``).
 """
 
 from __future__ import annotations
@@ -103,6 +114,27 @@ def infer_views(m, observed: dict, max_iters: int = 200, starts=None) -> LatentF
     cand = cand if starts is None else starts
     mu, S = m.latent_mean, m.latent_variance
     return optimise_rows(bound, mu, S, cand, max_iters, 1e-3, 1e-9, 1e-7, True)
+
+
+#: what q(x*) holds in the dimensions no observed view switches on (module docstring)
+UNDETERMINED = ("prior", "nearest")
+
+
+def fill_undetermined(m, observed: dict, fit: LatentFit, undetermined: str = "prior",
+                      threshold: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(mu, S) (n*, Q) of ``fit`` with, for ``undetermined="nearest"``, the dimensions that
+    no view of ``observed`` switches on (``MRD.segmentation(threshold)``) replaced by the
+    q(x_n) of each row's starting training row (``fit.init_rows``); unchanged for "prior"."""
+    if undetermined not in UNDETERMINED:
+        raise ValueError(f"undetermined must be one of {UNDETERMINED}, got {undetermined!r}")
+    if undetermined == "prior":
+        return fit.mu, fit.S
+    seg = m.segmentation() if threshold is None else m.segmentation(threshold)
+    on = np.zeros(m.latent_dim, dtype=bool)
+    for name in observed:
+        on[seg.on[name]] = True
+    rows = fit.init_rows
+    return np.where(on, fit.mu, m.latent_mean[rows]), np.where(on, fit.S, m.latent_variance[rows])
 
 
 @dataclass

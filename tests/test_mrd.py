@@ -165,6 +165,30 @@ def test_a_view_is_predicted_from_another(fitted_toy):
     assert m.log_density({"a": test["a"]}).shape == (40,)
 
 
+def test_undetermined_dimensions_from_the_prior_or_the_nearest_training_row(fitted_toy):
+    """From view c alone the dimensions c does not switch on are its prior's ("prior", the
+    default) or the starting training row's q(x_n) ("nearest"); those c uses are x*'s."""
+    from bgplvm.mrd_inference import fill_undetermined
+
+    m, test = fitted_toy
+    obs = {"c": test["c"][:10]}
+    fit = m.infer_latent(obs, return_fit=True)
+    on = m.segmentation().on["c"]
+    off = [q for q in range(m.latent_dim) if q not in on]
+    assert on and off
+    mu, S = fill_undetermined(m, obs, fit, "nearest")
+    np.testing.assert_array_equal(mu[:, on], fit.mu[:, on])
+    np.testing.assert_array_equal(mu[:, off], m.latent_mean[fit.init_rows][:, off])
+    np.testing.assert_array_equal(S[:, off], m.latent_variance[fit.init_rows][:, off])
+    assert fill_undetermined(m, obs, fit)[0] is fit.mu
+    prior = m.reconstruct(obs, target="b")
+    np.testing.assert_allclose(m.reconstruct(obs, target="b", undetermined="prior")[0], prior[0])
+    near = m.reconstruct(obs, target="b", undetermined="nearest")
+    np.testing.assert_allclose(near[0], m.view("b").predict(mu, S)[0])
+    with pytest.raises(ValueError, match="undetermined must be one of"):
+        m.predict_views(obs, undetermined="mean")
+
+
 def test_candidates_are_distinct_optima_best_first(fitted_toy):
     m, test = fitted_toy
     obs = {"c": test["c"][:8]}
