@@ -148,6 +148,14 @@ class TextBox(pn.viewable.Viewer):
             with unlocked():
                 self._div.text = text
 
+    @property
+    def visible(self) -> bool:
+        return self._pane.visible
+
+    @visible.setter
+    def visible(self, v: bool) -> None:
+        self._pane.visible = v
+
     def __panel__(self):
         return self._pane
 
@@ -161,7 +169,8 @@ class Rebuilding(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         self._pane = pn.pane.HoloViews(None, linked_axes=False)
-        self._placeholder = pn.pane.Markdown("", styles={"color": "#666"})
+        # a Div (TextBox): its text names the data set and changes while its tab may be hidden
+        self._placeholder = TextBox("", color="#666", font_size="13px")
         self.state.param.watch(self._rebuild, list(self._rebuild_on))
         self._rebuild()
 
@@ -176,8 +185,8 @@ class Rebuilding(pn.viewable.Viewer):
     def _empty_text(self) -> str:
         ds = self.state.dataset
         if ds is not None:
-            return f"*No model of {html.escape(ds.name)} yet: press **Train** (section 2), or open a saved model.*"
-        return "*No model yet: train one or open a saved model.*"
+            return f"<i>No model of {html.escape(ds.name)} yet: press <b>Train</b> (section 2), or open a saved model.</i>"
+        return "<i>No model yet: train one or open a saved model.</i>"
 
     def _build(self):  # pragma: no cover - abstract
         raise NotImplementedError
