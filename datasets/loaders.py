@@ -253,6 +253,12 @@ def load_synth_video(spec: DatasetSpec, paths: dict, split: str) -> Dataset:
 ANKUR_CONNECTIONS = ((0, 2), (2, 3), (3, 4), (3, 5), (5, 6), (6, 7), (7, 8), (3, 9), (9, 10), (10, 11),
                      (11, 12), (0, 13), (13, 14), (14, 15), (15, 19), (0, 16), (16, 17), (17, 18), (18, 20))
 
+#: names of the 21 points (the sides "a" and "b": which is the subject's left is not recorded)
+ANKUR_NAMES = ("root", "root (copy)", "spine", "neck", "head",
+               *(f"{j} (side {s})" for s in "ab" for j in ("clavicle", "shoulder", "elbow", "hand")),
+               *(f"{j} (side {s})" for s in "ab" for j in ("hip", "knee", "ankle")),
+               "toes (side a)", "toes (side b)")
+
 
 def load_ankur_pose(spec: DatasetSpec, paths: dict, split: str) -> Dataset:
     path = paths["ankurDataPoseSilhouette.mat"]
@@ -264,7 +270,7 @@ def load_ankur_pose(spec: DatasetSpec, paths: dict, split: str) -> Dataset:
         pose, silhouette = d[f"Z{suffix}"].astype(np.float64), d[f"Y{suffix}"].astype(np.float64)
         _check(pose.shape[1] == 63 and silhouette.shape[1] == 100 and pose.shape[0] == silhouette.shape[0],
                f"expected poses (N, 63) and silhouettes (N, 100), got {pose.shape} and {silhouette.shape}")
-    stick = StickFigureRenderer(connections=ANKUR_CONNECTIONS, up_axis=1, up_sign=-1.0)
+    stick = StickFigureRenderer(connections=ANKUR_CONNECTIONS, up_axis=1, up_sign=-1.0, names=ANKUR_NAMES)
     return Dataset(
         name=spec.name,
         Y=pose,

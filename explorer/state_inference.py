@@ -98,7 +98,9 @@ class InferenceState(param.Parameterized):
         ds = self.dataset
         kind = getattr(getattr(ds, "renderer", None), "kind", "vector") if ds is not None else "vector"
         if kind == "pose":
-            opts = list(M.PARTS)
+            names = getattr(ds.renderer, "names", None)
+            # the parts the skeleton's point names place (unnamed points: click them)
+            opts = [p for p in M.PARTS if names is not None and M.part_joints(names, p).any()]
             if ds.D == 59 and not hasattr(ds.renderer, "kept") and hasattr(ds.renderer, "skeleton"):
                 opts += list(M.CMU_PROTOCOLS)
             return opts + ["joints I click"]
