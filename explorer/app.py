@@ -30,6 +30,7 @@ from bgplvm.explorer.model_panel import ModelPanel, one_listing_per_name
 from bgplvm.explorer.output_view import OutputView
 from bgplvm.explorer.player import PlayerView
 from bgplvm.explorer.state import ExplorerState
+from bgplvm.explorer.views_view import ViewsView
 from bgplvm.explorer.warm import ensure_warm, is_warm
 from bgplvm.explorer.widgets import RIGHT_W
 
@@ -45,7 +46,9 @@ vectors, in the Generated plot). (3) **Play** a training sequence: the
 marker moves along its latent trajectory while the pose animates; past the last training frame
 the dynamical model **forecasts** from its time prior, and the bands and discs show how the
 uncertainty grows; data loaded without a model play as recorded, to look at before training.
-(4) **Observe & infer**: hide part of a test frame and let the model infer it. The **Relevance
+(4) **Observe & infer**: hide part of a test frame and let the model infer it; with a model of
+several views (MRD), show one view of a frame and infer the others, stepping through the
+candidates. The **Relevance
 (ARD)** tab shows how much each latent dimension is used (click a bar to show that dimension on
 an axis; the others are held at the sliders' values). (5) **Train** a
 new model (static or dynamical) -- it runs in a separate low-priority process. (6) **Export**
@@ -97,7 +100,9 @@ def initial_state(model_path: str | os.PathLike | None = None) -> ExplorerState:
             m = _load_model(str(p.resolve()), p.stat().st_mtime)
             state.set_model(m)
             state.info = (f"Loaded {state.dataset_name} with the model {p.name} "
-                          f"(Q={m.latent_dim}, M={m.num_inducing}, N={m.Y.shape[0]:,})."
+                          f"(Q={m.latent_dim}, M={m.num_inducing}, N={state.model.Y.shape[0]:,}"
+                          + (f"; {len(m.view_names)} views, drawn: {state.view_name}" if state.mrd is not None else "")
+                          + ")."
                           + (f" Its data is referenced, not copied into the model file: read from "
                              f"{m.data_file}." if getattr(m, "data_file", None) else ""))
             return state
@@ -210,6 +215,7 @@ def create_app(state: ExplorerState | None = None) -> pn.viewable.Viewable:
     latent = LatentView(state=state, decorators=[player.attach_latent, infer.attach_latent])
     output = OutputView(state=state)
     export = ExportPanel(state=state)
+    views = ViewsView(state=state)
 
     error = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width",
                           css_classes=["error-box"])
@@ -244,13 +250,13 @@ def create_app(state: ExplorerState | None = None) -> pn.viewable.Viewable:
     help_card = pn.Card(pn.pane.Markdown(HELP, styles={"font-size": "13px"}), title="Help",
                         collapsed=True, sizing_mode="stretch_width")
     tabs = pn.Tabs(("Play & forecast", pn.Column(player.timeline_panel())),
-                   ("Observe & infer", infer),
+                   ("Observe & infer", pn.Column(views.observe_panel(), infer)),
                    ("Training point", output.training_panel()),
                    ("Relevance (ARD)", ard),
                    # hidden tabs are rendered when first opened: a new session costs less
                    width=RIGHT_W, dynamic=True)
     right = pn.Column(output.readout_pane, pn.Row(output.generated_panel(), player.output_panel()),
-                      output.caption_panel(), tabs, width=RIGHT_W + 10)
+                      views.generated_panel(), output.caption_panel(), tabs, width=RIGHT_W + 10)
     centre = pn.Column(latent, latent.sliders_card())
     main = pn.Column(pn.Row(error, dismiss), info, help_card, pn.Row(centre, right))
     sidebar = pn.Column(model_panel, export, width=290)

@@ -80,3 +80,24 @@ def variance_grid(model, fixed: np.ndarray, dims: tuple[int, int], bounds, res: 
     """(res, res) predictive variance of f over the grid, row 0 at y = bounds' y0."""
     X = grid_points(np.asarray(fixed, dtype=np.float64), dims, bounds, res)
     return np.asarray(model.predictive_variance(X), dtype=np.float64).reshape(res, res)
+
+
+def segmentation_roles(seg, Q: int) -> dict[int, str]:
+    """{q: "shared by a + b" / "private to a" / "off"} of a multi-view model's
+    ``Segmentation`` (``bgplvm.MRD.segmentation``)."""
+    out = {q: "off" for q in range(Q)}
+    for views, dims in seg.shared.items():
+        out.update({int(q): "shared by " + " + ".join(views) for q in dims})
+    for view, dims in seg.private.items():
+        out.update({int(q): f"private to {view}" for q in dims})
+    return out
+
+
+def segmentation_text(seg) -> str:
+    """One line of a ``Segmentation``: "shared by a + b: 0, 3; private to a: 1; off: 2"."""
+    dims = lambda d: ", ".join(str(int(q)) for q in d)  # noqa: E731
+    parts = [f"shared by {' + '.join(k)}: {dims(v)}" for k, v in seg.shared.items() if len(v)]
+    parts += [f"private to {k}: {dims(v)}" for k, v in seg.private.items() if len(v)]
+    if len(seg.off):
+        parts.append(f"off: {dims(seg.off)}")
+    return "; ".join(parts) or "no dimension switched on"

@@ -400,7 +400,8 @@ class ModelPanel(pn.viewable.Viewer):
             f"- **latent dims**: {info['Q']} ({info['active']} active), **M** = {info['M']}\n"
             f"- **kernel**: {info['kernel'] or '?'}\n"
             + (f"- **time prior**: {info['time_prior']}\n" if info.get("time_prior") else "")
-            + (f"- **intervals**: {info['calibration']}\n" if info.get("calibration") else ""))
+            + (f"- **intervals**: {info['calibration']}\n" if info.get("calibration") else "")
+            + (f"- **views**: {info['views']}\n" if info.get("views") else ""))
 
     def _save_bytes(self):
         try:

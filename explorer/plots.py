@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import holoviews as hv
 
-from .latent import ard_off_mask
+from .latent import ard_off_mask, segmentation_roles
 from .projection import project
 
 # Colours (Bokeh Category10 and a few UI colours)
@@ -59,6 +59,39 @@ def ard_bars(alpha: np.ndarray, x_dim: int, y_dim: int, sort: bool = False) -> h
                           hover_tooltips=[("dimension", "@dim"), ("ARD weight", "@alpha{%0.3g}"), ("role", "@role")],
                           hover_formatters={"@alpha": "printf"},
                           xlabel="latent dimension q (off: switched off)", ylabel="ARD weight alpha_q")
+
+
+SHARED_COLOR = "#2ca02c"   # a dimension shared by several views
+PRIVATE_COLOR = "#ff7f0e"  # a dimension one view alone uses
+
+
+def ard_view_bars(relevance: dict, segmentation, x_dim: int, y_dim: int) -> hv.Overlay:
+    """One group of bars per view of a multi-view model (``bgplvm.MRD``): each view's
+    relative ARD weight alpha_vq / max_q alpha_vq (``MRD.segmentation``'s relevance), the
+    fill saying whether dimension q is shared with another view (green), private to this
+    view (orange) or off for it (grey), the outline whether it is on the x (red) or y
+    (blue) axis; the dashed line is the segmentation's threshold. Bar categories are
+    "q view" (a click's category names the dimension first, as ``ard_label``'s)."""
+    users = segmentation_roles(segmentation, len(next(iter(relevance.values()))))
+    rows = []
+    for view, rel in relevance.items():
+        on = set(int(q) for q in segmentation.on[view])
+        for q, r in enumerate(np.asarray(rel, dtype=np.float64)):
+            status = users[q] if q in on else "off for this view"
+            fill = OFF_COLOR if q not in on else (SHARED_COLOR if status.startswith("shared") else PRIVATE_COLOR)
+            axis = "x axis" if q == x_dim else ("y axis" if q == y_dim else "")
+            line = {"x axis": X_COLOR, "y axis": Y_COLOR}.get(axis, "#555555")
+            rows.append((f"{q} {view}", float(r), view, status, axis, fill, line, 3.0 if axis else 1.0))
+    kd = hv.Dimension("dim", label="latent dimension q, view")
+    bars = hv.Bars(rows, kdims=[kd], vdims=[hv.Dimension("relevance", label="alpha / view's largest"), "view",
+                                            "status", "axis", "color", "line", "width"]).opts(
+        color="color", line_color="line", line_width="width", tools=["hover"], title="ARD relevance per view",
+        hover_tooltips=[("dimension, view", "@dim"), ("relative ARD weight", "@relevance{%0.3g}"),
+                        ("role", "@status"), ("axis", "@axis")],
+        hover_formatters={"@relevance": "printf"}, xrotation=90, ylim=(0, 1.05),
+        xlabel="latent dimension q, view",
+        ylabel="alpha_q / largest")
+    return bars * hv.HLine(segmentation.threshold).opts(color="#444444", line_dash="dashed", line_width=1)
 
 
 def ard_label(q: int, off: bool) -> str:

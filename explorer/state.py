@@ -14,6 +14,8 @@ its own module with its parameters and the methods that change them:
 ``state_latent``       the latent view (axes, other dims, colouring) and the generated point
 ``state_playback``     the sequence the player plays and its forecast
 ``state_inference``    observe and infer: frames, mask, the inference and its result
+``state_views``        a multi-view model (MRD): the view drawn, every view generated, a view
+                       observed and the others inferred
 =====================  =====================================================================
 
 The parts are mixed into one object, so that every parameter stays one attribute of the
@@ -37,11 +39,13 @@ from .state_latent import LatentState
 from .state_model import ModelState
 from .state_playback import PlaybackState
 from .state_training import TrainingState
+from .state_views import ViewsState
 from .user_input import UserError
 
 __all__ = ["ExplorerState", "UserError"]
 
 
-class ExplorerState(DataState, ModelState, TrainingState, LatentState, PlaybackState, InferenceState):
+class ExplorerState(DataState, ModelState, TrainingState, LatentState, PlaybackState, InferenceState,
+                    ViewsState):
     """Everything one browser session sees and can change (the parts' parameters and
     methods; see the module's docstring for which part holds what)."""

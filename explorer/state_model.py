@@ -17,21 +17,12 @@ import param
 from bgplvm.datasets import Dataset
 
 from . import sequences as seqs
-from .latent import ard_off_mask, noise_only_note, top_two_dims
+from .latent import ard_off_mask, noise_only_note, segmentation_text, top_two_dims
 from .loading import data_meta, dataset_for_model
 from .state_training import TIME_KERNELS
+from .state_views import is_multi_view
 from .user_input import UserError, check_upload
 from .userdata import drawing_of
-
-
-def one_view(model):
-    """``model`` if it is of one view; a ``bgplvm.MRD`` (several views of one latent space):
-    UserError saying how to open one of its views."""
-    if hasattr(model, "view_names"):
-        raise UserError(f"this is a model of {len(model.view_names)} views ({', '.join(model.view_names)}); "
-                        "the explorer draws one view at a time: save one with m.view(name).save(file) "
-                        "and open that")
-    return model
 
 
 class ModelState(param.Parameterized):
@@ -56,14 +47,23 @@ class ModelState(param.Parameterized):
         except Exception as e:
             raise UserError(f"{filename}: not a bgplvm model file ({e})" if not isinstance(e, ModelFileError)
                             else str(e)) from None
-        self.set_model(one_view(m), dataset_for_model(m))
+        if is_multi_view(m):
+            self.set_views_model(m)
+            self.info = (f"Opened model {filename}: {len(m.view_names)} views of one latent space "
+                         f"({', '.join(m.view_names)}); drawn: {self.view_name}.")
+            return
+        self.set_model(m, dataset_for_model(m))
         self.info = f"Opened model {filename}." + noise_only_note(m)
 
     def set_model(self, model, dataset: Dataset | None = None, trained_here: bool = False) -> None:
         """Install a (trained) model; resets the axes to its two most relevant dims. The Train
         section's message and curve stay only for the model this page's training made
-        (``trained_here``): another model opened or loaded clears them."""
-        one_view(model)
+        (``trained_here``): another model opened or loaded clears them. A multi-view model
+        (``bgplvm.MRD``) is drawn one view at a time (``state_views``)."""
+        if is_multi_view(model):
+            self.set_views_model(model, dataset)
+            return
+        self._forget_views()
         ds = dataset if dataset is not None else self.dataset
         if ds is None or np.asarray(model.Y).shape != ds.Y.shape:
             ds = dataset_for_model(model)
@@ -106,6 +106,8 @@ class ModelState(param.Parameterized):
     def save_model_bytes(self) -> io.BytesIO:
         if self.model is None:
             raise UserError("no model to save yet: train or open one first")
+        if self.mrd is not None:
+            return self._save_views_bytes()
         meta = dict(getattr(self.model, "metadata", None) or {}, dataset=self.dataset_name)
         drawing = drawing_of(self.dataset) if self.dataset is not None else None
         if drawing:
@@ -120,6 +122,15 @@ class ModelState(param.Parameterized):
         buf.seek(0)
         return buf
 
+    def _save_views_bytes(self) -> io.BytesIO:
+        """The multi-view model, naming the data set its views came from."""
+        src = self._source_dataset
+        self.mrd.metadata = dict(self.mrd.metadata or {}, **({"dataset": src.name} if src is not None else {}))
+        buf = io.BytesIO()
+        self.mrd.save(buf)
+        buf.seek(0)
+        return buf
+
     def summary(self) -> dict:
         """Bound, noise variance, signal-to-noise and sizes of the current model."""
         m = self.model
@@ -128,13 +139,21 @@ class ModelState(param.Parameterized):
         sf2 = float(m.kernel_variance)
         noise = float(m.noise_variance)
         off = ard_off_mask(m.ard_weights)
-        return dict(bound=float(m.elbo()), noise_variance=noise, kernel_variance=sf2,
+        return dict(bound=float((self.mrd if self.mrd is not None else m).elbo()), noise_variance=noise, kernel_variance=sf2,
                     snr=float(np.sqrt(sf2 / noise)) if noise > 0 else float("inf"),
                     N=int(np.asarray(m.Y).shape[0]), D=int(np.asarray(m.Y).shape[1]),
                     Q=int(m.latent_dim), M=int(m.num_inducing),
                     active=int((~off).sum()), kernel=str(getattr(m, "kernel", "") or ""),
                     missing=float(getattr(m, "missing_fraction", 0.0)),
-                    time_prior=_time_prior_line(m), calibration=_calibration_line(m))
+                    time_prior=_time_prior_line(m), calibration=_calibration_line(m),
+                    views=self._views_line())
+
+    def _views_line(self) -> str:
+        """The multi-view model's views and segmentation ("" for a single-view model)."""
+        if self.mrd is None:
+            return ""
+        return (f"{len(self.view_names)} views ({', '.join(self.view_names)}), drawn: {self.view_name}; "
+                + segmentation_text(self.mrd.segmentation()))
 
 
 def _calibration_line(m) -> str:
