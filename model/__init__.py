@@ -10,6 +10,7 @@ from .uncertain import UncertainInputGPR  # noqa: E402
 from .autoregressive import AutoregressiveGP  # noqa: E402
 from .semisupervised import SemiSupervisedGPR  # noqa: E402
 from .mrd import MRD, DynamicalMRD  # noqa: E402
+from .mrd_uncertain import UncertainInputMRD  # noqa: E402
 from .io import ModelFileError  # noqa: E402
 from .kernels import make_kernel  # noqa: E402
 from .linalg import CholeskyError  # noqa: E402
@@ -46,6 +47,6 @@ def warmup() -> None:
 
 
 __all__ = ["BayesianGPLVM", "DynamicalGPLVM", "GPLVMClassifier", "UncertainInputGPR",
-           "AutoregressiveGP", "SemiSupervisedGPR", "MRD", "DynamicalMRD", "CholeskyError", "FitProgress",
+           "AutoregressiveGP", "SemiSupervisedGPR", "MRD", "DynamicalMRD", "UncertainInputMRD", "CholeskyError", "FitProgress",
            "ModelFileError", "make_kernel",
            "warmup", "__version__"]

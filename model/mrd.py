@@ -183,11 +183,17 @@ class MRD(BayesianGPLVM):
             scaled.append(o.Yc / np.sqrt(total) if total > 0 else o.Yc)
         observed = np.hstack([o.observed_mask for o in outs])
         start = init_params(np.hstack(scaled), Q, M, rng, observed=None if observed.all() else observed)
-        start["view_var"] = {}
+        start["view_var"] = self._view_variances()
+        return start
+
+    def _view_variances(self) -> dict[str, float]:
+        """{view: mean variance of its observed columns} (1 where it has none): each view's
+        kernel and noise start from it."""
+        out = {}
         for n, o in self.views.items():
             var = float(np.mean(column_variance(o.Yc, o.observed)))
-            start["view_var"][n] = var if var > 0 else 1.0
-        return start
+            out[n] = var if var > 0 else 1.0
+        return out
 
     def _make_prior(self, N: int, Q: int, init: dict) -> LatentPrior:
         return StaticPrior(N, Q)

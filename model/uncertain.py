@@ -181,6 +181,13 @@ class UncertainInputGPR(BayesianGPLVM):
         Gaussian x* go through meanFstar / covFstar; with no variance at all the standard
         projected-process predictive (eq:testPosteriorF) is used.
         """
+        Z_star, var = self._test_inputs(Z_star, Z_star_var, input_noise)
+        return super().predict(Z_star, var, include_noise=include_noise)
+
+    def _test_inputs(self, Z_star, Z_star_var, input_noise: bool):
+        """(Z_star (n, Q), the variances (n, Q) of x* ~ N(Z_star, Z_star_var + Sigma_z), or
+        None when all are 0) for ``predict``: checked, broadcast, Sigma_z added with
+        ``input_noise``."""
         Z_star = self._check_latent(Z_star, "Z_star")
         var = np.zeros_like(Z_star)
         if Z_star_var is not None:
@@ -198,9 +205,7 @@ class UncertainInputGPR(BayesianGPLVM):
             var = var + v
         if input_noise:
             var = var + self.input_noise_variance
-        if not np.any(var > 0):
-            return super().predict(Z_star, None, include_noise=include_noise)
-        return super().predict(Z_star, var, include_noise=include_noise)
+        return Z_star, (var if np.any(var > 0) else None)
 
     # --- model files -------------------------------------------------------------------------
     def _file_args(self):
