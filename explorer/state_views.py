@@ -52,10 +52,14 @@ def view_datasets(mrd, ds: Dataset | None) -> dict[str, Dataset]:
     for name in mrd.view_names:
         Y = np.asarray(mrd.views[name].Y)
         r = _drawn_as(ds, Y, name)
-        meta = {"title": f"{base}: view {name!r}", "view_of": base, "view": name}
+        meta = {"title": f"{base}: view {name!r}", "view_of": base, "view": name,
+                **{k: ds.meta[k] for k in ("fps", "time_unit") if ds is not None and k in (ds.meta or {})}}
+        # a dynamical model's sequences and time stamps (the player plays and forecasts them)
+        times = getattr(mrd, "t", None)
         out[name] = Dataset(name=f"{base} ({name})", Y=Y, renderer=r if r is not None else VectorRenderer(),
                             labels=ds.labels if r is not None else None,
-                            label_names=ds.label_names if r is not None else None, meta=meta)
+                            label_names=ds.label_names if r is not None else None, meta=meta,
+                            sequence=getattr(mrd, "sequences", None) if times is not None else None, times=times)
     return out
 
 

@@ -313,15 +313,28 @@ class MRD(BayesianGPLVM):
         if key not in self._cache:
             self._sync_kernel()
             v = self._values()
-            m = BayesianGPLVM(self.views[name], latent_dim=self.latent_dim, num_inducing=self.num_inducing,
-                              kernel=self.kernels[name], seed=self.seed)
-            values = {**m.prior.initial_values(self.latent_mean, self.latent_variance),
+            m = self._single_view(name)
+            values = {**self._view_prior_values(m, v),
                       "Z": v[self._z_name(name)], "noise_variance": v[f"{name}.noise_variance"],
                       **{f"kernel.{k}": p for k, p in self.kernels[name].params.items()}}
             m._set_x(m._layout.pack(values))
             m.metadata = {"mrd_view": name}
             self._cache[key] = m
         return self._cache[key]
+
+    def _single_view(self, name: str) -> BayesianGPLVM:
+        """An unfitted single-view model of view ``name`` with this model's prior form."""
+        return BayesianGPLVM(self.views[name], latent_dim=self.latent_dim, num_inducing=self.num_inducing,
+                             kernel=self.kernels[name], seed=self.seed)
+
+    def _view_prior_values(self, m: BayesianGPLVM, v: dict) -> dict:
+        """The prior's parameters for view model ``m``: this model's own where ``m`` has the
+        same prior (static, dynamical: then ``m``'s q(X) is this one exactly), else q(X)'s
+        means and variances in ``m``'s prior (``initial_values``)."""
+        names = [b.name for b in m.prior.blocks()]
+        if type(m.prior) is type(self.prior) and all(n in v for n in names):
+            return {n: v[n] for n in names}
+        return m.prior.initial_values(self.latent_mean, self.latent_variance)
 
     # --- across views (model/mrd_inference.py) ------------------------------------------------
     def infer_latent(self, observed: dict, max_iters: int = 200, return_fit: bool = False):
@@ -513,6 +526,13 @@ class DynamicalMRD(MRD):
     def time_kernel(self):
         self.prior.sync(self._values())
         return self.prior.time_kernel
+
+    def _single_view(self, name: str) -> DynamicalGPLVM:
+        """A view's model is a ``DynamicalGPLVM`` (its sequences play and forecast)."""
+        return DynamicalGPLVM(self.views[name].Y, self.t, sequences=self.sequences, latent_dim=self.latent_dim,
+                              num_inducing=self.num_inducing, kernel=self.kernels[name],
+                              time_kernel=copy.deepcopy(self._time_kernel_arg), seed=self.seed,
+                              time_prior=self.time_prior, state_space_options=self._state_space_options)
 
     def latent_at(self, t_new, sequence=0) -> tuple[np.ndarray, np.ndarray]:
         """q(X*) at times ``t_new`` of training sequence ``sequence`` (``DynamicalGPLVM.latent_at``)."""

@@ -156,3 +156,21 @@ def test_a_skeleton_without_side_names_offers_only_the_parts_it_can_place():
     s.mask_part = "legs"
     cols = s.hidden_columns()
     assert cols.size == 8 * 3  # hips, knees, ankles and toes, x y z each
+
+
+def test_a_dynamical_multi_view_model_plays_and_forecasts_every_view():
+    """A ``DynamicalMRD``'s views are dynamical models at its q(X) (``MRD.view``): the page
+    plays its sequences and forecasts past them, and every view is generated on the way."""
+    from views_model import walk_dynamical_mrd
+
+    m = walk_dynamical_mrd()
+    s = ExplorerState()
+    s.set_model(m)
+    assert s.is_dynamical and type(s.model).__name__ == "DynamicalGPLVM"
+    np.testing.assert_allclose(s.model.latent_mean, m.latent_mean, atol=1e-12)
+    assert len(s.sequence_options()) == len(np.unique(m.sequences)) == 4
+    pb = s.playback()
+    assert pb is not None and pb.mean.shape[1] == m.views["pose"].shape[1]
+    # the forecast past the sequence is the multi-view model's for the drawn view
+    t_next = np.array([m.t[m.sequences == 0].max() + 0.5])
+    np.testing.assert_allclose(s.model.forecast(t_next, 0)[0], m.forecast(t_next, 0)["pose"][0], rtol=1e-10)

@@ -28,3 +28,19 @@ def walk_mrd(iters: int = 150, step: int = 1, seed: int = 0):
         m.fit(max_iters=iters)
     m.metadata = {"dataset": "synth_walk"}
     return m
+
+
+def walk_dynamical_mrd(iters: int = 60, step: int = 2, time_prior: str = "state_space"):
+    """``DynamicalMRD`` of ``walk_views`` with the walk's time stamps and sequences (Q = 3,
+    M = 12): its views' models are dynamical (the page plays and forecasts them)."""
+    from bgplvm import DynamicalMRD
+    from bgplvm.datasets import load
+
+    ds = load("synth_walk")
+    sel = np.arange(0, ds.N, step)
+    m = DynamicalMRD(walk_views(step), ds.times[sel], sequences=ds.sequence[sel], latent_dim=3, num_inducing=12,
+                     seed=0, time_prior=time_prior)
+    if iters:
+        m.fit(max_iters=iters, progress=False)
+    m.metadata = {"dataset": "synth_walk"}
+    return m
