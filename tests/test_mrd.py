@@ -189,6 +189,22 @@ def test_undetermined_dimensions_from_the_prior_or_the_nearest_training_row(fitt
         m.predict_views(obs, undetermined="mean")
 
 
+def test_long_starting_widths_are_nearly_linear_and_kept_in_the_model_file(tmp_path):
+    from bgplvm.mrd import LONG_WIDTHS
+
+    views = _toy(N=40)
+    short = MRD(views, latent_dim=4, num_inducing=8, seed=0)
+    long = MRD(views, latent_dim=4, num_inducing=8, seed=0, widths="long")
+    for n in views:
+        a_short, a_long = short.ard_weights[n], long.ard_weights[n]
+        assert np.all(a_long <= LONG_WIDTHS + 1e-12) and np.all(a_long < a_short)
+        assert a_long[0] == pytest.approx(LONG_WIDTHS) and np.all(np.diff(a_long) <= 0)  # in the PCA's order
+    long.save(tmp_path / "m.npz")
+    assert MRD.load(tmp_path / "m.npz").widths == "long"
+    with pytest.raises(ValueError, match="widths must be one of"):
+        MRD(views, latent_dim=4, num_inducing=8, widths="short")
+
+
 def test_candidates_are_distinct_optima_best_first(fitted_toy):
     m, test = fitted_toy
     obs = {"c": test["c"][:8]}

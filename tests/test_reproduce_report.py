@@ -94,9 +94,10 @@ def test_mrd_pose_quick_run_writes_the_error_table_and_json(tmp_path):
     assert "mrd-pose" in EXPERIMENTS
     res = run("mrd-pose", Context(out_dir=tmp_path, quick=True, verbose=False))
     labels = [r[0] for r in res.tables[0].rows]
-    init = res.numbers["chosen"]["init"]
-    assert init in mrd_pose.INITS and res.numbers["chosen"]["readout"] in mrd_pose.READOUTS
-    assert labels[:4] == [f"MRD ({init}): {mrd_pose.READOUT_NAMES[r]}" + (" **(chosen)**" if r == res.numbers[
+    init, widths = res.numbers["chosen"]["init"], res.numbers["chosen"]["widths"]
+    assert (init, widths) in mrd_pose.STARTS and res.numbers["chosen"]["readout"] in mrd_pose.READOUTS
+    assert len(res.tables[2].rows) == len(mrd_pose.STARTS)  # every start tried on the held-out frames
+    assert labels[:4] == [f"MRD ({init}, widths {widths}): {mrd_pose.READOUT_NAMES[r]}" + (" **(chosen)**" if r == res.numbers[
         "chosen"]["readout"] else "") for r in mrd_pose.READOUTS + ("best_of_k",)]
     assert labels[4:6] == ["pose of the nearest training silhouette", "mean training pose"]
     assert labels[6].startswith("GPy") and res.tables[0].rows[6][1] == "not run (--quick)"  # skipped, saying why
