@@ -4,6 +4,7 @@
                [--kernel K] [--iters N] [--seed S] [--no-calibrate] --out model.npz
     bgplvm fit --view NAME=FILE --view NAME=FILE ... [...] --out model.npz   (several views: MRD)
     bgplvm fit --data FILE --scheduler ADDRESS|local --checkpoint DIR [--out model.npz] [...]   (on Dask)
+    bgplvm fit --view NAME=FILE ... --scheduler ADDRESS|local --checkpoint DIR [...]   (MRD on Dask)
     bgplvm fit --resume DIR [--scheduler ADDRESS|local] [--iters N] [--out model.npz]
     bgplvm summary model.npz
     bgplvm datasets list | fetch NAME [--mirror DIR]
@@ -94,15 +95,20 @@ def _views(specs: list[str]) -> dict:
     """{name: (N, D_v) array} of ``--view NAME=FILE`` arguments (.npy, .npz or .csv each)."""
     from bgplvm.datasets import load_array
 
-    views = {}
+    return {name: load_array(path, allow_missing=True) for name, path in view_files(specs).items()}
+
+
+def view_files(specs: list[str]) -> dict[str, str]:
+    """{name: file} of ``--view NAME=FILE`` arguments, in their order."""
+    files: dict[str, str] = {}
     for spec in specs:
         name, sep, path = spec.partition("=")
         if not sep or not name or not path:
             raise ValueError(f"--view takes NAME=FILE (e.g. --view pose=pose.npy), got {spec!r}")
-        if name in views:
+        if name in files:
             raise ValueError(f"--view {name}= is given twice: each view needs its own name")
-        views[name] = load_array(path, allow_missing=True)
-    return views
+        files[name] = path
+    return files
 
 
 #: the model's argument names and the flags that set them (for the model's messages)

@@ -190,3 +190,161 @@ def test_what_a_distributed_mrd_refuses(client):
         DynamicalMRD(three_views(N=40), np.arange(40.0), 2, 5, client=client)
     with pytest.raises(NotImplementedError, match="only an MRD with the static prior"):
         DistributedMRD.from_model(DynamicalMRD(three_views(N=40), np.arange(40.0), 2, 5), client=client)
+
+
+# --- checkpoints: an interrupted fit resumes ------------------------------------------------------
+def test_an_interrupted_fit_resumes_and_ends_where_one_that_was_not_interrupted_ends(client, tmp_path):
+    """A fit stopped at iteration 7 (its callback) leaves the checkpoint of iteration 5;
+    ``resume`` (with the same views, dealt in the checkpoint's blocks) continues it and ends
+    where a fit of 5 iterations and then 10 that nothing interrupted ends (each fit's L-BFGS
+    memory starts empty, as a resumed one's does): seen 0 apart. The in-process MRD's
+    5 + 10 iterations: 2.4e-8 of the largest parameter apart (the sums' order over the rows,
+    1e-9 after the first 5 iterations, in which the bound rises from -3e4 to -3e3)."""
+    from bgplvm.distributed import DistributedGPLVM, DistributedMRD
+    from bgplvm.distributed.checkpoint import read_meta
+
+    views = _with_holes()
+    m = MRD(views, 3, 8, kernel=KERNELS, seed=0)
+    folder = str(tmp_path / "ck")
+    with DistributedMRD.from_model(m, client=client, chunks=3) as dm:
+        dm.fit(20, init_iters=2, checkpoint=folder, checkpoint_every=5, callback=lambda p: p.iteration == 7,
+               progress=False)
+        assert dm.fit_info["stopped"] and dm.iterations == 7
+        at5 = dm.fit_info["history"][4]
+    meta = read_meta(folder)
+    assert meta["iteration"] == 5 and meta["model"] == "mrd" and meta["views"] == ["a", "b", "c"]
+    with pytest.raises(ValueError, match=r"Pass the same views: DistributedMRD.resume\('.*ck', views=\.\.\."):
+        DistributedMRD.resume(folder, client=client)
+    with DistributedGPLVM.resume(folder, Y=views, client=client) as dm:  # any distributed class resumes it
+        assert isinstance(dm, DistributedMRD) and dm.iterations == 5 and dm.block_rows == [20, 20, 20]
+        assert dm.elbo() == at5
+        dm.fit(10, init_iters=0, checkpoint=folder, checkpoint_every=5, progress=False)
+        assert dm.iterations == 15 and read_meta(folder)["iteration"] == 15
+        resumed, h1 = dm.to_model()._x, dm.fit_info["history"]
+    with DistributedMRD.from_model(m, client=client, chunks=3) as dm:  # not interrupted
+        dm.fit(5, init_iters=2, progress=False)
+        dm.fit(10, init_iters=0, progress=False)
+        x, h0 = dm.to_model()._x, dm.fit_info["history"]
+    np.testing.assert_allclose(resumed, x, rtol=0, atol=1e-12 * np.abs(x).max())
+    np.testing.assert_allclose(h1, h0, rtol=1e-13)
+    m.fit(5, init_iters=2, progress=False)
+    m.fit(10, init_iters=0, progress=False)
+    np.testing.assert_allclose(resumed, m._x, rtol=0, atol=1e-7 * np.abs(m._x).max())
+    views["a"] = views["a"] + 1.0
+    with pytest.raises(ValueError, match="column means differ"):
+        DistributedMRD.resume(folder, views=views, client=client)
+
+
+def test_a_checkpoint_of_views_opened_from_files_resumes_by_itself(client, tmp_path):
+    """Views opened with ``open_rows`` are named in the checkpoint: ``resume(folder)`` reopens them."""
+    from bgplvm.distributed import DistributedMRD, open_rows
+
+    views = three_views(N=60)
+    for n, Y in views.items():
+        np.save(tmp_path / f"{n}.npy", Y)
+    folder = str(tmp_path / "ck")
+    with MRD({n: open_rows(tmp_path / f"{n}.npy", block_rows=30) for n in views}, 2, 6, client=client) as dm:
+        dm.fit(4, checkpoint=folder, checkpoint_every=4, progress=False)
+        F = dm.fit_info["bound"]
+    with DistributedMRD.resume(folder, client=client) as dm:
+        assert dm.iterations == 4 and abs(dm.elbo() - F) <= 1e-12 * abs(F)
+        assert dm.view_sources == {n: str(tmp_path / f"{n}.npy") for n in views}
+
+
+# --- predictions on Dask: the views' statistics, no training rows gathered --------------------------
+@pytest.fixture(scope="module")
+def fitted():
+    """An MRD fitted 30 iterations on the views with holes (kernels rbf / linear / rbf+bias)
+    and 20 new rows of the same three views."""
+    views = _with_holes(N=80)
+    train = {n: Y[:60] for n, Y in views.items()}
+    test = three_views(N=80)
+    m = MRD(train, 3, 8, kernel=["rbf", "linear", "rbf"], seed=0)
+    m.fit(30, progress=False)
+    return m, {n: Y[60:] for n, Y in test.items()}
+
+
+def _close(a, b, tol, seen, what):
+    d = float(np.max(np.abs(np.asarray(a) - np.asarray(b))) / max(1.0, float(np.max(np.abs(b)))))
+    seen[what] = max(seen.get(what, 0.0), d)
+    assert d <= tol, (what, d)
+
+
+def test_predict_and_cross_view_inference_equal_the_in_process_models(client, fitted):
+    """``predict`` at points and at Gaussian inputs, ``infer_latent`` / ``log_density`` from one
+    view and from two with holes, ``predict_views`` (prior and nearest), ``reconstruct`` of a
+    partly observed view and ``infer_candidates``: the in-process MRD's to 1e-8 (relative to
+    the values' size; seen: 1e-10 and below), the training rows staying on the workers."""
+    from bgplvm.distributed import DistributedMRD
+
+    m, test = fitted
+    X = np.random.default_rng(5).standard_normal((7, 3))
+    Xv = np.full((7, 3), 0.3)
+    seen: dict = {}
+    b = test["b"].copy()
+    b[::3, 1:] = np.nan
+    c = test["c"].copy()
+    c[:, :6] = np.nan
+    with DistributedMRD.from_model(m, client=client, chunks=3) as dm:
+        dm._blocks.call = _no_rows(dm._blocks.call)
+        for kw in ({}, {"Xnew_var": Xv}, {"include_noise": False}):
+            got, want = dm.predict(X, **kw), m.predict(X, **kw)
+            for n in m.view_names:
+                for j in range(2):
+                    _close(got[n][j], want[n][j], 1e-8, seen, "predict")
+        _close(dm.predict(X, view="b")[1], m.predict(X, view="b")[1], 1e-8, seen, "predict")
+        for obs in ({"a": test["a"]}, {"b": b, "c": c}):
+            f1, f0 = dm.infer_latent(obs, return_fit=True), m.infer_latent(obs, return_fit=True)
+            np.testing.assert_array_equal(f1.init_rows, f0.init_rows)
+            _close(f1.mu, f0.mu, 1e-8, seen, "infer_latent")
+            _close(f1.S, f0.S, 1e-8, seen, "infer_latent")
+            _close(dm.log_density(obs), f0.log_density, 1e-8, seen, "log_density")
+        for und in ("prior", "nearest"):
+            got, want = dm.predict_views({"b": b}, undetermined=und), m.predict_views({"b": b}, undetermined=und)
+            assert list(got) == ["a", "c"]
+            for n in got:
+                for j in range(2):
+                    _close(got[n][j], want[n][j], 1e-8, seen, f"predict_views {und}")
+        for j, (g, w) in enumerate(zip(dm.reconstruct({"a": test["a"], "c": c}, "c"),
+                                       m.reconstruct({"a": test["a"], "c": c}, "c"))):
+            _close(g, w, 1e-8, seen, "reconstruct")
+        k1, k0 = dm.infer_candidates({"b": b}, n_starts=3), m.infer_candidates({"b": b}, n_starts=3)
+        np.testing.assert_array_equal(k1.count, k0.count)
+        _close(np.nan_to_num(k1.mu), np.nan_to_num(k0.mu), 1e-8, seen, "infer_candidates")
+        with pytest.raises(KeyError, match="no view 'd'"):
+            dm.predict(X, view="d")
+        with pytest.raises(ValueError, match="unknown view"):
+            dm.infer_latent({"d": test["a"]})
+    print("max relative differences:", {k: f"{v:.1e}" for k, v in seen.items()})
+
+
+def _no_rows(call):
+    """``Blocks.call`` refusing the calls that gather rows or q(X) of every row."""
+    def guarded(method, *args, **kw):
+        assert method not in ("rows", "latent", "get_x"), method
+        return call(method, *args, **kw)
+    return guarded
+
+
+def test_cli_fits_views_on_dask_and_resumes_from_the_checkpoint(client, tmp_path, capsys):
+    """``bgplvm fit --view NAME=FILE ... --scheduler ADDRESS --checkpoint DIR`` fits an MRD whose
+    workers read the views' files; ``bgplvm fit --resume DIR`` goes on from its checkpoint and
+    ``--out`` writes the MRD model file."""
+    from bgplvm.cli import main
+    from bgplvm.distributed.checkpoint import read_meta
+
+    views = three_views(N=60)
+    for n, Y in views.items():
+        np.save(tmp_path / f"{n}.npy", Y)
+    folder, addr = str(tmp_path / "ck"), client.scheduler.address
+    spec = [a for n in views for a in ("--view", f"{n}={tmp_path / f'{n}.npy'}")]
+    assert main(["fit", *spec, "--scheduler", addr, "--checkpoint", folder, "-q", "2", "-m", "6", "--iters", "3",
+                 "--quiet"]) == 0
+    assert read_meta(folder)["iteration"] == 3 and "noise variances a " in capsys.readouterr().out
+    assert main(["fit", "--resume", folder, "--scheduler", addr, "--iters", "2", "--quiet",
+                 "--out", str(tmp_path / "m.npz")]) == 0
+    out = capsys.readouterr().out
+    assert "after 5 iterations" in out and read_meta(folder)["iteration"] == 5
+    back = MRD.load(tmp_path / "m.npz")
+    bound = float(out.split("bound ")[1].split()[0])
+    assert back.view_names == ["a", "b", "c"] and abs(back.elbo() - bound) <= 1e-5 * abs(bound)

@@ -162,9 +162,7 @@ class RowBlock:
         """(sum of psi0, Psi2 (M, M)) over all the block's rows at the current x (with
         missing values the forward gives them per group only)."""
         with single_threaded_blas():
-            self.kernel.set_params(**kparams)
-            qx = self.prior.q(self._values(pvals), grad=False)
-            return float(np.sum(self.kernel.psi0(qx.mu, qx.S))), self.kernel.psi2(qx.mu, qx.S, Z)
+            return psi_totals(self.kernel, kparams, self.prior.q(self._values(pvals), grad=False), Z)
 
     # --- one evaluation: forward (sums), backward (the rows' gradients) --------------------
     def forward(self, stp: float, Z: np.ndarray, kparams: dict, pvals: dict, ops: tuple = ()) -> dict:
@@ -235,6 +233,12 @@ class RowBlock:
         """The optimiser's calls queued by the driver (("commit", slot), ("keep",), ...)."""
         for op, *args in ops:
             getattr(self, op)(*args)
+
+
+def psi_totals(kernel, kparams: dict, qx, Z: np.ndarray) -> tuple[float, np.ndarray]:
+    """(sum of psi0, Psi2 (M, M)) of q(X) ``qx`` with ``kernel`` at ``kparams`` and Z."""
+    kernel.set_params(**kparams)
+    return float(np.sum(kernel.psi0(qx.mu, qx.S))), kernel.psi2(qx.mu, qx.S, Z)
 
 
 def export_state(actor) -> dict:

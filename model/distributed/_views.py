@@ -7,6 +7,8 @@ missing values, a row missing the whole view in none). q(X) over the rows, its o
 vectors and the KL are the ``_rows.RowBlock``'s, once: per evaluation the block sends each
 view's sums (computed with that view's kernel and inducing inputs) and the KL, and gets
 back each view's ``SumsGrads``; the rows' gradient is the sum of the views' dF/dmu, dF/dS.
+For predictions (``mrd_predict``) a block also gives each view's ``totals`` and, as a
+single-view block, a sample of its rows (``pool``: all views side by side).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._threads import single_threaded_blas
-from ._rows import RowBlock, _quiet
+from ._rows import RowBlock, _quiet, psi_totals
 from .outputs import BlockOutputs
 
 
@@ -74,5 +76,9 @@ class ViewsBlock(RowBlock):
                 dth.append(d)
             return self._rows_gradient(dmu, dS, need_rows, dZ=dZ, dtheta=dth)
 
-    def totals(self, *args):
-        raise NotImplementedError("an MRD block has no single kernel: predictions go through to_model()")
+    def totals(self, Zs: list, kparams: list, pvals: dict) -> list[tuple[float, np.ndarray]]:
+        """Each view's (sum of psi0, Psi2 (M, M)) over all the block's rows at the current x
+        (``RowBlock.totals``; with view v's ``kparams[v]`` and ``Zs[v]``)."""
+        with single_threaded_blas():
+            qx = self.prior.q(self._values(pvals), grad=False)
+            return [psi_totals(k, kp, qx, Z) for k, kp, Z in zip(self.kernels, kparams, Zs)]

@@ -141,41 +141,22 @@ def check_same_model(meta: dict, **have) -> None:
 
 
 def resume(folder, Y=None, client="local", memory: int | None = None, timeout: float | None = None):
-    """The distributed model of the last checkpoint in ``folder`` (``DistributedGPLVM.resume``).
-    Without ``Y`` the rows come from the file the checkpoint names: a model built from
-    ``open_rows`` (.npy, .npz, .h5, .zarr) or by ``bgplvm fit --data``; one built from an
-    array needs ``Y``."""
+    """The distributed model of the last checkpoint in ``folder`` (``DistributedGPLVM.resume``;
+    a ``DistributedMRD``'s too, ``Y`` then its views). Without ``Y`` the rows come from the
+    file(s) the checkpoint names: a model built from ``open_rows`` (.npy, .npz, .h5, .zarr)
+    or by ``bgplvm fit --data`` / ``--view``; one built from arrays needs ``Y``."""
     from ..optimize import MEMORY
     from .faults import CALL_TIMEOUT
 
     folder = str(folder)
     meta = read_meta(folder)
-    if meta.get("model") == "mrd":
-        raise NotImplementedError(f"{folder} holds a checkpoint of a distributed MRD, which cannot be resumed yet: "
-                                  "save(path) the model and continue with DistributedMRD.load(path, client=...)")
     if Y is None:
-        if not meta.get("data"):
-            raise ValueError(f"the checkpoint in {folder} does not name its data: the model was built from an array "
-                             "(NumPy, or a dask array not opened by bgplvm.distributed.open_rows), which a checkpoint "
-                             "cannot reopen by itself. Pass the same rows: "
-                             f"BayesianGPLVM.resume({folder!r}, Y=..., client=...)")
-        from .data import open_rows
-
-        Y = open_rows(meta["data"])
+        Y = _reopen(folder, meta)
     k = int(meta["iteration"])
     g = read_global(folder, k)
     common = dict(seed=meta.get("seed"), client=client, memory=memory or meta.get("memory", MEMORY),
                   timeout=timeout or CALL_TIMEOUT, _init=False, _rows=tuple(meta["rows"]))
-    if meta.get("model", "static") == "dynamical":
-        from .dynamical import DistributedDynamicalGPLVM
-
-        dm = DistributedDynamicalGPLVM(Y, g["t"], meta["Q"], meta["M"], meta["kernel"], time_kernel=meta["time_kernel"],
-                                       sequences=g["sequences"], time_prior=meta["time_prior"],
-                                       state_space_options=meta.get("state_space_options"), **common)
-    else:
-        from .model import DistributedGPLVM
-
-        dm = DistributedGPLVM(Y, meta["Q"], meta["M"], meta["kernel"], **common)
+    dm = _build(meta, g, Y, common)
     try:
         dm.data_source = meta.get("data")
         check_same_model(meta, **dm._identity())
@@ -192,3 +173,44 @@ def resume(folder, Y=None, client="local", memory: int | None = None, timeout: f
         dm.close()
         raise
     return dm
+
+
+def _reopen(folder: str, meta: dict):
+    """The rows of the checkpoint's model from the file(s) it names (``open_rows``): Y, or
+    an MRD's views {name: rows}."""
+    from .data import open_rows
+
+    if meta.get("model") == "mrd":
+        if not meta.get("view_files"):
+            raise ValueError(f"the checkpoint in {folder} does not name its views' files: the model was built from "
+                             "arrays (NumPy, or dask arrays not opened by bgplvm.distributed.open_rows), which a "
+                             f"checkpoint cannot reopen by itself. Pass the same views: DistributedMRD.resume({folder!r}, "
+                             "views=..., client=...)")
+        return {n: open_rows(p) for n, p in meta["view_files"].items()}
+    if not meta.get("data"):
+        raise ValueError(f"the checkpoint in {folder} does not name its data: the model was built from an array "
+                         "(NumPy, or a dask array not opened by bgplvm.distributed.open_rows), which a checkpoint "
+                         "cannot reopen by itself. Pass the same rows: "
+                         f"BayesianGPLVM.resume({folder!r}, Y=..., client=...)")
+    return open_rows(meta["data"])
+
+
+def _build(meta: dict, g: dict, Y, common: dict):
+    """The model ``meta`` describes (static, dynamical or MRD) over the rows ``Y``, not yet
+    at the checkpoint's parameters."""
+    kind = meta.get("model", "static")
+    if kind == "mrd":
+        from .mrd import DistributedMRD
+
+        return DistributedMRD(Y, meta["Q"], meta["M"], list(meta["kernels"]), inducing=meta["inducing"],
+                              init=meta.get("init", "scaled_pca"), **common)
+    if kind == "dynamical":
+        from .dynamical import DistributedDynamicalGPLVM
+
+        return DistributedDynamicalGPLVM(Y, g["t"], meta["Q"], meta["M"], meta["kernel"],
+                                         time_kernel=meta["time_kernel"], sequences=g["sequences"],
+                                         time_prior=meta["time_prior"],
+                                         state_space_options=meta.get("state_space_options"), **common)
+    from .model import DistributedGPLVM
+
+    return DistributedGPLVM(Y, meta["Q"], meta["M"], meta["kernel"], **common)

@@ -247,6 +247,11 @@ class DistributedGPLVM(Training):
         self.kernel.set_params(**kp)
         return kp
 
+    def _kernel_args(self, v: dict) -> tuple:
+        """What the blocks' ``forward`` and ``totals`` compute with, from the global values
+        ``v``: (Z, the kernel's values)."""
+        return v["Z"], self._sync_kernel(v)
+
     @property
     def latent_dim(self) -> int:
         return self._Q
@@ -341,8 +346,8 @@ class DistributedGPLVM(Training):
         with single_threaded_blas():
             xg = self._gpart.trial_x(stp)
             v = self._globals(xg)
-            kp = self._sync_kernel(v)
-            Z, beta = v["Z"], 1.0 / float(v["noise_variance"])
+            Z, kp = self._kernel_args(v)
+            beta = 1.0 / float(v["noise_variance"])
             ops, self._ops = tuple(self._ops), []
             fw = self._all("forward", stp, Z, kp, self._prior_values(v), ops)
             kl = sum(r["kl"] for r in fw)

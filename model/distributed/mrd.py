@@ -15,7 +15,12 @@ over them. One evaluation is the single-view model's two rounds with a sum over 
    views' dF/dmu, dF/dS into its rows' gradient.
 
 The driver holds every view's Z, kernel and noise (``MRD``'s parameter names); the fit,
-checkpoints and recovery from a lost worker are ``training.Training``'s. Static prior only.
+checkpoints, ``resume`` and recovery from a lost worker are ``training.Training``'s (a
+checkpoint also names its views and, when they were opened with ``open_rows``, their files).
+Prediction and inference from observed views (``predict``, ``infer_latent``,
+``predict_views``, ``reconstruct``, ``log_density``, ``infer_candidates``) run ``MRD``'s own
+methods on each view's training statistics (``mrd_predict``): M x M and M x D_v sums, and a
+sample of training rows to start new rows from, as a single-view model's. Static prior only.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from .._threads import single_threaded_blas
 from ..mrd import INDUCING, INITS, MRD, SEGMENTATION_THRESHOLD, _view_kernels, check_views
 from ..optimize import MEMORY
 from .blocks import is_dask_array
+from .data import source_of
 from .faults import CALL_TIMEOUT
 from .model import DistributedGPLVM
 from .outputs import OutputSums, columns_of, gradients
@@ -72,6 +78,8 @@ class DistributedMRD(DistributedGPLVM):
         if init not in INITS:
             raise ValueError(f"init must be one of {INITS}, got {init!r}")
         self.view_names, self.inducing, self.init = names, inducing, init
+        #: the file each view was opened from by ``open_rows`` (None: an array), for ``resume``
+        self.view_sources = {n: source_of(a) for n, a in zip(names, arrays)}
         Y = side_by_side(arrays)
         #: view v's columns in the blocks' rows: cuts[v]:cuts[v + 1]
         self._cuts = np.concatenate([[0], np.cumsum([int(np.shape(a)[1]) for a in arrays])]).astype(np.int64)
@@ -161,6 +169,12 @@ class DistributedMRD(DistributedGPLVM):
             out.append(kp)
         return out
 
+    def _kernel_args(self, v: dict) -> tuple[list, list]:
+        """What the blocks' ``forward`` and ``totals`` compute with: each view's Z and kernel
+        values (lists in the views' order)."""
+        kps = self._sync_kernel(v)
+        return [v[self._z_name(n)] for n in self.view_names], kps
+
     @property
     def num_inducing(self) -> int:
         return self._glayout.blocks[self._glayout.names.index(self._z_name(self.view_names[0]))].shape[0]
@@ -199,8 +213,7 @@ class DistributedMRD(DistributedGPLVM):
         with single_threaded_blas():
             xg = self._gpart.trial_x(stp)
             v = self._globals(xg)
-            kps = self._sync_kernel(v)
-            Zs = [v[self._z_name(n)] for n in self.view_names]
+            Zs, kps = self._kernel_args(v)
             betas = [1.0 / float(v[f"{n}.noise_variance"]) for n in self.view_names]
             ops, self._ops = tuple(self._ops), []
             fw = self._all("forward", stp, Zs, kps, self._prior_values(v), ops)
@@ -269,7 +282,7 @@ class DistributedMRD(DistributedGPLVM):
         """An ``MRD`` model file as a distributed model on ``client``."""
         return cls.from_model(MRD.load(path), client=client, chunks=chunks, memory=memory)
 
-    # --- checkpoints: written (a lost worker's blocks come back from them), not resumed ----------
+    # --- checkpoints (``checkpoint.py``): written as a single-view model's, resumed --------------
     def _identity(self) -> dict:
         from ..io import kernel_spec
 
@@ -279,29 +292,70 @@ class DistributedMRD(DistributedGPLVM):
                     rows=[int(r) for r in self.block_rows])
 
     def _checkpoint_meta(self) -> dict:
-        return {"model": "mrd"}
+        """What ``resume`` builds the model with besides ``_identity``: its start ("init")
+        and the files its views were opened from (``open_rows``; None unless all were)."""
+        files = self.view_sources if all(self.view_sources.values()) else None
+        return {"model": "mrd", "init": self.init, "view_files": files}
 
     @classmethod
-    def resume(cls, *args, **kwargs):
-        raise NotImplementedError("resuming a distributed MRD from its checkpoint folder is not available yet: "
-                                  "save(path) the model and continue with DistributedMRD.load(path, client=...)")
+    def resume(cls, folder, views=None, client="local", memory: int | None = None,
+               timeout: float | None = None) -> "DistributedMRD":
+        """The model of the last checkpoint in ``folder`` (``fit(checkpoint=folder)``), its
+        rows dealt to the workers in the checkpoint's blocks and its parameters (q(X) of each
+        block, every view's Z, kernel and noise) read back; ``fit`` goes on from there as a
+        single-view model's does (``checkpoint.resume``). ``views``: the same views (dict or
+        list), needed unless they were opened from files with ``open_rows`` (or by ``bgplvm
+        fit --view NAME=FILE --scheduler ...``), which the checkpoint names."""
+        from .checkpoint import read_meta, resume
 
-    # --- what runs through the in-process model --------------------------------------------------
-    def _in_process(self, what: str):
-        raise NotImplementedError(f"DistributedMRD.{what} is not distributed: use to_model().{what} (the in-process "
-                                  "MRD at these parameters)")
+        if read_meta(str(folder)).get("model") != "mrd":
+            raise ValueError(f"{folder} holds a checkpoint of a single-view model: resume it with "
+                             "DistributedGPLVM.resume (BayesianGPLVM.resume)")
+        return resume(folder, views, client, memory, timeout)
 
-    def infer_latent(self, *args, **kwargs):
-        self._in_process("infer_latent")
+    # --- predictions (``mrd_predict``): the views' statistics, the rows staying on the workers ---
+    def _views_view(self):
+        from .mrd_predict import views_view
 
-    def log_density(self, *args, **kwargs):
-        self._in_process("log_density")
+        return views_view(self)
 
-    def reconstruct(self, *args, **kwargs):
-        self._in_process("reconstruct")
+    def predict(self, Xnew, Xnew_var=None, include_noise: bool = True, view: str | None = None):
+        """{view: (mean, variance) (n, D_v)} at latent points Xnew (n, Q), or at Gaussian inputs
+        N(Xnew, diag Xnew_var), or that of one ``view``: ``MRD.predict``, from each view's
+        training statistics (M x M and M x D_v sums gathered from the workers)."""
+        return self._views_view().predict(Xnew, Xnew_var, include_noise=include_noise, view=view)
 
-    def predict(self, *args, **kwargs):
-        self._in_process("predict")
+    def infer_latent(self, observed: dict, max_iters: int = 200, return_fit: bool = False):
+        """q(x*) of new rows from the views observed (``MRD.infer_latent``): the views'
+        statistics and the q(x_n) and rows of a sample of ``predict.POOL_ROWS`` training rows
+        to start from (all of them when there are fewer: then as in process). ``observed``:
+        view name -> (n*, D_v) array, NaN = missing (a dask array is computed here)."""
+        return self._views_view().infer_latent(observed, max_iters=max_iters, return_fit=return_fit)
+
+    def infer_candidates(self, observed: dict, n_starts: int = 10, max_iters: int = 200, distinct: float = 1.0):
+        """The distinct local optima of each new row's q(x*) (``MRD.infer_candidates``; its
+        starts from the sample of training rows, as ``infer_latent``'s)."""
+        return self._views_view().infer_candidates(observed, n_starts=n_starts, max_iters=max_iters,
+                                                   distinct=distinct)
+
+    def log_density(self, observed: dict, max_iters: int = 200) -> np.ndarray:
+        """(n*,) log p(y*_O | Y) of new rows' observed views (``MRD.log_density``)."""
+        return self._views_view().log_density(observed, max_iters=max_iters)
+
+    def predict_views(self, observed: dict, target=None, max_iters: int = 200, undetermined: str = "prior",
+                      threshold: float = SEGMENTATION_THRESHOLD) -> dict:
+        """{view: (mean, variance)} of the views not observed (or ``target``) at the q(x*)
+        inferred from the observed ones (``MRD.predict_views``; "nearest": the sampled
+        training row a new row started from, as ``infer_latent``)."""
+        return self._views_view().predict_views(observed, target=target, max_iters=max_iters,
+                                                undetermined=undetermined, threshold=threshold)
+
+    def reconstruct(self, observed: dict, target: str, max_iters: int = 200, undetermined: str = "prior",
+                    threshold: float = SEGMENTATION_THRESHOLD):
+        """(mean, variance) (n*, D_target) of view ``target`` given the observed views
+        (``MRD.reconstruct``)."""
+        return self._views_view().reconstruct(observed, target, max_iters=max_iters, undetermined=undetermined,
+                                              threshold=threshold)
 
     def __repr__(self) -> str:
         dims = ", ".join(f"{n}: {int(b - a)}" for n, a, b in self._spans())

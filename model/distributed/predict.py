@@ -19,30 +19,44 @@ import numpy as np
 POOL_ROWS = 5000
 
 
-def training_stats(dm, seed: int = 0):
-    """``TrainingStats`` of the distributed model ``dm`` at its current parameters."""
-    from ..training_stats import TrainingStats
-
+def block_sums(dm, totals: bool, seed: int = 0) -> tuple:
+    """At ``dm``'s current parameters, (its global values, the blocks' ``forward`` sums, their
+    ``totals`` (when ``totals``, else None: only data with missing values need them), the
+    pool (mu, S, Yc, observed) of up to ``POOL_ROWS`` training rows, in block order): what
+    ``TrainingStats`` needs, one round each. ``dm._kernel_args`` names what the blocks
+    compute the sums with (Z and the kernel's values, or each view's)."""
     v = dm._globals()
-    kp = dm._sync_kernel(v)
-    Z, pv = v["Z"], dm._prior_values(v)
+    args, pv = dm._kernel_args(v), dm._prior_values(v)
     dm._direction(np.zeros(dm.memory), np.zeros(dm.memory), 0.0)
     ops, dm._ops = tuple(dm._ops), []
-    fw = dm._all("forward", 0.0, Z, kp, pv, ops)
+    fw = dm._all("forward", 0.0, *args, pv, ops)
+    tot = dm._all("totals", *args, pv) if totals else None
     rng = np.random.default_rng(seed)
     take = np.sort(rng.choice(dm.N, size=min(POOL_ROWS, dm.N), replace=False))
     st = dm._blocks.starts
     pool = dm._all("pool", per_block=[(take[(take >= a) & (take < b)] - a, pv) for a, b in zip(st[:-1], st[1:])])
-    mu, S, Yc, observed = (np.concatenate([p[j] for p in pool]) for j in range(4))
-    noise = float(v["noise_variance"])
-    if not dm.missing_fraction:
-        return TrainingStats.from_sums(dm.kernel, Z, noise, dm.N, sum(r["psi0_sum"] for r in fw),
-                                       sum(r["E"] for r in fw), sum(r["Psi2"] for r in fw), dm._colsq,
-                                       dm.Y_mean, mu, S, Yc)
-    tot = dm._all("totals", Z, kp, pv)
-    sums = dm._out.sums(fw)  # ``missing.GroupSums``
-    return TrainingStats.from_group_sums(dm.kernel, Z, noise, sum(t[0] for t in tot), sum(t[1] for t in tot), sums,
-                                         dm._groups_info["perm"], dm._colsq, dm.Y_mean, mu, S, Yc, observed)
+    return v, fw, tot, tuple(np.concatenate([p[j] for p in pool]) for j in range(4))
+
+
+def output_stats(kernel, Z: np.ndarray, noise: float, out, fw: list, tot: list | None, pool: tuple):
+    """``TrainingStats`` of one set of outputs (``outputs.OutputSums`` ``out``: Y, or a view)
+    from the blocks' sums ``fw`` and ``tot`` (``block_sums``, these outputs' share) and the
+    pool's rows (mu, S, Yc, observed: these outputs' columns)."""
+    from ..training_stats import TrainingStats
+
+    mu, S, Yc, observed = pool
+    if out.groups is None:
+        return TrainingStats.from_sums(kernel, Z, noise, out.N, sum(r["psi0_sum"] for r in fw),
+                                       sum(r["E"] for r in fw), sum(r["Psi2"] for r in fw), out.colsq,
+                                       out.mean, mu, S, Yc)
+    return TrainingStats.from_group_sums(kernel, Z, noise, sum(t[0] for t in tot), sum(t[1] for t in tot),
+                                         out.sums(fw), out.groups["perm"], out.colsq, out.mean, mu, S, Yc, observed)
+
+
+def training_stats(dm, seed: int = 0):
+    """``TrainingStats`` of the distributed model ``dm`` at its current parameters."""
+    v, fw, tot, pool = block_sums(dm, dm._out.groups is not None, seed)
+    return output_stats(dm.kernel, v["Z"], float(v["noise_variance"]), dm._out, fw, tot, pool)
 
 
 def predict_from_stats(stats, mu: np.ndarray, S: np.ndarray | None = None, include_noise: bool = True):
