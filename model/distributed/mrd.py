@@ -191,16 +191,7 @@ class DistributedMRD(DistributedGPLVM):
         v = self._globals()
         return {n: float(v[f"{n}.noise_variance"]) for n in self.view_names}
 
-    @property
-    def ard_weights(self) -> dict[str, np.ndarray]:
-        """{view: (Q,) ARD weights} (``MRD.ard_weights``)."""
-        self._sync_kernel()
-        out = {}
-        for n, k in self.kernels.items():
-            if k.ard_weights is None:
-                raise AttributeError(f"view {n!r}'s kernel has no ARD part (use rbf or linear)")
-            out[n] = np.asarray(k.ard_weights, dtype=np.float64).copy()
-        return out
+    ard_weights = MRD.ard_weights  # {view: (Q,) ARD weights}, from the kernels synced here
 
     def segmentation(self, threshold: float = SEGMENTATION_THRESHOLD):
         """The latent dimensions each view switches on (``MRD.segmentation``)."""
