@@ -105,6 +105,25 @@ def check_views(views) -> tuple[list[str], list]:
     return names, arrays
 
 
+def view_start(kernels: dict, inducing: str, widths: str, start: dict, view_var: dict) -> dict:
+    """Starting values of the views' parameters (``MRD`` and ``DistributedMRD``): each view's
+    kernel from its own data variance ``view_var[v]`` (``init_kernel``; ``widths="long"``:
+    inverse widths LONG_WIDTHS * frac_q^2), noise a hundredth of it, and the inducing inputs
+    ``start["Z"]`` (one set, or a copy per view)."""
+    from .gplvm import init_kernel
+
+    values = {"Z": start["Z"]} if inducing == "shared" else {}
+    if widths == "long":
+        start = {**start, "alpha": LONG_WIDTHS * np.asarray(start["fracs"]) ** 2}
+    for n, kern in kernels.items():
+        init_kernel(kern, {**start, "data_var": view_var[n]})
+        values.update({f"{n}.kernel.{k}": v for k, v in kern.params.items()})
+        values[f"{n}.noise_variance"] = np.asarray(view_var[n] / 100.0)
+        if inducing == "per_view":
+            values[f"{n}.Z"] = start["Z"].copy()
+    return values
+
+
 def _view_kernels(kernel, names: list[str], Q: int) -> dict[str, Kernel]:
     """One kernel per view: a name or a ``Kernel`` (copied for each), or one of those per
     view (a list in the views' order, or a dict by name)."""
@@ -228,17 +247,8 @@ class MRD(BayesianGPLVM):
 
     def _view_values(self, start: dict) -> dict:
         """Each view's kernel from its data (``init_kernel``), inducing inputs and noise."""
-        values = {"Z": start["Z"]} if self.inducing == "shared" else {}
-        if getattr(self, "widths", "vargplvm") == "long":
-            start = {**start, "alpha": LONG_WIDTHS * np.asarray(start["fracs"]) ** 2}
-        for n in self.view_names:
-            var = start["view_var"][n]
-            init_kernel(self.kernels[n], {**start, "data_var": var})
-            values.update({f"{n}.kernel.{k}": v for k, v in self.kernels[n].params.items()})
-            values[f"{n}.noise_variance"] = np.asarray(var / 100.0)
-            if self.inducing == "per_view":
-                values[f"{n}.Z"] = start["Z"].copy()
-        return values
+        return view_start(self.kernels, self.inducing, getattr(self, "widths", "vargplvm"), start,
+                          start["view_var"])
 
     def _sync_kernel(self, values: dict | None = None) -> None:
         values = self._values() if values is None else values

@@ -348,3 +348,16 @@ def test_cli_fits_views_on_dask_and_resumes_from_the_checkpoint(client, tmp_path
     back = MRD.load(tmp_path / "m.npz")
     bound = float(out.split("bound ")[1].split()[0])
     assert back.view_names == ["a", "b", "c"] and abs(back.elbo() - bound) <= 1e-5 * abs(bound)
+
+
+def test_long_widths_start_as_in_process(client):
+    """``widths="long"`` (nearly linear starting kernels) is the in-process start on Dask too."""
+    from bgplvm import MRD
+
+    views = three_views(N=40)
+    local = MRD(views, latent_dim=3, num_inducing=8, seed=0, widths="long")
+    with MRD(views, latent_dim=3, num_inducing=8, seed=0, widths="long", client=client, chunks=20) as dm:
+        assert dm.widths == "long"
+        for n in local.view_names:
+            np.testing.assert_allclose(dm.ard_weights[n], local.ard_weights[n], rtol=1e-8)
+        assert dm.to_model().widths == "long"

@@ -30,7 +30,7 @@ import copy
 import numpy as np
 
 from .._threads import single_threaded_blas
-from ..mrd import INDUCING, INITS, MRD, SEGMENTATION_THRESHOLD, _view_kernels, check_views
+from ..mrd import INDUCING, INITS, MRD, SEGMENTATION_THRESHOLD, WIDTHS, _view_kernels, check_views, view_start
 from ..optimize import MEMORY
 from .blocks import is_dask_array
 from .data import source_of
@@ -71,8 +71,12 @@ class DistributedMRD(DistributedGPLVM):
     def __init__(self, views, latent_dim: int = 2, num_inducing: int = 20, kernel="rbf",
                  seed: int | None = 0, inducing: str = "per_view", init: str = "scaled_pca",
                  client="local", chunks: int | None = None, memory: int = MEMORY,
-                 timeout: float = CALL_TIMEOUT, _init: bool = True, _rows: tuple | None = None):
+                 timeout: float = CALL_TIMEOUT, _init: bool = True, _rows: tuple | None = None,
+                 widths: str = "vargplvm"):
         names, arrays = check_views(views)
+        if widths not in WIDTHS:
+            raise ValueError(f"widths must be one of {WIDTHS}, got {widths!r}")
+        self.widths = widths
         if inducing not in INDUCING:
             raise ValueError(f"inducing must be one of {INDUCING}, got {inducing!r}")
         if init not in INITS:
@@ -139,19 +143,9 @@ class DistributedMRD(DistributedGPLVM):
         return self._YtY * np.outer(scale, scale), scale
 
     def _start_globals(self, Z: np.ndarray, init: dict) -> None:
-        """``MRD._view_values``: each view's kernel from its own data variance, noise a
-        hundredth of it, Z (each view a copy, or one shared)."""
-        from ..gplvm import init_kernel
-
-        values = {"Z": Z} if self.inducing == "shared" else {}
-        for n in self.view_names:
-            var = self._outs[n].data_variance()
-            init_kernel(self.kernels[n], {**init, "data_var": var})
-            values.update({f"{n}.kernel.{k}": v for k, v in self.kernels[n].params.items()})
-            values[f"{n}.noise_variance"] = np.asarray(var / 100.0)
-            if self.inducing == "per_view":
-                values[f"{n}.Z"] = Z.copy()
-        self._gpart.x = self._glayout.pack(values)
+        """``MRD``'s start of the views' parameters (``mrd.view_start``) at inducing inputs Z."""
+        var = {n: self._outs[n].data_variance() for n in self.view_names}
+        self._gpart.x = self._glayout.pack(view_start(self.kernels, self.inducing, self.widths, {**init, "Z": Z}, var))
 
     def _noise_names(self) -> list[str]:
         return [f"{n}.noise_variance" for n in self.view_names]
@@ -236,7 +230,8 @@ class DistributedMRD(DistributedGPLVM):
         views = {n: model.views[n].Y for n in model.view_names}
         kernels = [copy.deepcopy(model.kernels[n]) for n in model.view_names]
         dm = cls(views, model.latent_dim, model.num_inducing, kernels, seed=model.seed, inducing=model.inducing,
-                 init=model.init, client=client, chunks=chunks, memory=memory, _init=False)
+                 init=model.init, client=client, chunks=chunks, memory=memory, _init=False,
+                 widths=getattr(model, "widths", "vargplvm"))
         try:
             dm._copy_parameters(model)
             dm.metadata, dm.fit_info = dict(model.metadata), dict(model.fit_info)
@@ -253,7 +248,7 @@ class DistributedMRD(DistributedGPLVM):
         Y = np.concatenate(self._all("rows"), axis=0)
         views = {n: Y[:, a:b] for n, a, b in self._spans()}
         m = MRD(views, self.latent_dim, self.num_inducing, [copy.deepcopy(self.kernels[n]) for n in self.view_names],
-                seed=self.seed, inducing=self.inducing, init=self.init)
+                seed=self.seed, inducing=self.inducing, init=self.init, widths=self.widths)
         m._set_x(gather_x(self, m.prior, m._layout))
         m._sync_kernel()
         m.freeze(*sorted(self.frozen))
