@@ -226,7 +226,11 @@ def run(ctx: Context) -> Result:
         m, secs = fit(sub, init, widths, Q, M, iters, ctx.seed)
         preds = readouts(m, sub["silhouette"], sub["pose"], train["silhouette"][val], READOUTS)
         errs = {r: (pose_error(p, train["pose"][val]) if p is not None else None) for r, (p, _) in preds.items()}
-        validation[f"{init}/{widths}"] = dict(init=init, widths=widths, errors=errs, fit_s=secs, **describe_fit(m))
+        # the same fit on the test frames: shown beside the choice, never used for it
+        tpreds = readouts(m, sub["silhouette"], sub["pose"], test["silhouette"], ("gp_mean", "nearest"))
+        terrs = {r: pose_error(p, test["pose"]) for r, (p, _) in tpreds.items()}
+        validation[f"{init}/{widths}"] = dict(init=init, widths=widths, errors=errs, test_errors=terrs, fit_s=secs,
+                                              **describe_fit(m))
         ctx.log(f"mrd-pose validation, init {init}, widths {widths}: {errs} (fit {secs:.0f} s)")
     val_nn = pose_error(sub["pose"][nearest(train["silhouette"][val], sub["silhouette"])], train["pose"][val])
     val_mean = pose_error(np.tile(sub["pose"].mean(0), (val.size, 1)), train["pose"][val])
@@ -301,13 +305,17 @@ def run(ctx: Context) -> Result:
                       columns=["", "latent dimensions"], rows=seg_rows)
     val_rows = [[v["init"], v["widths"], *[("-" if v["errors"].get(r) is None else float(v["errors"][r])) for r in READOUTS],
                  "; ".join([f"{'+'.join(d['views'])}: {d['dims']}" for d in v["segmentation"]["shared"]]) or "none",
-                 f"{v['fit_s']:.0f}"] for v in validation.values()]
+                 f"{v['fit_s']:.0f}", float(v["test_errors"]["gp_mean"]), float(v["test_errors"]["nearest"])]
+                for v in validation.values()]
     val_table = Table(title=f"The choice: each start fitted on {rest.size} training frames, error on the "
                             f"{val.size} held out",
-                      columns=["init", "widths", *[READOUT_NAMES[r] for r in READOUTS], "shared dims", "fit (s)"],
+                      columns=["init", "widths", *[READOUT_NAMES[r] for r in READOUTS], "shared dims", "fit (s)",
+                               "test: GP mean at x*", "test: undetermined=\"nearest\""],
                       rows=val_rows,
-                      note=f"On the same frames the nearest training silhouette's pose errs {val_nn:.3f}, "
-                           f"the mean pose {val_mean:.3f}.")
+                      note=f"On the held-out frames the nearest training silhouette's pose errs {val_nn:.3f}, "
+                           f"the mean pose {val_mean:.3f}. The two test columns are these {rest.size}-frame fits' "
+                           f"errors on the {Pt.shape[0]} test frames, computed after the choice and not used for it "
+                           f"(the nearest silhouette's pose errs {nn_err:.3f} there).")
     best_mrd = min((e for e in errors.values() if e is not None), default=float("nan"))
     chosen_err = errors[readout]
     verdict = ("is not applicable to the final fit (no shared dimension), so it cannot beat" if chosen_err is None
