@@ -38,16 +38,14 @@ those of that final fit.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from .report import ROOT, Context, Result, Table
+from . import gpy_worker
+from .report import Context, Result, Table
 
 LATENT_DIM, NUM_INDUCING, ITERS = 10, 50, 1000
 N_STARTS = 5  # starts of the "best of K starts" read-out
@@ -62,7 +60,6 @@ READOUT_NAMES = {"gp_mean": "GP mean at x*", "best_of_k": f"GP mean at x*, best 
                             "(undetermined=\"nearest\")"}
 QUICK = dict(n_train=120, val=(40, 80), n_test=30, iters=30, Q=4, M=10)
 GPY_TIMEOUT = float(os.environ.get("BGPLVM_MRD_POSE_GPY_TIMEOUT", 1500))
-GPY_VENV = ROOT / ".bench-venv"
 COLOURS = {"silhouette": "#1f77b4", "pose": "#d62728"}
 
 
@@ -137,39 +134,19 @@ def describe_fit(m) -> dict:
 
 # --- GPy --------------------------------------------------------------------------------------
 def gpy_python() -> Path | None:
-    """``.bench-venv``'s python if the venv exists (GPy in it is checked by the worker)."""
-    if os.environ.get("BGPLVM_MRD_POSE_GPY", "1") == "0":
-        return None
-    p = GPY_VENV / "bin" / "python"
-    return p if p.is_file() else None
+    """``.bench-venv``'s python (``gpy_worker.gpy_python``; ``BGPLVM_MRD_POSE_GPY=0`` skips GPy)."""
+    return gpy_worker.gpy_python("BGPLVM_MRD_POSE_GPY")
 
 
 def fit_gpy(python: Path, train: dict, sil_test: np.ndarray, Q: int, M: int, iters: int, seed: int,
             timeout: float) -> dict:
     """Run ``mrd_pose_gpy`` in GPy's venv; its result dict (+ "pose") or {"error": ...}."""
-    with tempfile.TemporaryDirectory() as tmp:
-        data, out, spec = Path(tmp) / "views.npz", Path(tmp) / "out.npz", Path(tmp) / "spec.json"
-        np.savez(data, silhouette=train["silhouette"], pose=train["pose"], silhouette_test=sil_test)
-        spec.write_text(json.dumps(dict(data=str(data), out=str(out), Q=Q, M=M, max_iters=iters, seed=seed)))
-        env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-        script = Path(__file__).with_name("mrd_pose_gpy.py")
-        try:
-            p = subprocess.run([str(python), str(script), "--worker", str(spec)], env=env, capture_output=True,
-                               text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return {"error": f"timeout after {timeout:.0f} s"}
-        res = None
-        for line in p.stdout.splitlines()[::-1]:
-            if line.startswith("RESULT "):
-                res = json.loads(line[7:])
-                break
-        if res is None:
-            tail = (p.stderr or p.stdout).strip().splitlines()[-6:]
-            return {"error": f"worker exit {p.returncode}: " + " | ".join(tail)}
-        if "error" not in res:
-            with np.load(out) as z:
-                res["pose"] = z["pose"]
-        return res
+    res, arrays = gpy_worker.run(python, Path(__file__).with_name("mrd_pose_gpy.py"),
+                                 dict(silhouette=train["silhouette"], pose=train["pose"], silhouette_test=sil_test),
+                                 dict(Q=Q, M=M, max_iters=iters, seed=seed), timeout)
+    if arrays is not None:
+        res["pose"] = arrays["pose"]
+    return res
 
 
 # --- figure -------------------------------------------------------------------------------------

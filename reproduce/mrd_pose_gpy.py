@@ -19,7 +19,6 @@ the answer says so. Prints ``RESULT {json}`` (as ``bench/_worker.py`` reads).
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 
@@ -62,17 +61,9 @@ def work(spec: dict) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[0] != "--worker":
-        print(__doc__, file=sys.stderr)
-        return 2
-    with open(argv[1], encoding="utf-8") as f:
-        spec = json.load(f)
-    try:
-        out = work(spec)
-    except Exception as e:  # noqa: BLE001 - the parent reports it in the table
-        out = {"error": f"{type(e).__name__}: {e}"}
-    print("RESULT " + json.dumps(out), flush=True)
-    return 0
+    from gpy_worker import worker_main  # beside this script (run by path, in GPy's venv)
+
+    return worker_main(argv, work, __doc__)
 
 
 if __name__ == "__main__":

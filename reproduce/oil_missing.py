@@ -39,16 +39,14 @@ test time (``oil-test``, ``cmu35``, ``video``).
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from .report import ROOT, Context, Result, Table
+from . import gpy_worker
+from .report import Context, Result, Table
 
 Q, M = 10, 50
 FRACTIONS = (0.1, 0.3, 0.5)
@@ -62,7 +60,6 @@ GPY_TIMEOUT = 1200.0  # one GPy fit
 GPY_BUDGET = float(os.environ.get("BGPLVM_OIL_MISSING_GPY_BUDGET", 3600))  # all GPy fits of a run
 #: no GPy fit runs past this many seconds after the run's start (a shared machine's deadline)
 RUN_DEADLINE = float(os.environ.get("BGPLVM_OIL_MISSING_DEADLINE", "inf"))
-GPY_VENV = ROOT / ".bench-venv"
 COLOURS = {"ours": "#1f77b4", "GPy": "#ff7f0e", "k-NN": "#2ca02c", "mean": "#7f7f7f"}
 
 
@@ -270,38 +267,17 @@ def early_iteration(iters) -> int:
 
 
 def gpy_python() -> Path | None:
-    """``.bench-venv``'s python if the venv exists (GPy in it is checked by the worker)."""
-    if os.environ.get("BGPLVM_OIL_MISSING_GPY", "1") == "0":
-        return None
-    p = GPY_VENV / "bin" / "python"
-    return p if p.is_file() else None
+    """``.bench-venv``'s python (``gpy_worker.gpy_python``; ``BGPLVM_OIL_MISSING_GPY=0`` skips GPy)."""
+    return gpy_worker.gpy_python("BGPLVM_OIL_MISSING_GPY")
 
 
 def fit_gpy(python: Path, Ymiss: np.ndarray, seed: int, iters: int, timeout: float) -> dict:
     """Run ``oil_missing_gpy`` in GPy's venv; its result dict (+ arrays) or {"error": ...}."""
-    with tempfile.TemporaryDirectory() as tmp:
-        data, out, spec = Path(tmp) / "y.npz", Path(tmp) / "out.npz", Path(tmp) / "spec.json"
-        np.savez(data, Y=Ymiss)
-        spec.write_text(json.dumps(dict(data=str(data), out=str(out), Q=Q, M=M, max_iters=iters, seed=seed)))
-        env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-        script = Path(__file__).with_name("oil_missing_gpy.py")
-        try:
-            p = subprocess.run([str(python), str(script), "--worker", str(spec)], env=env, capture_output=True,
-                               text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return {"error": f"timeout after {timeout:.0f} s"}
-        res = None
-        for line in p.stdout.splitlines()[::-1]:
-            if line.startswith("RESULT "):
-                res = json.loads(line[7:])
-                break
-        if res is None:
-            tail = (p.stderr or p.stdout).strip().splitlines()[-6:]
-            return {"error": f"worker exit {p.returncode}: " + " | ".join(tail)}
-        if "error" not in res:
-            with np.load(out) as z:
-                res.update(mean=z["mean"], latent_mean=z["latent_mean"], ard=z["ard"])
-        return res
+    res, arrays = gpy_worker.run(python, Path(__file__).with_name("oil_missing_gpy.py"), dict(Y=Ymiss),
+                                 dict(Q=Q, M=M, max_iters=iters, seed=seed), timeout)
+    if arrays is not None:
+        res.update(mean=arrays["mean"], latent_mean=arrays["latent_mean"], ard=arrays["ard"])
+    return res
 
 
 # --- figure -------------------------------------------------------------------------------------

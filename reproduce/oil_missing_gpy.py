@@ -1,6 +1,6 @@
 """GPy 1.15's missing-data Bayesian GP-LVM on one masked oil set, run in GPy's own venv.
 
-``.bench-venv/bin/python -m bgplvm.reproduce.oil_missing_gpy --worker spec.json`` (what
+``.bench-venv/bin/python reproduce/oil_missing_gpy.py --worker spec.json`` (what
 ``oil_missing`` runs as a subprocess when ``.bench-venv`` exists; ``bench/setup_gpy.sh``
 makes it; GPy is never a dependency of bgplvm). The spec names an ``.npz`` with ``Y``
 (NaN = missing) and where to write the answer; the fit is the one GPy users write:
@@ -15,7 +15,6 @@ weights are ``1 / lengthscale^2``. Prints ``RESULT {json}`` (as ``bench/_worker.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 
@@ -47,17 +46,9 @@ def work(spec: dict) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[0] != "--worker":
-        print(__doc__, file=sys.stderr)
-        return 2
-    with open(argv[1], encoding="utf-8") as f:
-        spec = json.load(f)
-    try:
-        out = work(spec)
-    except Exception as e:  # noqa: BLE001 - the parent reports it in the table
-        out = {"error": f"{type(e).__name__}: {e}"}
-    print("RESULT " + json.dumps(out), flush=True)
-    return 0
+    from gpy_worker import worker_main  # beside this script (run by path, in GPy's venv)
+
+    return worker_main(argv, work, __doc__)
 
 
 if __name__ == "__main__":
