@@ -95,8 +95,15 @@ ROW_PRIOR = 10.0
 def fingerprint(a: np.ndarray) -> str:
     """sha256 of an array's shape and float64 bytes (NaN included)."""
     a = np.ascontiguousarray(a, dtype=np.float64)
-    h = hashlib.sha256(json.dumps(list(a.shape)).encode())
-    h.update(a.tobytes())
+    return fingerprint_parts(a.shape, [a])
+
+
+def fingerprint_parts(shape: tuple, parts) -> str:
+    """``fingerprint`` of the array of ``shape`` whose consecutive rows are the arrays
+    ``parts`` (an iterable: a distributed model's rows, streamed from the workers)."""
+    h = hashlib.sha256(json.dumps([int(n) for n in shape]).encode())
+    for a in parts:
+        h.update(np.ascontiguousarray(a, dtype=np.float64).tobytes())
     return h.hexdigest()
 
 
@@ -478,7 +485,8 @@ def check_calibration(m, cal) -> Calibration:
         made = "held-out stretches of a dynamical model's frames" if cal.stretches else "held-out rows of a static model"
         raise ValueError(f"this calibration was made on {made}, and {type(m).__name__} predicts otherwise: call "
                          "calibrate() on this model")
-    if cal.scale.shape != (m.Y.shape[1],) or cal.data != fingerprint(m.Y):
+    D, data = m._data_record()
+    if cal.scale.shape != (D,) or cal.data != data:
         raise ValueError("this calibration was made on other data than this model's (its record of the training "
                          "outputs differs): call calibrate() on this model")
     return cal
@@ -488,12 +496,86 @@ def active_scale(m) -> np.ndarray | None:
     """(D,) the calibration's sd scales if it was made at the model's current parameters;
     else None, with a warning (the model was fitted or changed since)."""
     cal = m._calibration
-    if "calibration_current" not in m._cache:  # the cache is cleared when the parameters change
-        m._cache["calibration_current"] = cal.params == fingerprint(m._x)
-    if m._cache["calibration_current"]:
+    if cal.params == m._params_fingerprint():
         return cal.scale
     import warnings
 
     warnings.warn("the model's calibration was made at other parameters (it was fitted or changed since): "
-                  "intervals are not calibrated; call calibrate() again", stacklevel=4)
+                  "intervals are not calibrated; call calibrate() again", stacklevel=5)
     return None
+
+
+def apply_calibration(var: np.ndarray, active, rows=None) -> np.ndarray:
+    """``var`` (n, D) scaled by ``active`` = (scale (D,), its ``Calibration``) from
+    ``Calibrated._active_calibration`` (None: unchanged): by scale^2 per output and, given
+    ``rows`` = (mean, Y, visible) of the predicted rows, by each row's squared
+    ``Calibration.row_factor`` (``var`` is then the uncalibrated variance of every entry,
+    visible ones included). A plain function, so that a distributed model's workers apply
+    it to the new rows they predict exactly as the model does in process."""
+    if active is None:
+        return var
+    scale, cal = active
+    if rows is not None:
+        r = cal.row_factor(rows[0], var, rows[1], rows[2])
+        scale = scale[None, :] * r[:, None]
+    return var * scale ** 2
+
+
+class Calibrated:
+    """The calibration of a model's predictive variances, the same contract in process
+    (``BayesianGPLVM``) and on Dask (``bgplvm.distributed``): the ``calibration`` property
+    (checked by ``check_calibration`` when set), and the scaling its predictions apply
+    (``_calibrated``). A model supplies ``_data_record`` and ``_params_fingerprint`` (here:
+    from ``Y`` and the parameter vector ``_x``, memoised in ``_cache``, which is cleared
+    when the parameters change)."""
+
+    #: the model's ``Calibration`` (``calibrate``), or None
+    _calibration = None
+    #: why ``calibrate`` does not apply to a subclass (its held-out rows would not be
+    #: predicted as its new data are), or "" where it does
+    _not_calibrated_because = ""
+
+    @property
+    def calibration(self):
+        """The ``Calibration`` in use (``calibrate``), or None."""
+        return self._calibration
+
+    @calibration.setter
+    def calibration(self, cal) -> None:
+        if cal is not None and self._not_calibrated_because:
+            raise TypeError(f"{type(self).__name__} takes no calibration: {self._not_calibrated_because}")
+        self._calibration = None if cal is None else check_calibration(self, cal)
+
+    def _data_record(self) -> tuple[int, str]:
+        """(D, ``fingerprint`` of the training outputs Y): what a calibration must match."""
+        return self.Y.shape[1], fingerprint(self.Y)
+
+    def _params_fingerprint(self) -> str:
+        """``fingerprint`` of the parameter vector (a calibration is active at the one it was made at)."""
+        if "params_fingerprint" not in self._cache:  # the cache is cleared when the parameters change
+            self._cache["params_fingerprint"] = fingerprint(self._x)
+        return self._cache["params_fingerprint"]
+
+    def _active_calibration(self, calibrated: bool = True):
+        """(scale (D,), ``Calibration``) to apply, if there is a calibration, ``calibrated``
+        and it was made at the current parameters (``active_scale``; else a warning); None
+        otherwise."""
+        if not calibrated or self._calibration is None:
+            return None
+        scale = active_scale(self)
+        return None if scale is None else (scale, self._calibration)
+
+    def _calibrated(self, var: np.ndarray, calibrated: bool = True, rows=None) -> np.ndarray:
+        """``var`` (n, D) scaled by the calibration's squared sd factors, if one is active
+        and ``calibrated`` (``_active_calibration``). ``rows``: (mean, Y, visible) of the
+        predicted rows, for the row factor of an adaptive calibration (``var`` is then the
+        uncalibrated variance of every entry, visible ones included; ``apply_calibration``)."""
+        return apply_calibration(var, self._active_calibration(calibrated), rows)
+
+    def _baseline_warning(self) -> None:
+        """Warn when the calibration found k-NN better at point predictions of this data."""
+        text = None if self._calibration is None else self._calibration.baseline_warning()
+        if text is not None:
+            import warnings
+
+            warnings.warn(text, stacklevel=3)

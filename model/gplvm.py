@@ -18,6 +18,7 @@ from numbers import Integral
 import numpy as np
 
 from .bound import posterior_from_stats, predictive_moments
+from .calibration import Calibrated
 from .init import init_params
 from .kernels import Kernel, make_kernel
 from .missing import MissingOutputs, as_outputs, check_training_outputs
@@ -127,7 +128,7 @@ def check_inputs(Xnew, Xnew_var, Q: int) -> tuple[np.ndarray, np.ndarray | None]
     return Xnew, S
 
 
-class BayesianGPLVM:
+class BayesianGPLVM(Calibrated):
     """Bayesian GP-LVM with collapsed bound and psi statistics.
 
     Parameters
@@ -610,13 +611,7 @@ class BayesianGPLVM:
         var = var + self.noise_variance if include_noise else var
         return mean + self.Y_mean, self._calibrated(var, calibrated)
 
-    # --- calibration (model/calibration.py) ------------------------------------------------------
-    #: the model's ``calibration.Calibration`` (``calibrate``), or None
-    _calibration = None
-    #: why ``calibrate`` does not apply to a subclass (its held-out rows would not be
-    #: predicted as its new data are), or "" where it does
-    _not_calibrated_because = ""
-
+    # --- calibration (model/calibration.py; the property and the scaling: ``Calibrated``) ------
     def calibrate(self, rows: int = 1000, hide=None, folds: int = 5, level: float = 0.95,
                   method: str = "quantile", per_output: bool | None = None, seed: int = 0,
                   path: str = "reconstruct", groups=None, adaptive: bool = True):
@@ -645,42 +640,6 @@ class BayesianGPLVM:
                                       per_output=per_output, seed=seed, path=path, groups=groups,
                                       adaptive=adaptive)
         return self._calibration
-
-    @property
-    def calibration(self):
-        """The ``Calibration`` in use (``calibrate``), or None."""
-        return self._calibration
-
-    @calibration.setter
-    def calibration(self, cal) -> None:
-        from .calibration import check_calibration
-
-        if cal is not None and self._not_calibrated_because:
-            raise TypeError(f"{type(self).__name__} takes no calibration: {self._not_calibrated_because}")
-        self._calibration = None if cal is None else check_calibration(self, cal)
-
-    def _calibrated(self, var: np.ndarray, calibrated: bool = True, rows=None) -> np.ndarray:
-        """``var`` (n, D) scaled by the calibration's squared sd factors, if one is active
-        and ``calibrated`` (``calibration.active_scale``). ``rows``: (mean, Y, visible) of
-        the predicted rows, for the row factor of an adaptive calibration (``var`` is then
-        the uncalibrated variance of every entry, visible ones included)."""
-        if not calibrated or self._calibration is None:
-            return var
-        from .calibration import active_scale
-
-        scale = active_scale(self)
-        if scale is None:
-            return var
-        if rows is not None:
-            r = self._calibration.row_factor(rows[0], var, rows[1], rows[2])
-            scale = scale[None, :] * r[:, None]
-        return var * scale ** 2
-
-    def _baseline_warning(self) -> None:
-        """Warn when the calibration found k-NN better at point predictions of this data."""
-        text = None if self._calibration is None else self._calibration.baseline_warning()
-        if text is not None:
-            warnings.warn(text, stacklevel=3)
 
     @blas_single_threaded
     def impute(self, calibrated: bool = True) -> tuple[np.ndarray, np.ndarray]:

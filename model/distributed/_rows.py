@@ -145,6 +145,10 @@ class RowBlock:
         mu, S = self.latent(pvals, idx)
         return mu, S, self.Yc[idx], ~np.isnan(self.Y[idx])
 
+    def rows(self, idx=None) -> np.ndarray:
+        """The block's rows of Y as given (NaN = missing), at rows ``idx`` (all: None)."""
+        return self.Y.copy() if idx is None else self.Y[np.asarray(idx, dtype=np.int64)]
+
     # --- a training sequence of a dynamical block: test time ---------------------------------
     def latent_at(self, pvals: dict, t_new: np.ndarray, sequence) -> tuple[np.ndarray, np.ndarray]:
         """q(X*)'s (mu, S) (n*, Q) at times t_new of the block's training sequence

@@ -14,7 +14,8 @@ import copy
 
 import numpy as np
 
-from ..dynamical import SMOOTH_TIME_KINDS, _init_time_kernel, check_t_new, check_times, resolve_time_prior
+from ..dynamical import (SMOOTH_TIME_KINDS, DynamicalGPLVM, _init_time_kernel, check_t_new, check_times,
+                         resolve_time_prior)
 from ..optimize import MEMORY
 from ..params import Block
 from ..priors import DynamicalPrior, StateSpacePrior
@@ -161,11 +162,13 @@ class DistributedDynamicalGPLVM(DistributedGPLVM):
         that holds the sequence. ``sequence=None``: a new sequence (the prior)."""
         return self._on_sequence("latent_at", sequence, check_t_new(t_new))
 
-    def forecast(self, t_new, sequence=0, include_noise: bool = True):
+    def forecast(self, t_new, sequence=0, include_noise: bool = True, calibrated: bool = True):
         """Predictive mean and variance (n*, D) of y at times t_new of ``sequence``:
-        ``latent_at``, then ``predict`` at those Gaussian inputs (meanFstar / covFstar)."""
+        ``latent_at``, then ``predict`` at those Gaussian inputs (meanFstar / covFstar);
+        scaled by the calibration if there is one and ``calibrated``, as
+        ``DynamicalGPLVM.forecast``."""
         mu, S = self.latent_at(t_new, sequence)
-        return self.predict(mu, S, include_noise=include_noise)
+        return self.predict(mu, S, include_noise=include_noise, calibrated=calibrated)
 
     # --- frames of new sequences, or new frames of training ones (``sequences.py``) -----------
     def infer_sequence(self, Y_star, t_star, sequence=None, max_iters: int = 500, progress: bool | None = False):
@@ -178,13 +181,15 @@ class DistributedDynamicalGPLVM(DistributedGPLVM):
 
         return infer_frames(self, Y_star, t_star, sequence, max_iters, progress)
 
-    def reconstruct(self, Y_star, t_star, sequence=None, max_iters: int = 500):
+    def reconstruct(self, Y_star, t_star, sequence=None, max_iters: int = 500, progress: bool | None = False,
+                    condition: bool = True, calibrated: bool = True):
         """Fill the NaN entries of frames Y_star (n*, D) at times t_star of a new sequence or
         of training sequence ``sequence``: mean and variance (n*, D), as
-        ``DynamicalGPLVM.reconstruct``."""
+        ``DynamicalGPLVM.reconstruct`` (``condition``, ``calibrated`` included)."""
         from .sequences import reconstruct_frames
 
-        return reconstruct_frames(self, Y_star, t_star, sequence, max_iters)
+        self._baseline_warning()
+        return reconstruct_frames(self, Y_star, t_star, sequence, max_iters, progress, condition, calibrated)
 
     def infer_sequences(self, sequences, max_iters: int = 500) -> list:
         """``infer_sequence`` of many new sequences, [(Y_star, t_star), ...], on the workers
@@ -193,11 +198,13 @@ class DistributedDynamicalGPLVM(DistributedGPLVM):
 
         return map_sequences(self, sequences, "infer", max_iters)
 
-    def reconstruct_sequences(self, sequences, max_iters: int = 500) -> list:
-        """``reconstruct`` of many new sequences on the workers: a list of (mean, var)."""
+    def reconstruct_sequences(self, sequences, max_iters: int = 500, calibrated: bool = True) -> list:
+        """``reconstruct`` of many new sequences on the workers (``calibrated`` as there): a
+        list of (mean, var)."""
         from .sequences import map_sequences
 
-        return map_sequences(self, sequences, "reconstruct", max_iters)
+        self._baseline_warning()
+        return map_sequences(self, sequences, "reconstruct", max_iters, self._active_calibration(calibrated))
 
     def infer_latent(self, *args, **kwargs):
         """Not for sequences: frames are coupled through time; see ``infer_sequence``."""
@@ -205,6 +212,10 @@ class DistributedDynamicalGPLVM(DistributedGPLVM):
                         "for q(X*) and reconstruct(Y_star, t_star) for the outputs")
 
     log_density = infer_latent
+
+    #: calibrations of held-out stretches of frames (``calibration_sequences``), as in process
+    _calibration_kind = DynamicalGPLVM._calibration_kind
+    _in_process = "DynamicalGPLVM"
 
     def _identity(self) -> dict:
         return dict(super()._identity(), time_kernel=self.time_kernel.spec, time_prior=self.time_prior)

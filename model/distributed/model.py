@@ -22,6 +22,7 @@ import weakref
 import numpy as np
 
 from .._threads import single_threaded_blas
+from ..calibration import Calibrated
 from ..gplvm import _check_int, init_kernel, shared_blocks
 from ..kernels import Kernel, make_kernel
 from ..optimize import MEMORY
@@ -34,7 +35,7 @@ from .training import Training
 from .vlbfgs import Part
 
 
-class DistributedGPLVM(Training):
+class DistributedGPLVM(Calibrated, Training):
     """``BayesianGPLVM`` with its rows on Dask workers (module docstring).
 
     Y : (N, D) NumPy array (split into ``chunks`` blocks of rows, one per worker by
@@ -46,6 +47,11 @@ class DistributedGPLVM(Training):
         before the cluster is taken to be stuck (``faults``: a worker that leaves is noticed
         within a second, whatever this is).
     Other arguments as ``BayesianGPLVM``'s. Complete data and the static prior.
+
+    Calibration: the in-process contract (``calibration.Calibrated``): ``calibration`` (set
+    one made in process on the same rows and parameters: ``calibrate``), and ``predict`` /
+    ``reconstruct`` with ``calibrated=`` scale as ``BayesianGPLVM``'s do; ``from_model``,
+    ``to_model``, ``save`` and ``load`` keep it.
     """
 
     def __init__(self, Y, latent_dim: int = 2, num_inducing: int = 20, kernel="rbf",
@@ -314,23 +320,71 @@ class DistributedGPLVM(Training):
 
         return map_rows(self, Y_star, "infer", n_init, max_iters)[:, 2 * self.latent_dim]
 
-    def reconstruct(self, Y_star, n_init: int = 1, max_iters: int = 200):
-        """Mean and variance (n*, D) of new rows given their observed entries
-        (``BayesianGPLVM.reconstruct``)."""
+    def reconstruct(self, Y_star, calibrated: bool = True, n_init: int = 1, max_iters: int = 200):
+        """Mean and variance (n*, D) of new rows given their observed entries, as
+        ``BayesianGPLVM.reconstruct`` (``calibrated``: scaled by the calibration and each
+        row's misfit in its observed entries, where the rows are predicted: on the workers
+        for a dask array)."""
         from .predict import map_rows
 
-        out = map_rows(self, Y_star, "reconstruct", n_init, max_iters)
+        self._baseline_warning()
+        out = map_rows(self, Y_star, "reconstruct", n_init, max_iters, self._active_calibration(calibrated))
         return out[:, :self.D], out[:, self.D:]
 
-    def predict(self, Xnew, Xnew_var=None, include_noise: bool = True):
+    def predict(self, Xnew, Xnew_var=None, include_noise: bool = True, calibrated: bool = True):
         """Predictive mean and variance (n, D) of y* at latent points Xnew (n, Q), or at
-        Gaussian inputs N(Xnew, diag Xnew_var), as ``BayesianGPLVM.predict``, from the
-        training statistics gathered from the workers (M x M and M x D sums)."""
+        Gaussian inputs N(Xnew, diag Xnew_var), as ``BayesianGPLVM.predict`` (``calibrated``
+        included), from the training statistics gathered from the workers (M x M and M x D
+        sums)."""
         from ..gplvm import check_inputs
         from .predict import predict_from_stats, training_stats
 
         X, S = check_inputs(Xnew, Xnew_var, self.latent_dim)
-        return predict_from_stats(training_stats(self), X, S, include_noise)
+        mean, var = predict_from_stats(training_stats(self), X, S, include_noise)
+        return mean, self._calibrated(var, calibrated)
+
+    # --- calibration: the contract of ``calibration.Calibrated``, learned in process -----------
+    #: the in-process class whose ``calibrate`` makes this model's calibrations
+    _in_process = "BayesianGPLVM"
+
+    def calibrate(self, *args, **kwargs):
+        """Not on Dask: see the message (learn it on ``to_model()`` and assign it)."""
+        if self._not_calibrated_because:
+            raise TypeError(f"{type(self).__name__}.calibrate is not available: {self._not_calibrated_because}")
+        raise NotImplementedError(
+            f"{type(self).__name__}.calibrate does not run on Dask (each held-out fold needs q(u) recomputed "
+            "without its rows, and the held-out rows inferred, in one process). Calibrate the in-process model "
+            f"of the same rows and parameters and give it to this one: m = dm.to_model(); dm.calibration = "
+            f"m.calibrate(...) (the arguments of {self._in_process}.calibrate; to_model gathers Y and q(X) into "
+            "this process, N x (D + 2Q) numbers). A calibration of another model (e.g. of a subsample of the "
+            "rows) is refused: it records the data and the parameters it was made on")
+
+    def _data_record(self) -> tuple[int, str]:
+        """(D, fingerprint of Y) as in process, Y streamed from the workers once (``persist.data_record``)."""
+        if getattr(self, "_data_fp", None) is None:
+            from .persist import data_record
+
+            self._data_fp = data_record(self)
+        return self._data_fp
+
+    def _params_fingerprint(self) -> str:
+        """The in-process model's parameter fingerprint at these values (``persist.params_fingerprint``:
+        q(X)'s parameters gathered), again only after a fit or a change of the parameters."""
+        key = (self.iterations, self._gpart.x.tobytes())
+        if getattr(self, "_params_fp", (None, None))[0] != key:
+            from .persist import params_fingerprint
+
+            self._params_fp = (key, params_fingerprint(self))
+        return self._params_fp[1]
+
+    def to_model(self):
+        """The in-process model this one equals (``BayesianGPLVM``; ``DynamicalGPLVM`` for the
+        dynamical one): Y and q(X) gathered here (N-sized: for moderate N), the parameters
+        bitwise, frozen ones, metadata, last fit's ``fit_info`` and the calibration
+        (``persist.to_model``: as ``save`` then ``load``)."""
+        from .persist import to_model
+
+        return to_model(self)
 
     def _free_mask(self) -> np.ndarray:
         mask = np.ones(self._glayout.size, bool)
@@ -416,11 +470,19 @@ class DistributedGPLVM(Training):
         dm._copy_parameters(model)
         return dm
 
+    def _copy_calibration(self, model) -> None:
+        """The in-process ``model``'s calibration (checked as any: its data record is the
+        model's, whose rows the workers hold bitwise)."""
+        if model.calibration is not None:
+            self._data_fp = model._data_record()
+            self.calibration = model.calibration
+
     def _copy_parameters(self, model) -> None:
         """Take the in-process model's unconstrained parameters (the same transforms): the
         prior's row blocks into the blocks (in block order), the rest into the driver's part;
         its frozen global parameters stay frozen."""
         self._set_parameters(model._x, model._layout, model.prior.row_blocks)
+        self._copy_calibration(model)
 
     def _set_parameters(self, x: np.ndarray, layout, names: tuple[str, ...]) -> None:
         """``_copy_parameters`` from an in-process model's vector ``x`` and ``layout``
@@ -432,6 +494,7 @@ class DistributedGPLVM(Training):
                                       for a, b in zip(st[:-1], st[1:])])
         self._gpart.x = np.concatenate([x[sl[b.name]] for b in self._glayout.blocks])
         self.frozen = {n for n in layout.frozen if n in self._glayout.slices}
+        self._params_fp = (None, None)  # q(X) set anew
 
     # --- model files: the rows referenced (``persist.py``) --------------------------------------
     def save(self, path, data=None) -> None:

@@ -68,6 +68,10 @@ class DistributedMRD(DistributedGPLVM):
     column mean), as ``DistributedGPLVM``'s start is ``BayesianGPLVM``'s.
     """
 
+    #: as ``MRD.calibrate``: no calibration of the views together
+    _not_calibrated_because = ("an MRD has several views; a view is calibrated on its own in process "
+                               "(to_model().view(name).calibrate())")
+
     def __init__(self, views, latent_dim: int = 2, num_inducing: int = 20, kernel="rbf",
                  seed: int | None = 0, inducing: str = "per_view", init: str = "scaled_pca",
                  client="local", chunks: int | None = None, memory: int = MEMORY,

@@ -40,6 +40,7 @@ class _FileView:
         self.param_names = layout.names
         self.seed, self.metadata = dm.seed, dict(dm.metadata)
         self.fit_info = dict(dm.fit_info)
+        self._calibration = dm.calibration  # written as the in-process model's (``io.save_model``)
 
     def _values(self) -> dict:
         return self._layout.unpack(self._x)
@@ -80,6 +81,44 @@ def gather_x(dm, prior, layout: ParamLayout) -> np.ndarray:
     return x
 
 
+def rows_at(dm, idx) -> np.ndarray:
+    """Y's rows at Y-order indices ``idx`` (as given, NaN = missing), gathered from their
+    blocks (one round)."""
+    idx = np.asarray(idx, dtype=np.int64)
+    pos = dm._to_y_order(np.arange(dm.N))[idx]  # where those rows are, in the blocks' order
+    st = dm._blocks.starts
+    inside = [(pos >= a) & (pos < b) for a, b in zip(st[:-1], st[1:])]
+    got = dm._all("rows", per_block=[(pos[w] - a,) for w, a in zip(inside, st[:-1])])
+    out = np.empty((idx.size, dm.D))
+    for w, rows in zip(inside, got):
+        out[w] = rows
+    return out
+
+
+#: bytes of Y gathered at a time to hash it (``data_record``)
+HASH_BYTES = 64 << 20
+
+
+def data_record(dm) -> tuple[int, str]:
+    """(D, ``calibration.fingerprint`` of Y in its rows' order), Y streamed from the workers
+    ``HASH_BYTES`` at a time (the driver never holds it whole): what a calibration made in
+    process on the same rows records (``calibration.check_calibration``)."""
+    from ..calibration import fingerprint_parts
+
+    step = max(1, HASH_BYTES // (8 * max(dm.D, 1)))
+    parts = (rows_at(dm, np.arange(a, min(a + step, dm.N))) for a in range(0, dm.N, step))
+    return dm.D, fingerprint_parts((dm.N, dm.D), parts)
+
+
+def params_fingerprint(dm) -> str:
+    """``calibration.fingerprint`` of the distributed model's parameters in the in-process
+    layout (``gather_x``): the in-process model's ``_x`` fingerprint at the same values."""
+    from ..calibration import fingerprint
+
+    prior = file_prior(dm)
+    return fingerprint(gather_x(dm, prior, file_layout(dm, prior)))
+
+
 def check_rows(dm, data) -> None:
     """ValueError unless the file ``data`` holds ``dm``'s rows: its shape, and its sampled
     rows (``rowfile.sample_index``) against the workers' copies of them."""
@@ -113,19 +152,40 @@ def save_distributed(dm, path, data=None) -> None:
                          "to one (np.save('rows.npy', Y)) and build the model from bgplvm.distributed.open_rows("
                          "'rows.npy'), or pass save(path, data='rows.npy') naming a file that holds them")
     check_rows(dm, data)
+    save_model(file_view(dm), path, data=data)
+    log.info("saved %s with its rows referenced, not copied: %s", path, data)
+
+
+def file_view(dm) -> _FileView:
+    """What ``io.save_model`` writes of ``dm``: the in-process model it equals, Y not held."""
     prior = file_prior(dm)
     layout = file_layout(dm, prior)
     layout.freeze(*sorted(dm.frozen))
-    view = _FileView(dm, prior, gather_x(dm, prior, layout), layout,
+    return _FileView(dm, prior, gather_x(dm, prior, layout), layout,
                      "DynamicalGPLVM" if hasattr(dm, "time_kernel") else "BayesianGPLVM")
-    save_model(view, path, data=data)
-    log.info("saved %s with its rows referenced, not copied: %s", path, data)
+
+
+def to_model(dm):
+    """The in-process model ``dm`` equals (``BayesianGPLVM`` or ``DynamicalGPLVM``): Y and q(X)
+    gathered from the workers (N-sized: for moderate N), written as a model file in memory
+    with Y stored and opened by ``io.load_model``: the same parameters (bitwise), frozen
+    ones, metadata, last fit's ``fit_info`` and calibration as ``save`` then ``load`` give."""
+    import io
+
+    from ..io import load_model, save_model
+
+    view = file_view(dm)
+    view.Y = rows_at(dm, np.arange(dm.N))
+    buf = io.BytesIO()
+    save_model(view, buf)
+    buf.seek(0)
+    return load_model(buf)
 
 
 def load_distributed(path, data=None, client="local", chunks: int | None = None, expected=None):
     """A model file (``BayesianGPLVM.save`` or ``save_distributed``) as a distributed model
     on ``client``: the workers read the referenced rows (or get the stored ones)."""
-    from ..io import ModelFileError, _read
+    from ..io import ModelFileError, _read, _restore_calibration
     from ..rowfile import resolve
     from .data import open_rows
 
@@ -175,6 +235,8 @@ def load_distributed(path, data=None, client="local", chunks: int | None = None,
         dm.metadata = dict(meta.get("metadata") or {})
         dm.fit_info = dict(meta.get("fit_info") or {})
         dm.data_source = source
+        if "calibration" in meta:  # as in process (checked against the rows the workers read)
+            _restore_calibration(dm, meta["calibration"], arrays, path)
     except BaseException:
         dm.close()
         raise

@@ -76,9 +76,12 @@ def predict_from_stats(stats, mu: np.ndarray, S: np.ndarray | None = None, inclu
     return mean + stats.Y_mean, var + (1.0 / stats.beta if include_noise else 0.0)
 
 
-def _rows_out(Ys, stats, n_init, max_iters, what):
+def _rows_out(Ys, stats, n_init, max_iters, what, active=None):
     """One block of new rows: [mu | S | log density] (``what`` "infer") or [mean | var]
-    of the outputs ("reconstruct")."""
+    of the outputs ("reconstruct"; the variance scaled by the calibration ``active`` as
+    ``BayesianGPLVM.reconstruct`` does, each row's factor from its observed entries:
+    ``calibration.apply_calibration``)."""
+    from ..calibration import apply_calibration
     from ..testbound import check_test_outputs, infer_latent
 
     Ys, observed = check_test_outputs(np.asarray(Ys, dtype=np.float64), stats.D)
@@ -86,24 +89,26 @@ def _rows_out(Ys, stats, n_init, max_iters, what):
     if what == "infer":
         return np.c_[fit.mu, fit.S, fit.log_density]
     mean, var = predict_from_stats(stats, fit.mu, fit.S)
+    var = apply_calibration(var, active, rows=(mean, Ys, observed))
     return np.c_[np.where(observed, Ys, mean), np.where(observed, 0.0, var)]
 
 
-def map_rows(dm, Y_star, what: str, n_init: int = 1, max_iters: int = 200):
+def map_rows(dm, Y_star, what: str, n_init: int = 1, max_iters: int = 200, active=None):
     """``_rows_out`` over Y_star (n*, D): lazily over a dask array's blocks (the
-    statistics broadcast to the workers once), at once for a NumPy array."""
+    statistics broadcast to the workers once, and the calibration ``active``: (scale,
+    ``Calibration``) or None), at once for a NumPy array."""
     from .blocks import is_dask_array
 
     stats = training_stats(dm)
     width = 2 * dm.latent_dim + 1 if what == "infer" else 2 * dm.D
     if not is_dask_array(Y_star):
-        return _rows_out(Y_star, stats, n_init, max_iters, what)
+        return _rows_out(Y_star, stats, n_init, max_iters, what, active)
     if Y_star.ndim != 2 or Y_star.shape[1] != dm.D:
         raise ValueError(f"Y_star must have shape (n*, {dm.D}), got {Y_star.shape}")
     if Y_star.numblocks[1] != 1:
         raise ValueError("Y_star is chunked along its columns: rechunk it first: Y_star.rechunk({1: -1})")
     shared = dm.client.scatter(stats, broadcast=True)
-    return Y_star.map_blocks(_rows_out, shared, n_init, max_iters, what, dtype=np.float64,
+    return Y_star.map_blocks(_rows_out, shared, n_init, max_iters, what, active=active, dtype=np.float64,
                              chunks=(Y_star.chunks[0], (width,)))
 
 

@@ -92,11 +92,21 @@ def check_new_sequence(view: SequenceView, Y_star, t_star) -> tuple:
     return Ys, observed, t_star
 
 
-def _reconstructed(view: SequenceView, fit, Ys, observed) -> tuple:
-    """(mean, var) (n*, D) of frames at their q(X*) ``fit``: each output's q(u) conditioned
-    on the frames' observed entries too (``sequence_inference.conditioned_predict``);
-    observed entries pass through, variance 0."""
-    mean, var = conditioned_predict(view, fit.mu, fit.S, Ys, observed)
+def _reconstructed(view: SequenceView, fit, Ys, observed, active=None, condition: bool = True) -> tuple:
+    """(mean, var) (n*, D) of frames at their q(X*) ``fit``, as ``DynamicalGPLVM.fill_missing``:
+    each output's q(u) conditioned on the frames' observed entries too
+    (``sequence_inference.conditioned_predict``; ``condition`` False: the training
+    statistics' q(u) alone), the variance scaled by the calibration ``active`` (``(scale,
+    Calibration)`` or None; ``calibration.apply_calibration``, each frame's row factor
+    from its observed entries); observed entries pass through, variance 0."""
+    from ..calibration import apply_calibration
+    from .predict import predict_from_stats
+
+    if condition:
+        mean, var = conditioned_predict(view, fit.mu, fit.S, Ys, observed)
+    else:
+        mean, var = predict_from_stats(view.stats, fit.mu, fit.S)
+    var = apply_calibration(var, active, rows=(mean, Ys, observed))
     return np.where(observed, Ys, mean), np.where(observed, 0.0, var)
 
 
@@ -107,12 +117,12 @@ def infer_new_sequence(view: SequenceView, Y_star, t_star, max_iters: int = 500,
     return infer_sequence(view, Ys, observed, t_star, None, max_iters, None, progress)
 
 
-def reconstruct_new_sequence(view: SequenceView, Y_star, t_star, max_iters: int = 500):
+def reconstruct_new_sequence(view: SequenceView, Y_star, t_star, max_iters: int = 500, active=None):
     """(mean, var) (n*, D) of a new sequence's frames: its q(X*) (``infer_new_sequence``),
-    then ``_reconstructed``."""
+    then ``_reconstructed`` (``active``: the calibration to apply)."""
     Ys, observed, t_star = check_new_sequence(view, Y_star, t_star)
     fit = infer_sequence(view, Ys, observed, t_star, None, max_iters, None, False)
-    return _reconstructed(view, fit, Ys, observed)
+    return _reconstructed(view, fit, Ys, observed, active)
 
 
 def _frames(dm, Y_star, t_star, sequence) -> tuple:
@@ -136,23 +146,25 @@ def infer_frames(dm, Y_star, t_star, sequence=None, max_iters: int = 500, progre
     return infer_sequence(view, Ys, observed, t_star, sequence, max_iters, None, progress, prior=prior)
 
 
-def reconstruct_frames(dm, Y_star, t_star, sequence=None, max_iters: int = 500) -> tuple:
+def reconstruct_frames(dm, Y_star, t_star, sequence=None, max_iters: int = 500, progress: bool | None = False,
+                       condition: bool = True, calibrated: bool = True) -> tuple:
     """(mean, var) (n*, D) of frames Y_star at times t_star (``infer_frames``, then
-    ``_reconstructed``)."""
+    ``_reconstructed`` with ``dm``'s calibration if ``calibrated``)."""
     view, Ys, observed, t_star, prior = _frames(dm, Y_star, t_star, sequence)
-    fit = infer_sequence(view, Ys, observed, t_star, sequence, max_iters, None, False, prior=prior)
-    return _reconstructed(view, fit, Ys, observed)
+    fit = infer_sequence(view, Ys, observed, t_star, sequence, max_iters, None, progress, prior=prior)
+    return _reconstructed(view, fit, Ys, observed, dm._active_calibration(calibrated), condition)
 
 
-def _one(view, Y_star, t_star, max_iters, what):
+def _one(view, Y_star, t_star, max_iters, what, active=None):
     if what == "infer":
         return infer_new_sequence(view, Y_star, t_star, max_iters)
-    return reconstruct_new_sequence(view, Y_star, t_star, max_iters)
+    return reconstruct_new_sequence(view, Y_star, t_star, max_iters, active)
 
 
-def map_sequences(dm, sequences, what: str, max_iters: int = 500) -> list:
-    """``infer_new_sequence`` ("infer") or ``reconstruct_new_sequence`` ("reconstruct") of
-    each (Y_star, t_star) in ``sequences``, on the workers; results in the given order."""
+def map_sequences(dm, sequences, what: str, max_iters: int = 500, active=None) -> list:
+    """``infer_new_sequence`` ("infer") or ``reconstruct_new_sequence`` ("reconstruct", with
+    the calibration ``active``) of each (Y_star, t_star) in ``sequences``, on the workers;
+    results in the given order."""
     seqs = list(sequences)
     for k, item in enumerate(seqs):
         if not (isinstance(item, (tuple, list)) and len(item) == 2):
@@ -162,7 +174,7 @@ def map_sequences(dm, sequences, what: str, max_iters: int = 500) -> list:
         check_new_sequence(view, Y_star, t_star)
     shared = dm.client.scatter(view, broadcast=True)
     futures = [dm.client.submit(_one, shared, np.asarray(Y, dtype=np.float64), np.asarray(t, dtype=np.float64),
-                                max_iters, what, pure=False) for Y, t in seqs]
+                                max_iters, what, active, pure=False) for Y, t in seqs]
     import distributed
 
     distributed.wait(futures, timeout=dm.timeout)  # TimeoutError past the model's timeout
