@@ -128,6 +128,10 @@ def check_inputs(Xnew, Xnew_var, Q: int) -> tuple[np.ndarray, np.ndarray | None]
     return Xnew, S
 
 
+#: the entry-point group of the viewers ``explore`` opens (pyproject.toml)
+VIEWERS_GROUP = "bgplvm.viewers"
+
+
 class BayesianGPLVM(Calibrated):
     """Bayesian GP-LVM with collapsed bound and psi statistics.
 
@@ -739,6 +743,21 @@ class BayesianGPLVM(Calibrated):
         from .io import load_model
 
         return load_model(path, expected=cls, data=data)
+
+    # --- looking at it ---------------------------------------------------------------------
+    def explore(self, **kw):
+        """The explorer's page for this model as a Panel object (``bgplvm.explorer.notebook``):
+        shown inline in a notebook, ``.show()`` in a browser tab, ``.servable()`` in a served
+        app. ``dataset=`` (a ``bgplvm.datasets.Dataset``) or ``image_shape=(h, w)`` say how to
+        draw the outputs. Found through the ``bgplvm.viewers`` entry point: the model never
+        imports the explorer."""
+        from importlib.metadata import entry_points
+
+        found = {ep.name: ep for ep in entry_points(group=VIEWERS_GROUP)}
+        if "explorer" not in found:
+            raise RuntimeError("the explorer is not installed with this bgplvm (no 'bgplvm.viewers' entry point): "
+                               "reinstall the package (pip install -e . or pip install bgplvm)")
+        return found["explorer"].load()(self, **kw)
 
     # --- summary -------------------------------------------------------------------------
     def summary(self) -> str:
