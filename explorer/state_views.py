@@ -212,6 +212,9 @@ class ViewsState(param.Parameterized):
         if not 0 <= n < fr.N:
             raise UserError(f"frame {n} is not among the {fr.N} {fr.label}")
         y = fr.views[self.observed_view][n:n + 1]
+        if np.isnan(y).all():
+            raise UserError(f"frame {n} has no {self.observed_view} (all its values are missing): choose another "
+                            "frame, or observe another view")
         c = self.mrd.infer_candidates({self.observed_view: y}, n_starts=N_STARTS)
         self.view_candidates = c
         with param.parameterized.batch_call_watchers(self):

@@ -174,3 +174,20 @@ def test_a_dynamical_multi_view_model_plays_and_forecasts_every_view():
     # the forecast past the sequence is the multi-view model's for the drawn view
     t_next = np.array([m.t[m.sequences == 0].max() + 0.5])
     np.testing.assert_allclose(s.model.forecast(t_next, 0)[0], m.forecast(t_next, 0)["pose"][0], rtol=1e-10)
+
+
+def test_a_frame_missing_the_observed_view_says_so():
+    from bgplvm import MRD
+    from views_model import walk_views
+
+    views = walk_views(8)
+    views["image"] = views["image"].copy()
+    views["image"][5] = np.nan  # frame 5's image is missing: its pose alone places it
+    s = ExplorerState()
+    s.set_model(MRD(views, latent_dim=3, num_inducing=8, seed=0))
+    s.observed_view, s.view_frame = "image", 5
+    with pytest.raises(UserError, match="frame 5 has no image .*observe another view"):
+        s.infer_from_view()
+    s.observed_view = "pose"
+    s.infer_from_view()
+    assert s.n_candidates >= 1
