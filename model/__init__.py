@@ -1,6 +1,7 @@
 """bgplvm.model: the variational (Bayesian) GP-LVM of Titsias & Lawrence (2010) and
 Damianou, Titsias & Lawrence (JMLR), with psi statistics computed in Numba."""
 
+#: The package version (PEP 440).
 __version__ = "0.1.0"
 
 from .gplvm import BayesianGPLVM  # noqa: E402

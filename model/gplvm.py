@@ -137,23 +137,31 @@ class BayesianGPLVM(Calibrated):
 
     Parameters
     ----------
-    Y : (N, D) data; centred inside the model (the mean is added back by ``predict``); or an
+    Y : (N, D) array or outputs.Outputs
+        The data; centred inside the model (the mean is added back by ``predict``); or an
         ``outputs.Outputs`` (e.g. one view of an ``MRD`` model).
-    latent_dim : Q, latent dimensions (ARD switches unneeded ones off).
-    num_inducing : M inducing inputs, 1 <= M <= N.
-    kernel : a kernel name ("rbf", "linear", "rbf+bias+white", ...) or a ``Kernel``.
-    seed : seed of the initialisation (PCA means are deterministic; S, Z subset are drawn).
-    mask : (N, D) bool, True = observed (optional): entries to treat as missing beside NaN.
-
-    Missing values (NaN, or False in ``mask``): the bound is taken over the observed entries
-    of each output (``bgplvm.missing``), the data are centred with each column's observed
-    mean, and ``impute`` fills the missing entries from q(X).
-
-    client : None (fit in this process) or a Dask cluster: a ``dask.distributed.Client``, a
+    latent_dim : int
+        Q, latent dimensions (ARD switches unneeded ones off).
+    num_inducing : int
+        M inducing inputs, 1 <= M <= N.
+    kernel : str or Kernel
+        A kernel name ("rbf", "linear", "rbf+bias+white", ...) or a ``Kernel``.
+    seed : int or None
+        Seed of the initialisation (PCA means are deterministic; S, Z subset are drawn).
+    mask : (N, D) bool, optional
+        True = observed: entries to treat as missing beside NaN.
+    client : None, dask.distributed.Client or str
+        None (fit in this process) or a Dask cluster: a ``dask.distributed.Client``, a
         scheduler address ("tcp://host:8786") or "local" (a ``LocalCluster`` started and
         closed for the model). Then the model is a ``bgplvm.distributed.DistributedGPLVM``:
         Y (a NumPy array, or a ``dask.array.Array`` chunked by rows) and q(X) stay on the
         workers, in ``chunks`` blocks of rows (default: one per worker).
+
+    Notes
+    -----
+    Missing values (NaN, or False in ``mask``): the bound is taken over the observed entries
+    of each output (``bgplvm.missing``), the data are centred with each column's observed
+    mean, and ``impute`` fills the missing entries from q(X).
     """
 
     def __new__(cls, *args, client=None, chunks=None, **kwargs):

@@ -180,24 +180,50 @@ class GPLVMTransformer(_GPLVMBase):
 
     Parameters
     ----------
-    n_components : latent dimensions Q (the model's ``latent_dim``; ARD switches unneeded
-        ones off, see ``ard_weights_``).
-    num_inducing : inducing inputs M, capped at the number of training rows
-        (``num_inducing_`` holds the number used).
-    kernel : a kernel name ("rbf", "linear", "rbf+bias+white", ...) or a ``bgplvm`` Kernel.
-    max_iters : L-BFGS iterations of ``fit`` (the model's default is 3000; 1000 is enough
-        for small data sets).
-    infer_iters : iterations of the per-row optimisation of q(x*) in ``transform`` and
+    n_components : int
+        Latent dimensions Q (the model's ``latent_dim``; ARD switches unneeded ones off,
+        see ``ard_weights_``).
+    num_inducing : int
+        Inducing inputs M, capped at the number of training rows (``num_inducing_`` holds
+        the number used).
+    kernel : str or Kernel
+        A kernel name ("rbf", "linear", "rbf+bias+white", ...) or a ``bgplvm`` Kernel.
+    max_iters : int
+        L-BFGS iterations of ``fit`` (the model's default is 3000; 1000 is enough for small
+        data sets).
+    infer_iters : int
+        Iterations of the per-row optimisation of q(x*) in ``transform`` and
         ``score_samples`` (``infer_latent``'s ``max_iters``).
-    n_init : training rows whose q(x_n) are tried as starts of each q(x*) (``infer_latent``).
-    random_state : seed of the initialisation (an int, a RandomState or None).
-    return_variance : ``transform`` and ``fit_transform`` return (means, variances) rather
-        than the means alone (per call: ``transform(X, return_variance=True)``).
+    n_init : int
+        Training rows whose q(x_n) are tried as starts of each q(x*) (``infer_latent``).
+    random_state : int, RandomState or None
+        Seed of the initialisation.
+    return_variance : bool
+        ``transform`` and ``fit_transform`` return (means, variances) rather than the means
+        alone (per call: ``transform(X, return_variance=True)``).
 
-    Fitted attributes: ``model_`` (the ``BayesianGPLVM``), ``latent_mean_`` /
-    ``latent_variance_`` (N, n_components) of q(X), ``n_components_``, ``num_inducing_``,
-    ``n_features_in_`` (and ``feature_names_in_``), ``ard_weights_``, ``noise_variance_``,
-    ``fit_info_`` (the model's ``fit_info``), ``n_iter_``.
+    Attributes
+    ----------
+    model_ : BayesianGPLVM
+        The fitted model.
+    latent_mean_ : ndarray of shape (N, n_components)
+        The means of q(X) of the training rows.
+    latent_variance_ : ndarray of shape (N, n_components)
+        Their variances.
+    n_components_ : int
+        The latent dimensions used.
+    num_inducing_ : int
+        The inducing inputs used.
+    n_features_in_ : int
+        Columns seen by ``fit`` (and ``feature_names_in_`` when they had names).
+    ard_weights_ : ndarray of shape (n_components,)
+        The ARD weights.
+    noise_variance_ : float
+        The fitted noise variance.
+    fit_info_ : dict
+        The model's ``fit_info``.
+    n_iter_ : int
+        Iterations of the fit.
     """
 
     def __init__(self, n_components: int = 2, num_inducing: int = 20, kernel="rbf", max_iters: int = 1000,

@@ -38,14 +38,23 @@ from .vlbfgs import Part
 class DistributedGPLVM(Calibrated, Training):
     """``BayesianGPLVM`` with its rows on Dask workers (module docstring).
 
-    Y : (N, D) NumPy array (split into ``chunks`` blocks of rows, one per worker by
-        default) or a ``dask.array.Array`` chunked by rows (its chunks are the blocks; no
-        N-sized array reaches the driver).
-    client : a ``dask.distributed.Client``, a scheduler address or "local".
-    memory : L-BFGS pairs kept (on the workers, 16 m bytes per local parameter).
-    timeout : seconds one round of calls on the blocks may take with their workers alive
-        before the cluster is taken to be stuck (``faults``: a worker that leaves is noticed
-        within a second, whatever this is).
+    Parameters
+    ----------
+    Y : (N, D) numpy.ndarray or dask.array.Array
+        A NumPy array (split into ``chunks`` blocks of rows, one per worker by default) or a
+        dask array chunked by rows (its chunks are the blocks; no N-sized array reaches the
+        driver).
+    client : dask.distributed.Client, str
+        A client, a scheduler address or "local".
+    memory : int
+        L-BFGS pairs kept (on the workers, 16 m bytes per local parameter).
+    timeout : float
+        Seconds one round of calls on the blocks may take with their workers alive before
+        the cluster is taken to be stuck (``faults``: a worker that leaves is noticed within
+        a second, whatever this is).
+
+    Notes
+    -----
     Other arguments as ``BayesianGPLVM``'s. Complete data and the static prior.
 
     Calibration: the in-process contract (``calibration.Calibrated``): ``calibration`` (set

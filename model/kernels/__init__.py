@@ -7,6 +7,7 @@ Compiled code lives in the private ``_*_numba.py`` modules; flags in
 ``model/_numba_config.py``.
 
 Conventions shared by every kernel:
+
 - gradients are w.r.t. the positive parameters themselves (``variance``, ``lengthscale``,
   ``variances``); the model applies its transform's chain rule;
 - ``psi_gradients`` is exact for any (M, M) dL_dPsi2 (the bound passes a symmetric one);
