@@ -11,21 +11,16 @@
 # neighbours imputer that most people would otherwise reach for.
 
 # %%
-import os
-
 import numpy as np
 from IPython.display import Image, display
 
 from bgplvm import BayesianGPLVM
 from bgplvm.baselines import KNNBaseline
 from bgplvm.datasets import load
+from bgplvm.docs_utils import reduce_in_tests
 from bgplvm.explorer.figures import Axes, PngCanvas
+from bgplvm.explorer.notebook_figures import latent_scatter
 from bgplvm.metrics import gaussian_scores, table
-
-
-def reduce_in_tests(n, test_n=100):
-    """Fewer iterations when the documentation is built in quick mode (CI)."""
-    return test_n if os.environ.get("BGPLVM_DOCS_QUICK") else n
 
 
 # %% [markdown]
@@ -54,7 +49,7 @@ print(f"{hidden.sum()} of {hidden.size} entries missing; "
 
 # %%
 m = BayesianGPLVM(Y, latent_dim=10, num_inducing=50, seed=0)
-m.fit(reduce_in_tests(3000), progress=False)
+m.fit(reduce_in_tests(3000, test_n=100), progress=False)
 print(m.fit_info["reason"], f"after {m.fit_info['iterations']} iterations; bound {m.elbo():.1f}")
 print("missing fraction:", round(m.missing_fraction, 3), "| Y_observed:", m.Y_observed.shape, m.Y_observed.dtype)
 print("ARD weights (sorted):", np.round(np.sort(m.ard_weights)[::-1], 3))
@@ -65,25 +60,7 @@ print("ARD weights (sorted):", np.round(np.sort(m.ard_weights)[::-1], 3))
 # which the model never saw) separate.
 
 # %%
-COLOURS = ["#1f77b4", "#d62728", "#2ca02c"]
-
-
-def latent_scatter(model, labels, names, title):
-    """The two dimensions with the largest ARD weights of q(X)'s means, one colour a class."""
-    a, b = np.argsort(model.ard_weights)[::-1][:2]
-    X = model.latent_mean[:, [a, b]]
-    c = PngCanvas(460, 420)
-    lo, hi = X.min(axis=0), X.max(axis=0)
-    pad = 0.05 * (hi - lo)
-    ax = Axes(c, (70, 40, 360, 320), (lo[0] - pad[0], hi[0] + pad[0]), (lo[1] - pad[1], hi[1] + pad[1]))
-    for (x, y), k in zip(X, labels):
-        c.circle(float(ax.px(x)), float(ax.py(y)), 2.5, fill=COLOURS[k], opacity=0.8)
-    ax.frame(title=title, xlabel=f"latent dimension {a}", ylabel=f"latent dimension {b}")
-    ax.legend([(n, col) for n, col in zip(names, COLOURS)])
-    return c.to_bytes()
-
-
-display(Image(data=latent_scatter(m, ds.labels, ds.label_names, "q(X) of oil, 30 % missing")))
+latent_scatter(m.latent_mean, ds.labels, ds.label_names, ard=m.ard_weights, title="q(X) of oil, 30 % missing")
 
 # %% [markdown]
 # ## Impute, with uncertainty
@@ -124,7 +101,7 @@ print(table(scores))
 # from the fit alone; with 30 % missing they are usually a little narrow (a 95 % interval
 # holds around 90 %, `reproduction/calibration` in the repository). `m.calibrate(path="impute")`
 # learns a correction from the training rows themselves: see the
-# [calibration](calibration.py) page. The error per column shows where each method is
+# [calibration](calibration.html) page. The error per column shows where each method is
 # better:
 
 # %%
@@ -160,4 +137,4 @@ display(Image(data=bars(np.c_[err_gp, err_knn], ["GP-LVM", "k-NN"], ["#1f77b4", 
 #   refused, naming their indices; more than 95 % missing gives a warning.
 # - `DynamicalGPLVM` and `UncertainInputGPR` take NaN the same way.
 # - New rows with missing entries (not in the training table) go through `reconstruct`:
-#   see [new data](new_data.py).
+#   see [new data](new_data.html).
