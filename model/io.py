@@ -355,7 +355,8 @@ def _restore_calibration(m, cal_meta: dict, arrays: dict, source) -> None:
     if "calibration.scale" not in arrays:
         raise ModelFileError(f"model file {source!r} lacks the array 'calibration.scale': truncated or corrupt")
     try:
-        m.calibration = Calibration.from_file(cal_meta, arrays["calibration.scale"])
+        read = getattr(type(m), "_calibration_from_file", Calibration.from_file)  # MRD: its views' calibrations
+        m.calibration = read(cal_meta, arrays["calibration.scale"])
     except ValueError as e:
         raise ModelFileError(f"model file {source!r}: {e}") from None
 

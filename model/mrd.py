@@ -53,6 +53,7 @@ default.
 from __future__ import annotations
 
 import copy
+import warnings
 from numbers import Integral
 
 import numpy as np
@@ -390,12 +391,14 @@ class MRD(BayesianGPLVM):
         return self.infer_latent(observed, max_iters=max_iters, return_fit=True).log_density
 
     def predict_views(self, observed: dict, target=None, max_iters: int = 200, undetermined: str = "prior",
-                      threshold: float = SEGMENTATION_THRESHOLD) -> dict:
+                      threshold: float = SEGMENTATION_THRESHOLD, calibrated: bool = True) -> dict:
         """{view: (mean, variance) (n*, D_v)} of the views not observed (or of ``target``, a
         name or a list of names) at the q(x*) inferred from the observed ones. In the
         dimensions no observed view switches on (``segmentation(threshold)``) q(x*) is its
         prior ("prior"), or the q(x_n) of the training row nearest in the observed views
-        ("nearest"): ``mrd_inference.fill_undetermined``."""
+        ("nearest"): ``mrd_inference.fill_undetermined``. Where ``calibrate`` calibrated a
+        target from these observed views, its variance is scaled (``calibrated=False``: not),
+        with a warning when a simple baseline predicted it better there."""
         from .mrd_inference import fill_undetermined
 
         targets = [n for n in self.view_names if n not in observed] if target is None else (
@@ -404,15 +407,32 @@ class MRD(BayesianGPLVM):
             self.view(t)  # unknown names: KeyError naming the views
         fit = self.infer_latent(observed, max_iters=max_iters, return_fit=True)
         mu, S = fill_undetermined(self, observed, fit, undetermined, threshold)
-        return {t: self.view(t).predict(mu, S) for t in targets}
+        return {t: self._across(t, observed, mu, S, undetermined, calibrated) for t in targets}
+
+    def _across(self, target: str, observed: dict, mu, S, undetermined: str, calibrated: bool):
+        """(mean, variance) of view ``target`` at q(x*) = (mu, S) inferred from ``observed``,
+        the variance scaled by the target's calibration if ``calibrated`` and one applies
+        (``mrd_calibration.apply_views_calibration``), with its baseline warning."""
+        from .mrd_calibration import apply_views_calibration
+        from .mrd_inference import check_observed
+
+        mean, var = self.view(target).predict(mu, S, calibrated=False)
+        cal = self._calibration
+        if not calibrated or cal is None or target not in cal.targets:
+            return mean, var
+        text = cal.targets[target].baseline_warning(target)
+        if text is not None:
+            warnings.warn(text, stacklevel=4)
+        return mean, apply_views_calibration(self, target, check_observed(self, observed), mean, var, mu, S,
+                                             undetermined)
 
     def reconstruct(self, observed: dict, target: str, max_iters: int = 200, undetermined: str = "prior",
-                    threshold: float = SEGMENTATION_THRESHOLD):
+                    threshold: float = SEGMENTATION_THRESHOLD, calibrated: bool = True):
         """(mean, variance) (n*, D_target) of view ``target`` given the observed views
         (``predict_views``, with its ``undetermined`` and ``threshold``); where ``target`` is
         itself partly observed, its observed entries are passed through with variance 0."""
         mean, var = self.predict_views(observed, target=target, max_iters=max_iters, undetermined=undetermined,
-                                       threshold=threshold)[target]
+                                       threshold=threshold, calibrated=calibrated)[target]
         if target in observed:
             from .testbound import check_test_outputs
 
@@ -435,6 +455,10 @@ class MRD(BayesianGPLVM):
             lines.append(f"  view {n!r:<12} D = {o.shape[1]}, noise {self.noise_variance[n]:.4g}"
                          + (f", {100 * o.missing_fraction:.1f}% missing" if o.missing_fraction else ""))
         lines += ["  " + line for line in seg.describe().splitlines()]
+        if self._calibration is not None:
+            lines += ["  intervals         " + line for line in self._calibration.describe().splitlines()]
+            lines += ["  baseline          " + text for t, v in self._calibration.targets.items()
+                      if (text := v.baseline_warning(t)) is not None]
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -460,8 +484,48 @@ class MRD(BayesianGPLVM):
         """{view: (mean, variance)}: each view's missing entries (``BayesianGPLVM.impute``)."""
         return {n: self.view(n).impute(calibrated=calibrated) for n in self.view_names}
 
-    def calibrate(self, *args, **kwargs):
-        self._one_view("calibrate")
+    # --- calibration across views (model/mrd_calibration.py) -----------------------------------
+    def calibrate(self, target=None, observed=None, rows: int = 1000, folds: int = 5, level: float = 0.95,
+                  method: str = "quantile", per_output: bool | None = None, seed: int = 0,
+                  undetermined: str = "prior", groups=None, adaptive: bool = True):
+        """Calibrate the intervals of views predicted from other views (``predict_views``,
+        ``reconstruct``) on the training rows themselves (``bgplvm.mrd_calibration``):
+        ``rows`` training rows, in ``folds``, have view ``target`` (a name, a list, or None:
+        each view in turn) predicted from the views ``observed`` (default: all the others)
+        with every view's q(u) recomputed without the fold's rows; the target's per-output
+        sd scales match a nominal ``level`` interval (``method``, ``per_output``, ``adaptive``
+        as ``BayesianGPLVM.calibrate``), for predictions made with ``undetermined``. Also
+        measures k-NN and the column mean on the same entries (the predictions warn when one
+        is better). ``groups`` (one label per training row) makes folds of whole groups.
+        Returns the model's ``ViewsCalibration`` (``describe()``); ``save`` keeps it;
+        ``m.calibration = None`` drops it."""
+        from .mrd_calibration import calibrate_views
+
+        if self._not_calibrated_because:
+            raise TypeError(f"{type(self).__name__}.calibrate is not available: {self._not_calibrated_because}")
+        self._calibration = calibrate_views(self, target=target, observed=observed, rows=rows, folds=folds,
+                                            level=level, method=method, per_output=per_output, seed=seed,
+                                            undetermined=undetermined, groups=groups, adaptive=adaptive)
+        return self._calibration
+
+    @property
+    def calibration(self):
+        """The ``mrd_calibration.ViewsCalibration`` in use (``calibrate``), or None."""
+        return self._calibration
+
+    @calibration.setter
+    def calibration(self, cal) -> None:
+        from .mrd_calibration import check_views_calibration
+
+        if cal is not None and self._not_calibrated_because:
+            raise TypeError(f"{type(self).__name__} takes no calibration: {self._not_calibrated_because}")
+        self._calibration = None if cal is None else check_views_calibration(self, cal)
+
+    @classmethod
+    def _calibration_from_file(cls, meta: dict, scale):
+        from .mrd_calibration import ViewsCalibration
+
+        return ViewsCalibration.from_file(meta, scale)
 
     # --- model files (``bgplvm.io``: npz + JSON, the views as arrays "Y.<name>") -------------
     def _file_outputs(self) -> dict:
@@ -573,6 +637,9 @@ class DynamicalMRD(MRD):
         ``latent_at`` through each view's mapping."""
         mu, S = self.latent_at(t_new, sequence)
         return self.predict(mu, S, include_noise=include_noise)
+
+    _not_calibrated_because = ("its rows are frames coupled through time, and inferring frames across views "
+                               "through the time prior is not available (calibrate an MRD with the static prior)")
 
     def infer_latent(self, *args, **kwargs):
         raise TypeError("DynamicalMRD couples frames through time, and inferring new frames across views "

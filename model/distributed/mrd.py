@@ -68,9 +68,9 @@ class DistributedMRD(DistributedGPLVM):
     column mean), as ``DistributedGPLVM``'s start is ``BayesianGPLVM``'s.
     """
 
-    #: as ``MRD.calibrate``: no calibration of the views together
-    _not_calibrated_because = ("an MRD has several views; a view is calibrated on its own in process "
-                               "(to_model().view(name).calibrate())")
+    #: its cross-view calibration is made in process (``MRD.calibrate``)
+    _not_calibrated_because = ("the held-out rows of a calibration are predicted in process: calibrate "
+                               "m.to_model() (MRD.calibrate) and predict across views with that model")
 
     def __init__(self, views, latent_dim: int = 2, num_inducing: int = 20, kernel="rbf",
                  seed: int | None = 0, inducing: str = "per_view", init: str = "scaled_pca",

@@ -40,8 +40,9 @@ class _ViewStats:
     def _test_stats(self):
         return self.stats
 
-    def predict(self, Xnew, Xnew_var=None, include_noise: bool = True):
-        """As ``BayesianGPLVM.predict`` (uncalibrated: an MRD's views are not calibrated)."""
+    def predict(self, Xnew, Xnew_var=None, include_noise: bool = True, calibrated: bool = False):
+        """As ``BayesianGPLVM.predict``, uncalibrated (a distributed MRD takes no calibration:
+        ``MRD.calibrate`` calibrates its in-process model, ``to_model()``)."""
         X, S = check_inputs(Xnew, Xnew_var, self.stats.Q)
         return predict_from_stats(self.stats, X, S, include_noise)
 
@@ -81,6 +82,9 @@ class ViewsView:
     infer_candidates = MRD.infer_candidates
     log_density = MRD.log_density
     predict_views = MRD.predict_views
+    _across = MRD._across
+    #: no calibration on Dask (``DistributedMRD._not_calibrated_because``)
+    _calibration = None
     reconstruct = MRD.reconstruct
 
 
