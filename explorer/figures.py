@@ -183,8 +183,12 @@ class PngCanvas:
     def polyline(self, pts, color, width=1.0, opacity=1.0, dash=False):
         if len(pts) < 2:
             return
-        self._draw.line(self._p(pts), fill=self._c(color, opacity), width=max(1, int(round(width * self.s))),
-                        joint="curve")
+        fill, w = self._c(color, opacity), max(1, int(round(width * self.s)))
+        if not dash:
+            self._draw.line(self._p(pts), fill=fill, width=w, joint="curve")
+            return
+        for piece in dashes(pts, DASH_ON, DASH_OFF):  # as the SVG canvas's stroke-dasharray="4,3"
+            self._draw.line(self._p(piece), fill=fill, width=w)
 
     def polygon(self, pts, fill, opacity=1.0, stroke=None):
         self._draw.polygon(self._p(pts), fill=self._c(fill, opacity), outline=self._c(stroke))
@@ -323,3 +327,28 @@ def new_canvas(fmt: str, width: int, height: int):
     if fmt == "png":
         return PngCanvas(width, height)
     raise ValueError(f"unknown figure format {fmt!r} (png or svg)")
+
+
+#: dash and gap lengths (px) of a dashed line, as the SVG canvas's stroke-dasharray
+DASH_ON, DASH_OFF = 4.0, 3.0
+
+
+def dashes(pts, on: float, off: float) -> list:
+    """The pieces [(start, end) points] of the polyline ``pts`` drawn as dashes ``on`` long
+    with gaps ``off`` long, the pattern running on across its corners."""
+    pts = [(float(x), float(y)) for x, y in pts]
+    out, pos, period = [], 0.0, on + off
+    for (x0, y0), (x1, y1) in zip(pts[:-1], pts[1:]):
+        length = math.hypot(x1 - x0, y1 - y0)
+        if length == 0:
+            continue
+        t = 0.0
+        while t < length:
+            phase = pos % period
+            step = min((on - phase) if phase < on else (period - phase), length - t)
+            if phase < on:
+                a, b = t / length, (t + step) / length
+                out.append([(x0 + a * (x1 - x0), y0 + a * (y1 - y0)), (x0 + b * (x1 - x0), y0 + b * (y1 - y0))])
+            t += step
+            pos += step
+    return out

@@ -1156,3 +1156,24 @@ def test_a_model_that_explains_its_data_as_noise_is_named():
     assert lo < 2e-12 < hi
     assert plots.variance_image(np.linspace(1, 2, 25).reshape(5, 5), (-1, -1, 1, 1), (0, 1)).opts.get().kwargs[
         "clim"] == (None, None)
+
+
+def test_a_dashed_line_in_a_png_figure_has_gaps():
+    """PngCanvas draws dash=True as 4 px dashes with 3 px gaps (as the SVG canvas's
+    stroke-dasharray), the pattern carried across corners; a solid line has no gaps."""
+    import io as _io
+
+    from PIL import Image
+
+    from bgplvm.explorer.figures import PngCanvas, dashes
+
+    assert dashes([(0, 0), (10, 0), (10, 4)], 4, 3) == [[(0.0, 0.0), (4.0, 0.0)], [(7.0, 0.0), (10.0, 0.0)],
+                                                        [(10.0, 0.0), (10.0, 1.0)]]
+    rows = {}
+    for dash in (False, True):
+        c = PngCanvas(60, 20)
+        c.polyline([(5, 10), (55, 10)], "#000000", width=1.0, dash=dash)
+        im = np.asarray(Image.open(_io.BytesIO(c.to_bytes())).convert("L"), dtype=float)
+        rows[dash] = im[im.shape[0] // 2, int(0.2 * im.shape[1]):int(0.8 * im.shape[1])] < 128
+    assert rows[False].all()
+    assert 0.4 < rows[True].mean() < 0.75
