@@ -198,28 +198,39 @@ class DynamicalGPLVM(BayesianGPLVM):
 
     Parameters
     ----------
-    Y : (N, D) outputs (NaN = missing, as in ``BayesianGPLVM``); t : (N,) time stamps.
-    sequences : (N,) ids of independent sequences (rows of one id in time order), or None
-        for one sequence. Kt is block-diagonal over them; the mapping is shared.
-    time_kernel : "matern32" (default), "matern12", "matern52", "rbf", "periodic", "white", "bias" or
+    Y : (N, D) array
+        Outputs (NaN = missing, as in ``BayesianGPLVM``).
+    t : (N,) array
+        Time stamps.
+    sequences : (N,) array, optional
+        Ids of independent sequences (rows of one id in time order), or None for one
+        sequence. Kt is block-diagonal over them; the mapping is shared.
+    time_kernel : str or bgplvm.time_kernels.TimeKernel
+        "matern32" (default), "matern12", "matern52", "rbf", "periodic", "white", "bias" or
         sums such as "rbf+white+bias" (the paper's code default), or a
         ``bgplvm.time_kernels.TimeKernel``.
-    learn_time_variance : learn the variance of the smooth time-kernel parts (rbf, matern,
-        periodic). Off by default, as in the paper's code: it trades off against the scale
-        of X and the ARD weights, and the lengthscale compensates (white/bias variances are
-        always learned). ``unfreeze`` also turns it on: ``m.unfreeze("time_kernel.variance")``
-        for a single kernel, ``"time_kernel.rbf.variance"`` for the rbf part of a sum
-        (``m.param_names`` lists them).
-    time_prior : "auto" (default), "dense" or "state_space": how p(X | t) is computed.
-        "dense" factorises Kt (sum over sequences of n_s^3 per latent dimension, the paper's
-        way); "state_space" runs Kalman filters and smoothers over the time kernel's
-        state-space form (linear in the number of frames; ``bgplvm.priors.state_space``),
-        exact for Matern 1/2, 3/2, 5/2 and their sums with white and bias parts, an
-        approximation of stated error for rbf and periodic (``state_space_options``: their
-        ``order`` / ``max_error``). "auto" takes the state-space form where it is exact. Both
-        forms have the same parameters and q(X); ``with_time_prior`` switches.
-    client, chunks : a Dask cluster (as ``BayesianGPLVM``'s): the model is then a
+    learn_time_variance : bool
+        Learn the variance of the smooth time-kernel parts (rbf, matern, periodic). Off by
+        default, as in the paper's code: it trades off against the scale of X and the ARD
+        weights, and the lengthscale compensates (white/bias variances are always learned).
+        ``unfreeze`` also turns it on: ``m.unfreeze("time_kernel.variance")`` for a single
+        kernel, ``"time_kernel.rbf.variance"`` for the rbf part of a sum (``m.param_names``
+        lists them).
+    time_prior : {"auto", "dense", "state_space"}
+        How p(X | t) is computed. "dense" factorises Kt (sum over sequences of n_s^3 per
+        latent dimension, the paper's way); "state_space" runs Kalman filters and smoothers
+        over the time kernel's state-space form (linear in the number of frames;
+        ``bgplvm.priors.state_space``), exact for Matern 1/2, 3/2, 5/2 and their sums with
+        white and bias parts, an approximation of stated error for rbf and periodic
+        (``state_space_options``: their ``order`` / ``max_error``). "auto" (default) takes
+        the state-space form where it is exact. Both forms have the same parameters and
+        q(X); ``with_time_prior`` switches.
+    client, chunks
+        A Dask cluster (as ``BayesianGPLVM``'s): the model is then a
         ``bgplvm.distributed.DistributedDynamicalGPLVM`` with whole sequences per block.
+
+    Notes
+    -----
     Other arguments as ``BayesianGPLVM``.
     """
 

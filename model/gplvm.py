@@ -442,6 +442,22 @@ class BayesianGPLVM(Calibrated):
         (KeyboardInterrupt: a loop of fits stops too). ``fit_info["reason"]``: converged,
         stalled (the line search found no better point; ``fit_info["message"]``), max_iters,
         callback, interrupted or error.
+
+        Parameters
+        ----------
+        max_iters : int
+            Iterations in all, the held phase included (default 3000).
+        init_iters : int, optional
+            Iterations of the held phase (see above).
+        callback : callable, optional
+            ``callback(FitProgress)`` after every iteration; returning True stops the fit.
+        progress : bool, optional
+            Show a progress bar (default: when running in a terminal).
+
+        Returns
+        -------
+        BayesianGPLVM
+            The model itself, fitted in place (``fit_info`` says how the fit ended).
         """
         max_iters = _check_int("max_iters", max_iters, 0)
         if callback is not None and not callable(callback):
@@ -610,11 +626,23 @@ class BayesianGPLVM(Calibrated):
     def predict(self, Xnew, Xnew_var=None, include_noise: bool = True, calibrated: bool = True):
         """Predictive mean (n, D) and variance (n, D) of y* at latent points.
 
-        Deterministic points (``Xnew_var`` None): projected-process predictive
-        (eq:testPosteriorF). Gaussian points N(Xnew, diag Xnew_var): meanFstar / covFstar.
-        ``include_noise`` adds the noise variance (predicting y rather than f). If the model
-        was calibrated (``calibrate``) and ``calibrated``, the variance of f and of y alike
-        is scaled by the calibration's per-output factor (``bgplvm.calibration``).
+        Parameters
+        ----------
+        Xnew : (n, Q) array
+            Latent points (deterministic), or the means of Gaussian ones.
+        Xnew_var : (n, Q) array, optional
+            None: deterministic points, the projected-process predictive
+            (eq:testPosteriorF). Else the points are Gaussian N(Xnew, diag Xnew_var):
+            meanFstar / covFstar.
+        include_noise : bool
+            Add the noise variance (predicting y rather than f).
+        calibrated : bool
+            If the model was calibrated (``calibrate``), scale the variance of f and of y
+            alike by the calibration's per-output factor (``bgplvm.calibration``).
+
+        Returns
+        -------
+        mean, variance : (n, D) arrays
         """
         Xnew, S = check_inputs(Xnew, Xnew_var, self.latent_dim)
         self._sync_kernel()  # e.g. called from a fit's callback, while the bound moves it
@@ -655,11 +683,17 @@ class BayesianGPLVM(Calibrated):
 
     @blas_single_threaded
     def impute(self, calibrated: bool = True) -> tuple[np.ndarray, np.ndarray]:
-        """Y with its missing training entries filled in: (mean (N, D), variance (N, D)).
+        """Y with its missing training entries filled in.
+
         A missing entry gets meanFstar / covFstar (eqs. meanFstar, covFstar) at the row's
-        q(x_n) plus the noise variance (when calibrated, scaled as ``predict`` does and by
-        the row's misfit in its observed entries, ``Calibration.row_factor``); an observed
-        one is passed through, variance 0."""
+        q(x_n) plus the noise variance (when ``calibrated`` and the model was calibrated,
+        scaled as ``predict`` does and by the row's misfit in its observed entries,
+        ``Calibration.row_factor``); an observed one is passed through, variance 0.
+
+        Returns
+        -------
+        mean, variance : (N, D) arrays
+        """
         mean = np.array(self.Y)
         var = np.zeros(self.Y.shape)
         if self._missing is None:
@@ -685,21 +719,52 @@ class BayesianGPLVM(Calibrated):
         return self._cache["test_stats"]
 
     def infer_latent(self, Y_star, n_init: int = 1, max_iters: int = 200, return_fit: bool = False):
-        """q(x*) = N(mu_s, diag S_s) for new outputs Y_star (n*, D), NaN = missing (any
-        pattern per row). The model and q(X) are held fixed; every row is optimised, all
-        together, from the q(x_n) of the nearest of ``n_init`` training rows in its observed
-        dims (eq:predictive1, app:partialtestBound). Returns (mu_s, S_s), each (n*, Q), or
-        with ``return_fit`` the whole ``testbound.LatentFit`` (log densities, iterations)."""
+        """q(x*) = N(mu_s, diag S_s) of new outputs (eq:predictive1, app:partialtestBound).
+
+        The model and q(X) are held fixed; every row is optimised, all together, from the
+        q(x_n) of the nearest of ``n_init`` training rows in its observed dims.
+
+        Parameters
+        ----------
+        Y_star : (n*, D) array
+            New outputs; NaN = missing (any pattern per row).
+        n_init : int
+            Training rows tried as starts of each q(x*).
+        max_iters : int
+            Iterations of the optimisation of q(x*).
+        return_fit : bool
+            Return the whole ``testbound.LatentFit`` (log densities, iterations).
+
+        Returns
+        -------
+        mu_s, S_s : (n*, Q) arrays
+            The means and variances of q(x*) (or the ``LatentFit`` with ``return_fit``).
+        """
         Ys, observed = check_test_outputs(Y_star, self.Y.shape[1])
         fit = infer_latent(self._test_stats(), Ys, observed, **_infer_kw(n_init=n_init, max_iters=max_iters))
         return fit if return_fit else (fit.mu, fit.S)
 
     def reconstruct(self, Y_star, calibrated: bool = True, **infer_kw):
-        """Mean and variance (n*, D) of y* given its observed entries: meanFstar / covFstar
-        at the inferred q(x*) plus the noise variance (when calibrated, scaled as ``predict``
-        does and by the row's misfit in its observed entries, ``Calibration.row_factor``);
-        observed entries are passed through with variance 0. ``infer_kw`` go to
-        ``infer_latent``."""
+        """Mean and variance of y* given its observed entries.
+
+        meanFstar / covFstar at the inferred q(x*) plus the noise variance (when
+        ``calibrated`` and the model was calibrated, scaled as ``predict`` does and by the
+        row's misfit in its observed entries, ``Calibration.row_factor``); observed entries
+        are passed through with variance 0.
+
+        Parameters
+        ----------
+        Y_star : (n*, D) array
+            New outputs; NaN = missing.
+        calibrated : bool
+            Use the model's calibration, if it has one.
+        **infer_kw
+            Go to ``infer_latent`` (``n_init``, ``max_iters``).
+
+        Returns
+        -------
+        mean, variance : (n*, D) arrays
+        """
         Ys, observed = check_test_outputs(Y_star, self.Y.shape[1])
         self._baseline_warning()
         fit = infer_latent(self._test_stats(), Ys, observed, **_infer_kw(**infer_kw))
@@ -708,8 +773,20 @@ class BayesianGPLVM(Calibrated):
         return np.where(observed, Ys, mean), np.where(observed, 0.0, var)
 
     def log_density(self, Y_star, **infer_kw) -> np.ndarray:
-        """(n*,) log p(y*_O | Y) ~ F(q(X), q(x*)) - F(q(X)) over the observed dims O of each row
-        (eq:predictive1), at the q(x*) of ``infer_latent``."""
+        """log p(y*_O | Y) ~ F(q(X), q(x*)) - F(q(X)) over the observed dims O of each row
+        (eq:predictive1), at the q(x*) of ``infer_latent``.
+
+        Parameters
+        ----------
+        Y_star : (n*, D) array
+            New outputs; NaN = missing.
+        **infer_kw
+            Go to ``infer_latent``.
+
+        Returns
+        -------
+        (n*,) array
+        """
         Ys, observed = check_test_outputs(Y_star, self.Y.shape[1])
         return infer_latent(self._test_stats(), Ys, observed, **_infer_kw(**infer_kw)).log_density
 
