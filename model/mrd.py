@@ -64,6 +64,7 @@ from .init import init_params
 from .io import register_model_class
 from .kernels import Kernel, make_kernel
 from .missing import column_variance, listed
+from .mrd_calibration import ViewsCalibrated
 from .outputs import Outputs
 from .params import Block, ParamLayout
 from .priors import LatentPrior, StaticPrior
@@ -142,7 +143,7 @@ def _view_kernels(kernel, names: list[str], Q: int) -> dict[str, Kernel]:
     return {n: make_kernel(k if isinstance(k, str) else copy.deepcopy(k), Q) for n, k in zip(names, given)}
 
 
-class MRD(BayesianGPLVM):
+class MRD(ViewsCalibrated, BayesianGPLVM):
     """Several views of the same rows sharing one q(X) (module docstring).
 
     Parameters
@@ -508,24 +509,14 @@ class MRD(BayesianGPLVM):
                                             undetermined=undetermined, groups=groups, adaptive=adaptive)
         return self._calibration
 
-    @property
-    def calibration(self):
-        """The ``mrd_calibration.ViewsCalibration`` in use (``calibrate``), or None."""
-        return self._calibration
+    def _data_record(self) -> tuple[int, str]:
+        """(sum_v D_v, the fingerprint of the views side by side): what a calibration records."""
+        from .mrd_calibration import views_fingerprint
 
-    @calibration.setter
-    def calibration(self, cal) -> None:
-        from .mrd_calibration import check_views_calibration
+        return sum(o.shape[1] for o in self.views.values()), views_fingerprint(self)
 
-        if cal is not None and self._not_calibrated_because:
-            raise TypeError(f"{type(self).__name__} takes no calibration: {self._not_calibrated_because}")
-        self._calibration = None if cal is None else check_views_calibration(self, cal)
-
-    @classmethod
-    def _calibration_from_file(cls, meta: dict, scale):
-        from .mrd_calibration import ViewsCalibration
-
-        return ViewsCalibration.from_file(meta, scale)
+    def _view_dims(self) -> dict:
+        return {n: o.shape[1] for n, o in self.views.items()}
 
     # --- model files (``bgplvm.io``: npz + JSON, the views as arrays "Y.<name>") -------------
     def _file_outputs(self) -> dict:

@@ -118,17 +118,41 @@ class ViewsCalibration:
         return any(v.calibration.knn_better for v in self.targets.values())
 
 
-def check_views_calibration(m, cal) -> ViewsCalibration:
-    """``cal`` if it is an MRD calibration made on ``m``'s views, else an error saying what to do."""
+def check_views_calibration(cal, data: str, dims: dict) -> ViewsCalibration:
+    """``cal`` if it is an MRD calibration made on the views whose ``fingerprint`` is
+    ``data`` and whose widths are ``dims`` ({view: D_v}), else an error saying what to do."""
     if not isinstance(cal, ViewsCalibration):
         raise TypeError(f"an MRD model's calibration is a ViewsCalibration (from MRD.calibrate()), got "
                         f"{type(cal).__name__}")
-    if cal.data != views_fingerprint(m):
+    if cal.data != data:
         raise ValueError("this calibration was made on other views than this model's: call calibrate() on it")
     for t, v in cal.targets.items():
-        if t not in m.views or v.calibration.scale.shape != (m.views[t].shape[1],):
+        if t not in dims or v.calibration.scale.shape != (dims[t],):
             raise ValueError(f"this calibration's target {t!r} is not a view of this model: call calibrate() on it")
     return cal
+
+
+class ViewsCalibrated:
+    """The calibration contract of a model of several views, in process (``MRD``) and on
+    Dask (``DistributedMRD``, whose calibration is made in process): the ``calibration``
+    property, checked against the views (``_data_record``: the fingerprint of the views
+    side by side; ``_view_dims``: {view: D_v}), and how a model file's is read."""
+
+    @property
+    def calibration(self):
+        """The ``ViewsCalibration`` in use (``MRD.calibrate``), or None."""
+        return self._calibration
+
+    @calibration.setter
+    def calibration(self, cal) -> None:
+        if cal is not None and self._not_calibrated_because:
+            raise TypeError(f"{type(self).__name__} takes no calibration: {self._not_calibrated_because}")
+        self._calibration = None if cal is None else check_views_calibration(cal, self._data_record()[1],
+                                                                             self._view_dims())
+
+    @classmethod
+    def _calibration_from_file(cls, meta: dict, scale) -> ViewsCalibration:
+        return ViewsCalibration.from_file(meta, scale)
 
 
 def views_fingerprint(m) -> str:

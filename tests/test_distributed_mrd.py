@@ -361,3 +361,39 @@ def test_long_widths_start_as_in_process(client):
         for n in local.view_names:
             np.testing.assert_allclose(dm.ard_weights[n], local.ard_weights[n], rtol=1e-8)
         assert dm.to_model().widths == "long"
+
+
+def test_a_calibration_made_in_process_is_used_on_dask(client, tmp_path):
+    """One contract in process and on Dask: ``DistributedMRD.calibrate`` says to calibrate
+    the in-process model; the calibration it makes is taken by the distributed model (from
+    ``from_model`` or assigned), its cross-view variances then equal the in-process model's
+    calibrated ones, ``calibrated=False`` gives the uncalibrated ones, ``to_model`` and
+    ``save`` keep it, and a calibration of other views is refused."""
+    from bgplvm.distributed import DistributedMRD
+    from bgplvm.io import load_model
+
+    views = three_views(N=90, seed=3)
+    train = {n: Y[:70] for n, Y in views.items()}
+    test = {n: Y[70:] for n, Y in views.items()}
+    m = MRD(train, 3, 8, seed=0).fit(40, progress=False)
+    cal = m.calibrate(rows=70)
+    obs = {"a": test["a"], "b": test["b"]}
+    want = m.reconstruct(obs, target="c")
+    want0 = m.reconstruct(obs, target="c", calibrated=False)
+    assert not np.allclose(want[1], want0[1])
+    with DistributedMRD.from_model(m, client=client, chunks=3) as dm:
+        assert dm.calibration is cal
+        got = dm.reconstruct(obs, target="c")
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-8)
+        np.testing.assert_allclose(dm.reconstruct(obs, target="c", calibrated=False)[1], want0[1], rtol=1e-8)
+        with pytest.raises(NotImplementedError, match=r"dm.calibration = m.calibrate"):
+            dm.calibrate()
+        assert dm.to_model().calibration is cal
+        dm.save(tmp_path / "m.npz")
+        dm.calibration = None
+        np.testing.assert_allclose(dm.reconstruct(obs, target="c")[1], want0[1], rtol=1e-8)
+        dm.calibration = cal
+        other = MRD({n: Y[:69] for n, Y in train.items()}, 3, 8, seed=0).calibrate(rows=69)
+        with pytest.raises(ValueError, match="other views than this model's"):
+            dm.calibration = other
+    np.testing.assert_allclose(load_model(tmp_path / "m.npz").reconstruct(obs, target="c")[1], want[1], rtol=1e-8)

@@ -110,6 +110,10 @@ class DistributedGPLVM(Calibrated, Training):
         """The driver's parameters: Z (M, Q), the kernel's, the noise and the prior's own."""
         return shared_blocks(self.kernel, M, Q) + self._prior_blocks()
 
+    def _file_blocks(self) -> list:
+        """The in-process model's blocks after its prior's (``persist.file_layout``)."""
+        return shared_blocks(self.kernel, self.num_inducing, self.latent_dim)
+
     # --- the rows on the workers ------------------------------------------------------------
     @property
     def client(self):

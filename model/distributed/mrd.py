@@ -31,6 +31,7 @@ import numpy as np
 
 from .._threads import single_threaded_blas
 from ..mrd import INDUCING, INITS, MRD, SEGMENTATION_THRESHOLD, WIDTHS, _view_kernels, check_views, view_start
+from ..mrd_calibration import ViewsCalibrated
 from ..optimize import MEMORY
 from .blocks import is_dask_array
 from .data import source_of
@@ -56,7 +57,7 @@ def side_by_side(arrays: list):
     return da.concatenate(parts, axis=1).rechunk({1: -1})
 
 
-class DistributedMRD(DistributedGPLVM):
+class DistributedMRD(ViewsCalibrated, DistributedGPLVM):
     """``MRD`` with its rows on Dask workers (module docstring).
 
     views : dict name -> (N, D_v) array (NaN = missing; a row may miss a whole view but must
@@ -68,9 +69,8 @@ class DistributedMRD(DistributedGPLVM):
     column mean), as ``DistributedGPLVM``'s start is ``BayesianGPLVM``'s.
     """
 
-    #: its cross-view calibration is made in process (``MRD.calibrate``)
-    _not_calibrated_because = ("the held-out rows of a calibration are predicted in process: calibrate "
-                               "m.to_model() (MRD.calibrate) and predict across views with that model")
+    #: its cross-view calibration is made in process: dm.calibration = dm.to_model().calibrate(...)
+    _in_process = "MRD"
 
     def __init__(self, views, latent_dim: int = 2, num_inducing: int = 20, kernel="rbf",
                  seed: int | None = 0, inducing: str = "per_view", init: str = "scaled_pca",
@@ -104,6 +104,9 @@ class DistributedMRD(DistributedGPLVM):
     def _global_blocks(self, M: int, Q: int) -> list:
         """``MRD``'s global parameters: Z (shared, or each view's), each view's kernel and noise."""
         return MRD._model_blocks(self, M, Q)
+
+    def _file_blocks(self) -> list:
+        return MRD._model_blocks(self, self.num_inducing, self.latent_dim)
 
     def _make_block(self, i: int, n: int, data) -> tuple:
         from ._views import ViewsBlock
@@ -257,6 +260,8 @@ class DistributedMRD(DistributedGPLVM):
         m._sync_kernel()
         m.freeze(*sorted(self.frozen))
         m.metadata, m.fit_info = dict(self.metadata), dict(self.fit_info)
+        if self._calibration is not None:
+            m.calibration = self._calibration
         return m
 
     def save(self, path, data=None) -> None:
@@ -333,19 +338,23 @@ class DistributedMRD(DistributedGPLVM):
         return self._views_view().log_density(observed, max_iters=max_iters)
 
     def predict_views(self, observed: dict, target=None, max_iters: int = 200, undetermined: str = "prior",
-                      threshold: float = SEGMENTATION_THRESHOLD) -> dict:
+                      threshold: float = SEGMENTATION_THRESHOLD, calibrated: bool = True) -> dict:
         """{view: (mean, variance)} of the views not observed (or ``target``) at the q(x*)
         inferred from the observed ones (``MRD.predict_views``; "nearest": the sampled
-        training row a new row started from, as ``infer_latent``)."""
+        training row a new row started from, as ``infer_latent``; scaled by a calibration
+        made in process, as there)."""
         return self._views_view().predict_views(observed, target=target, max_iters=max_iters,
-                                                undetermined=undetermined, threshold=threshold)
+                                                undetermined=undetermined, threshold=threshold, calibrated=calibrated)
 
     def reconstruct(self, observed: dict, target: str, max_iters: int = 200, undetermined: str = "prior",
-                    threshold: float = SEGMENTATION_THRESHOLD):
+                    threshold: float = SEGMENTATION_THRESHOLD, calibrated: bool = True):
         """(mean, variance) (n*, D_target) of view ``target`` given the observed views
         (``MRD.reconstruct``)."""
         return self._views_view().reconstruct(observed, target, max_iters=max_iters, undetermined=undetermined,
-                                              threshold=threshold)
+                                              threshold=threshold, calibrated=calibrated)
+
+    def _view_dims(self) -> dict:
+        return {n: int(b - a) for n, a, b in self._spans()}
 
     def __repr__(self) -> str:
         dims = ", ".join(f"{n}: {int(b - a)}" for n, a, b in self._spans())

@@ -41,8 +41,8 @@ class _ViewStats:
         return self.stats
 
     def predict(self, Xnew, Xnew_var=None, include_noise: bool = True, calibrated: bool = False):
-        """As ``BayesianGPLVM.predict``, uncalibrated (a distributed MRD takes no calibration:
-        ``MRD.calibrate`` calibrates its in-process model, ``to_model()``)."""
+        """As ``BayesianGPLVM.predict``, uncalibrated (the cross-view calibration is applied by
+        ``MRD._across``)."""
         X, S = check_inputs(Xnew, Xnew_var, self.stats.Q)
         return predict_from_stats(self.stats, X, S, include_noise)
 
@@ -83,7 +83,7 @@ class ViewsView:
     log_density = MRD.log_density
     predict_views = MRD.predict_views
     _across = MRD._across
-    #: no calibration on Dask (``DistributedMRD._not_calibrated_because``)
+    #: the distributed model's calibration (``views_view``)
     _calibration = None
     reconstruct = MRD.reconstruct
 
@@ -104,4 +104,7 @@ def view_stats(dm, seed: int = 0) -> dict:
 
 def views_view(dm, seed: int = 0) -> ViewsView:
     """``ViewsView`` of the distributed MRD ``dm`` at its current parameters."""
-    return ViewsView(view_stats(dm, seed))
+    view = ViewsView(view_stats(dm, seed))
+    view._calibration = dm.calibration  # made in process on the same views (``MRD.calibrate``)
+    view._params_fingerprint = dm._params_fingerprint
+    return view

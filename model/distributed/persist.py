@@ -19,7 +19,6 @@ import logging
 
 import numpy as np
 
-from ..gplvm import shared_blocks
 from ..params import ParamLayout
 from ..priors import DynamicalPrior, StateSpacePrior, StaticPrior
 
@@ -57,9 +56,9 @@ def file_prior(dm):
 
 
 def file_layout(dm, prior) -> ParamLayout:
-    """The in-process model's parameter layout (``BayesianGPLVM``: the prior's blocks, then
-    the inducing inputs, kernel and noise)."""
-    return ParamLayout(prior.blocks() + shared_blocks(dm.kernel, dm.num_inducing, dm.latent_dim))
+    """The in-process model's parameter layout: the prior's blocks, then the model's own
+    (``BayesianGPLVM``: the inducing inputs, kernel and noise; ``MRD``: each view's)."""
+    return ParamLayout(prior.blocks() + dm._file_blocks())
 
 
 def gather_x(dm, prior, layout: ParamLayout) -> np.ndarray:
