@@ -1,0 +1,172 @@
+"""The Bayesian GP-LVM on an ``AnnData`` (``pip install bgplvm[anndata]``): single-cell data
+as single-cell biologists hold them.
+
+``fit(adata, ...)`` fits a ``BayesianGPLVM`` (or, with ``time_key``, a ``DynamicalGPLVM``
+whose time stamps are a column of ``adata.obs``, e.g. a pseudotime or the hour of sampling)
+to the cells x genes matrix ``adata.X`` or a layer, and writes:
+
+* ``adata.obsm[key]`` (n_obs, Q): the means of q(x_n), the cells' latent coordinates;
+* ``adata.obsm[key + "_var"]`` (n_obs, Q): their variances (the model's uncertainty about
+  each cell's place, which PCA or UMAP coordinates do not have);
+* ``adata.uns[key]``: the ARD weights (which latent dimensions the data use), the noise
+  variance, the bound, the settings, and the layer and obs columns it was fitted from.
+
+``transform(model, adata_new)`` places new cells (``BayesianGPLVM.infer_latent``: q(x*) with
+the model fixed) and writes the same keys on them.
+
+Sparse matrices (CSR / CSC, in memory or a backed ``.h5ad``) are read ``block_rows`` rows at
+a time: in process each block is densified into the model's (n_obs, n_vars) float64 array
+(the model holds its outputs dense; nothing else of that size is made), and with
+``client=`` (a Dask cluster) each block is densified by the worker that holds it, so the
+driver never holds more than one block's dense rows: large, backed data go to Dask this way.
+Missing values (NaN) are allowed; a sparse matrix's absent entries are zeros, as counts are.
+
+The core package never imports this module, nor ``anndata``: any object with AnnData's
+``X``, ``layers``, ``obs``, ``obsm``, ``uns`` and ``shape`` will do.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: rows densified at a time (a 10000 x 2000 block is 160 MB of float64)
+BLOCK_ROWS = 10000
+#: where the results go in ``obsm`` / ``uns``
+KEY = "X_bgplvm"
+
+
+def matrix_of(adata, layer: str | None = None):
+    """``adata.X`` or ``adata.layers[layer]``, checked to be (n_obs, n_vars)."""
+    if layer is None:
+        X = adata.X
+        if X is None:
+            raise ValueError("adata.X is empty: pass layer= naming the layer to fit (one of "
+                             f"{list(getattr(adata, 'layers', {}).keys())})")
+    else:
+        layers = getattr(adata, "layers", {})
+        if layer not in layers:
+            raise KeyError(f"adata has no layer {layer!r}; its layers are {list(layers.keys())} (layer=None: adata.X)")
+        X = layers[layer]
+    if tuple(X.shape) != tuple(adata.shape):
+        raise ValueError(f"the matrix has shape {tuple(X.shape)}, adata {tuple(adata.shape)}")
+    return X
+
+
+def dense_block(X, a: int, b: int) -> np.ndarray:
+    """Rows a..b of ``X`` (a dense array, a SciPy sparse matrix or a backed dataset) as a
+    (b - a, n_vars) float64 array."""
+    block = X[a:b]
+    if hasattr(block, "toarray"):
+        block = block.toarray()
+    return np.asarray(block, dtype=np.float64)
+
+
+def dense_rows(X, block_rows: int = BLOCK_ROWS) -> np.ndarray:
+    """``X`` as one (n_obs, n_vars) float64 array, filled ``block_rows`` rows at a time."""
+    N, D = X.shape
+    out = np.empty((N, D), dtype=np.float64)
+    for a in range(0, N, block_rows):
+        out[a:a + block_rows] = dense_block(X, a, min(a + block_rows, N))
+    return out
+
+
+def dask_rows(X, block_rows: int = BLOCK_ROWS):
+    """``X`` as a dask array of float64 row blocks, each densified where it is computed
+    (the driver slices the sparse rows, a worker makes them dense)."""
+    import dask
+    import dask.array as da
+
+    N, D = X.shape
+    blocks = []
+    for a in range(0, N, block_rows):
+        b = min(a + block_rows, N)
+        part = X[a:b]  # sparse (or a dense slice) on the driver: one block at a time
+        blocks.append(da.from_delayed(dask.delayed(dense_block)(part, 0, b - a), shape=(b - a, D), dtype=np.float64))
+    return da.concatenate(blocks, axis=0)
+
+
+def _times(adata, time_key: str) -> np.ndarray:
+    obs = adata.obs
+    if time_key not in obs:
+        raise KeyError(f"adata.obs has no column {time_key!r}; its columns are {list(obs.columns)}")
+    t = np.asarray(obs[time_key], dtype=np.float64)
+    if not np.all(np.isfinite(t)):
+        raise ValueError(f"adata.obs[{time_key!r}] has missing or infinite values: a time is needed for every cell")
+    return t
+
+
+def _sequences(adata, sequence_key: str | None):
+    if sequence_key is None:
+        return None
+    if sequence_key not in adata.obs:
+        raise KeyError(f"adata.obs has no column {sequence_key!r}; its columns are {list(adata.obs.columns)}")
+    return np.unique(np.asarray(adata.obs[sequence_key]).astype(str), return_inverse=True)[1].ravel()
+
+
+def fit(adata, layer: str | None = None, latent_dim: int = 10, num_inducing: int = 50, time_key: str | None = None,
+        sequence_key: str | None = None, key: str = KEY, max_iters: int = 1000, client=None, chunks=None,
+        block_rows: int = BLOCK_ROWS, seed: int | None = 0, progress: bool | None = None, **model_kw):
+    """Fit the model to ``adata`` (module docstring) and write its results into it.
+
+    layer : the layer to fit (None: ``adata.X``);  latent_dim : Q;  num_inducing : M.
+    time_key : an ``adata.obs`` column of time stamps: a ``DynamicalGPLVM`` (the cells of one
+        ``sequence_key`` value, e.g. an individual or a culture, form one sequence).
+    key : the ``obsm`` / ``uns`` key of the results.  max_iters, progress : ``fit``'s.
+    client, chunks : a Dask cluster (``BayesianGPLVM``'s): the rows go to its workers block
+        by block (``block_rows``), never densified whole on the driver.
+    model_kw : the model's other arguments (kernel, ...).
+    Returns the fitted model (its ``save`` keeps it; ``transform`` places new cells).
+    """
+    from . import BayesianGPLVM, DynamicalGPLVM
+
+    X = matrix_of(adata, layer)
+    if int(block_rows) < 1:
+        raise ValueError(f"block_rows must be a positive number of rows, got {block_rows!r}")
+    Y = dense_rows(X, int(block_rows)) if client is None else dask_rows(X, int(block_rows))
+    kw = dict(latent_dim=latent_dim, num_inducing=num_inducing, seed=seed, **model_kw)
+    if client is not None:
+        kw.update(client=client, chunks=chunks)
+    if time_key is not None:
+        m = DynamicalGPLVM(Y, _times(adata, time_key), sequences=_sequences(adata, sequence_key), **kw)
+    elif sequence_key is not None:
+        raise ValueError("sequence_key groups the cells of a time course: pass time_key as well")
+    else:
+        m = BayesianGPLVM(Y, **kw)
+    m.fit(max_iters=max_iters, progress=progress)
+    write(adata, m, key=key, layer=layer, time_key=time_key, sequence_key=sequence_key)
+    return m
+
+
+def write(adata, m, key: str = KEY, **source) -> None:
+    """Write model ``m``'s q(X) and ARD weights into ``adata`` (module docstring); ``source``
+    (layer, time_key, ...) is recorded in ``adata.uns[key]``."""
+    adata.obsm[key] = np.asarray(m.latent_mean, dtype=np.float64)
+    adata.obsm[key + "_var"] = np.asarray(m.latent_variance, dtype=np.float64)
+    adata.uns[key] = _summary(m, **source)
+
+
+def _summary(m, **source) -> dict:
+    ard = np.asarray(m.ard_weights, dtype=np.float64)
+    return {"model": type(m).__name__, "latent_dim": int(m.latent_dim), "num_inducing": int(m.num_inducing),
+            "ard_weights": ard, "relative_ard_weights": ard / ard.max() if ard.max() > 0 else ard,
+            "noise_variance": float(m.noise_variance), "bound": float(m.elbo()),
+            "iterations": int(m.fit_info.get("iterations", 0)),
+            **{k: v for k, v in source.items() if v is not None}}
+
+
+def transform(m, adata, layer: str | None = None, key: str = KEY, block_rows: int = BLOCK_ROWS,
+              max_iters: int = 200) -> None:
+    """Place the cells of ``adata`` (new cells, the same genes as the model's) in the fitted
+    model's latent space: q(x*) of each (``infer_latent``, the model fixed), written to
+    ``adata.obsm[key]`` / ``[key + "_var"]``, block by block."""
+    X = matrix_of(adata, layer)
+    D = m.Y.shape[1] if hasattr(m, "Y") else m.D
+    if X.shape[1] != D:
+        raise ValueError(f"adata has {X.shape[1]} genes (columns), the model was fitted on {D}")
+    N = X.shape[0]
+    mu, S = np.empty((N, m.latent_dim)), np.empty((N, m.latent_dim))
+    for a in range(0, N, int(block_rows)):
+        b = min(a + int(block_rows), N)
+        mu[a:b], S[a:b] = m.infer_latent(dense_block(X, a, b), max_iters=max_iters)
+    adata.obsm[key] = mu
+    adata.obsm[key + "_var"] = S
