@@ -59,8 +59,9 @@ def test_the_build_succeeds_with_warnings_as_errors(site):
         assert (site / f"{page}.html").is_file(), page
 
 
-@pytest.mark.parametrize("page", [p.stem for p in GUIDE])
-def test_every_guide_page_is_executed_with_its_outputs(site, page):
+@pytest.mark.parametrize("guide_page", [p.stem for p in GUIDE])
+def test_every_guide_page_is_executed_with_its_outputs(site, guide_page):
+    page = guide_page
     html = (site / "guide" / f"{page}.html").read_text()
     nb = json.loads((site / "guide" / f"{page}.ipynb").read_text())  # the executed notebook
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
