@@ -84,3 +84,25 @@ def test_every_public_name_is_in_the_api_reference(site):
     api = "".join(p.read_text() for p in (site / "api").glob("*.html"))
     missing = [n for n in bgplvm.__all__ if f'id="bgplvm.{n}"' not in api]
     assert not missing, f"not documented in the API reference: {missing}"
+
+
+def test_a_failing_cell_fails_the_build_naming_the_cell(tmp_path):
+    """The extension on a two-page project of its own (no data, no package imports): a page
+    whose cell raises fails the build (without -W), with the cell and the traceback."""
+    pytest.importorskip("nbclient")
+    src = tmp_path / "src"
+    (src / "guide").mkdir(parents=True)
+    (src / "conf.py").write_text(f"import sys; sys.path.insert(0, {str(DOCS / '_ext')!r})\n"
+                                 "extensions = ['notebooks']\nexclude_patterns = ['conf.py']\n")
+    (src / "index.rst").write_text("Test\n====\n\n.. toctree::\n   :glob:\n\n   guide/*\n")
+    (src / "guide" / "good.py").write_text("# %% [markdown]\n# # Good\n# Text with $a^2$.\n\n"
+                                           "# %%\nprint('hello')\n6 * 7\n")
+    (src / "guide" / "bad.py").write_text("# %% [markdown]\n# # Bad\n\n# %%\nx = 1\n\n"
+                                          "# %%\ndef broken():\n    return 1 / 0\nbroken()\n")
+    proc = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", str(src), str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode != 0
+    err = proc.stderr
+    assert "guide/bad" in err and "ZeroDivisionError" in err and "return 1 / 0" in err, err[-3000:]
+    html = (tmp_path / "out" / "guide" / "good.html").read_text()
+    assert "<h1>Good" in html and "hello" in html and "42" in html and r"\(a^2\)" in html

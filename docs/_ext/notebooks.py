@@ -43,7 +43,6 @@ from docutils import nodes
 from docutils.parsers import Parser
 from markdown_it import MarkdownIt
 from sphinx import addnodes
-from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
@@ -194,7 +193,7 @@ class PercentNotebookParser(Parser):
         except Exception as exc:  # CellExecutionError, DeadKernelError, timeout
             msg = _ANSI.sub("", str(exc))
             logger.error("notebook %s failed:\n%s", docname, msg, location=docname)
-            app.env.notebooks_failed = getattr(app.env, "notebooks_failed", []) + [docname]
+            env.notebooks_failed = getattr(env, "notebooks_failed", set()) | {docname}
         seconds = time.perf_counter() - t0
         logger.info("[notebooks] %s executed in %.1f s", docname, seconds)
         out_dir = Path(app.doctreedir).parent / "notebook_outputs" / docname
@@ -279,14 +278,16 @@ def _is_notebook(app, docname: str) -> bool:
 
 
 def _outdated(app, env, added, changed, removed):
-    """Every notebook page re-executes when the package's sources changed since the last build."""
+    """Every notebook page re-executes when the package's sources changed since the last
+    build, and a page that failed then runs again (its error is not kept as its output)."""
     stamp = _source_stamp(app)
     old = getattr(env, "notebooks_source_stamp", None)
     env.notebooks_source_stamp = stamp
-    env.notebooks_failed = []
-    if old is None or old == stamp:
-        return []
-    return [d for d in env.found_docs if _is_notebook(app, d) and d not in added | changed]
+    again = set(getattr(env, "notebooks_failed", set()))
+    env.notebooks_failed = set()
+    if old is not None and old != stamp:
+        again |= {d for d in env.found_docs if _is_notebook(app, d)}
+    return sorted(d for d in again if d in env.found_docs and d not in added | changed)
 
 
 def _finished(app, exc):
@@ -305,10 +306,11 @@ def _finished(app, exc):
                     dst = Path(app.outdir) / (docname + ".ipynb")
                     dst.parent.mkdir(parents=True, exist_ok=True)
                     dst.write_bytes(src.read_bytes())
-    failed = getattr(app.env, "notebooks_failed", [])
-    if failed:
-        raise ExtensionError(f"{len(failed)} notebook page(s) failed to execute: {', '.join(failed)} "
-                             f"(the cells and tracebacks are above)")
+    failed = sorted(getattr(app.env, "notebooks_failed", set()))
+    if failed:  # the build fails, with or without -W
+        logger.error("%d notebook page(s) failed to execute: %s (the cells and tracebacks are above)",
+                     len(failed), ", ".join(failed))
+        app.statuscode = 1
 
 
 def setup(app):
