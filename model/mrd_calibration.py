@@ -27,6 +27,15 @@ as the hidden entries:
    ``predict_views`` / ``reconstruct`` say when a simple baseline predicts the target
    better.
 
+Measured (``bgplvm reproduce mrd-toy``: 6 seeds, the views of 8, 5 and 40 columns, 200 rows
+fitted and 100 held out at random): a view from the other two held 92.7-98.9 % of the
+held-out truth in its 95 % intervals as fitted, 94.0-99.0 % calibrated. (The 12-62 % above
+came from holding out the last third of the toy's latent path: configurations no training
+row has.) The widest are the 40-column view from the two others: about 4 % of the
+training rows (where the latent path passes near itself) are ambiguous from the other
+views and predicted with errors of ~1.1 against ~0.06, and the calibration, which sees
+them, widens for them; the 100 test rows held few of them.
+
 One calibration per target view, each for the set of views it was inferred from: a
 prediction from another set of views is not scaled (with a warning). ``ViewsCalibration``
 holds them; the model file keeps it.
