@@ -43,20 +43,21 @@ def _padded(lo: float, hi: float, frac: float = 0.06) -> tuple[float, float]:
 
 def ard_bars(weights, title: str = "ARD weights", ylabel: str = "alpha_q", width: int = 520,
              height: int = 280) -> PNG:
-    """A bar per latent dimension q (labelled 1..Q) of ``weights`` (Q,)."""
+    """A bar per latent dimension q of ``weights`` (Q,), labelled 0..Q-1 as ``summary()``
+    and the explorer number them."""
     w = np.asarray(weights, dtype=float).ravel()
     if w.size == 0 or not np.all(np.isfinite(w)):
         raise ValueError(f"ard_bars needs finite weights, got {w!r}")
     c = PngCanvas(width, height)
     top = float(w.max()) * 1.08 or 1.0
-    ax = Axes(c, (70, 36, width - 90, height - 96), (0.4, w.size + 0.6), (0.0, top))
-    for q, v in enumerate(w, start=1):
+    ax = Axes(c, (70, 36, width - 90, height - 96), (-0.6, w.size - 0.4), (0.0, top))
+    for q, v in enumerate(w):
         x0, x1 = float(ax.px(q - 0.35)), float(ax.px(q + 0.35))
         y0 = float(ax.py(v))
         c.rect(x0, y0, x1 - x0, float(ax.py(0.0)) - y0, fill=COLOURS[0], stroke="#1f4e79", width=0.6)
     step = max(1, int(np.ceil(w.size / 20)))
     ax.frame(title=title, xlabel="latent dimension q", ylabel=ylabel,
-             xcats=[(q, str(q)) for q in range(1, w.size + 1, step)])
+             xcats=[(q, str(q)) for q in range(0, w.size, step)])
     return PNG(c.to_bytes())
 
 
@@ -112,7 +113,7 @@ def latent_scatter(X, labels=None, label_names=None, dims=None, ard=None, varian
         col = colour_of[lab[i]] if labels is not None else COLOURS[0]
         c.circle(x, y, 2.6, fill=col, opacity=0.85)
     ax.unclip()
-    ax.frame(title=title, xlabel=f"latent dimension {dims[0] + 1}", ylabel=f"latent dimension {dims[1] + 1}")
+    ax.frame(title=title, xlabel=f"latent dimension {dims[0]}", ylabel=f"latent dimension {dims[1]}")
     if labels is not None:
         ax.legend(items, x=ax.x + ax.w + 14, y=ax.y)
     return PNG(c.to_bytes())
