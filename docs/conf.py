@@ -51,7 +51,7 @@ html_static_path = ["_static"]
 html_css_files = ["custom.css"]
 html_theme_options = {
     "description": "Bayesian GP-LVM, Numba-accelerated, with a latent-space explorer",
-    "page_width": "1180px",
+    "page_width": "1260px",
     "sidebar_width": "240px",
     "fixed_sidebar": True,
     "show_relbars": True,

@@ -77,17 +77,20 @@ latent_scatter(m.latent_mean, ds.labels, ds.label_names, ard=m.ard_weights,
 
 # %%
 y_star = test.Y[:3].copy()
-y_star[:, :6] = np.nan                                  # the first six readings unseen
-mu_s, S_s = m.infer_latent(y_star)                      # q(x*): (3, Q) means and variances
-mean, var = m.reconstruct(y_star)                       # (3, D): the missing ones filled
-err = np.abs(mean[:, :6] - test.Y[:3, :6])
+y_star[:, :6] = np.nan                  # the first six readings unseen
+mu_s, S_s = m.infer_latent(y_star)      # q(x*): (3, Q) means and variances
+mean, var = m.reconstruct(y_star)       # (3, D): the missing ones filled
+top2 = np.argsort(m.ard_weights)[::-1][:2]
 print("inferred latent means (top two dimensions):")
-print(np.round(mu_s[:, np.argsort(m.ard_weights)[::-1][:2]], 3))
-print("reconstruction error of the hidden readings:", np.round(err.mean(axis=1), 3))
-print("their predictive sd:                        ", np.round(np.sqrt(var[:, :6]).mean(axis=1), 3))
+print(np.round(mu_s[:, top2], 3))
+err = np.abs(mean[:, :6] - test.Y[:3, :6]).mean(axis=1)
+sd = np.sqrt(var[:, :6]).mean(axis=1)
+print("mean error of the hidden readings:", np.round(err, 3))
+print("their mean predictive sd:         ", np.round(sd, 3))
 
 # %%
-mean, var = m.predict(m.latent_mean[:2], m.latent_variance[:2])   # at Gaussian latent points
+# at Gaussian latent points: q(x_n) of the first two training rows
+mean, var = m.predict(m.latent_mean[:2], m.latent_variance[:2])
 mean.shape, var.shape
 
 # %% [markdown]
