@@ -138,8 +138,11 @@ class AutoregressiveGP(UncertainInputGPR):
 
     def forecast(self, steps: int = 180, propagate_uncertainty: bool | None = None,
                  include_noise: bool = True, method: str = "samples", n_samples: int = 1000,
-                 seed: int | None = 0):
-        """Iterated one-step predictions for ``steps`` steps after the end of the series.
+                 seed: int | None = 0, history=None):
+        """Iterated one-step predictions for ``steps`` steps after the end of the series
+        (or of ``history``: observations (T', ) or (T', D), T' >= window, whose last
+        ``window`` steps start the forecast, e.g. the series observed since the fit; the
+        model is not refitted).
 
         ``propagate_uncertainty`` (default: the model's) True carries each step's
         uncertainty into the next:
@@ -158,11 +161,11 @@ class AutoregressiveGP(UncertainInputGPR):
             raise ValueError(f"method must be 'samples' or 'moments', got {method!r}")
         prop = self.propagate_uncertainty if propagate_uncertainty is None else bool(propagate_uncertainty)
         if prop and method == "samples":
-            paths = self.sample_forecast(steps, n_samples=n_samples, seed=seed)
+            paths = self.sample_forecast(steps, n_samples=n_samples, seed=seed, history=history)
             mean, var = paths.mean(axis=0), paths.var(axis=0)
             return mean, var if include_noise else np.maximum(var - self.noise_variance, 0.0)
         D = self.series.shape[1]
-        win_mean = self.series[-self.window:].ravel().copy()
+        win_mean = self._start_window(history)
         win_var = np.zeros_like(win_mean)
         mean = np.empty((steps, D))
         var = np.empty((steps, D))
@@ -199,21 +202,32 @@ class AutoregressiveGP(UncertainInputGPR):
         norm2 = np.einsum("md,mk,kd->d", B, self.kernel.K(self.inducing_inputs), B)
         return self.kernel.sf2 * (1.0 + norm2) + self.noise_variance
 
+    def _start_window(self, history=None) -> np.ndarray:
+        """(window * D,) the last ``window`` steps of ``history`` (default: the training
+        series), checked to be a series of this model's outputs."""
+        if history is None:
+            return self.series[-self.window:].ravel().copy()
+        h = check_series(history)
+        if h.shape[1] != self.series.shape[1] or h.shape[0] < self.window:
+            raise ValueError(f"history must be a series of {self.series.shape[1]} output(s) and at least window = "
+                             f"{self.window} steps, got shape {np.shape(history)}")
+        return h[-self.window:].ravel().copy()
+
     def sample_forecast(self, steps: int = 180, n_samples: int = 1000, seed: int | None = 0,
-                        include_noise: bool = True) -> np.ndarray:
+                        include_noise: bool = True, history=None) -> np.ndarray:
         """Monte Carlo forecasting: ``n_samples`` trajectories of ``steps`` steps after the end
         of the series, each step drawn from the predictive N(mean, var) at that trajectory's
         own (exact) window. Unlike ``forecast``'s Gaussian with diagonal window covariance,
         the samples carry the whole distribution of the window (correlations, non-Gaussian
         shape), as far as independent draws per step allow (f is not sampled jointly across
         steps). ``include_noise=False`` draws f, not y, at every step (trajectories without
-        observation noise). Returns (n_samples, steps) for a 1-D series, else
-        (n_samples, steps, D)."""
+        observation noise). ``history``: as ``forecast``'s. Returns (n_samples, steps) for a
+        1-D series, else (n_samples, steps, D)."""
         _check_positive_int("steps", steps)
         _check_positive_int("n_samples", n_samples)
         rng = np.random.default_rng(seed)
         D = self.series.shape[1]
-        win = np.tile(self.series[-self.window:].ravel(), (n_samples, 1))
+        win = np.tile(self._start_window(history), (n_samples, 1))
         out = np.empty((n_samples, steps, D))
         for k in range(steps):
             m, v = self.predict(win, None, include_noise=include_noise)  # Sigma_z on the window, as forecast

@@ -21,9 +21,12 @@ Paths and data:
   new sequence) and Frey model (frames 300-399 as new frames of its sequence); dynamical
   ``forecast``: the Frey model's frames 300-399 from the time prior alone.
 - ``AutoregressiveGP.forecast``: Mackey-Glass, delays 17 and 30, 150 steps, window 12,
-  M = 40, 100 steps ahead: the defaults (signal variance tied to the series', sampled
-  trajectories) beside the paper's choices (learned, Gaussian moments) and the
-  zero-variance forecast; a plain GP on (t, y) as the baseline.
+  M = 40, 100 steps ahead from each of ``MG_ORIGINS`` (the series observed up to there,
+  ``forecast(history=...)``, the model fitted once on the first 150 steps; one 100-step
+  trajectory is too few correlated entries to measure a coverage by): the defaults
+  (signal variance tied to the series', sampled trajectories) beside the paper's choices
+  (learned, Gaussian moments) and the zero-variance forecast; a plain GP on (t, y) as the
+  baseline. Coverage by horizon goes to the JSON.
 - ``UncertainInputGPR.predict``: a 1-D regression whose inputs are observed with noise (sd
   0.3), training and test inputs alike; the plain GP is ``fixed_inputs=True``.
 - ``SemiSupervisedGPR.predict``: the ``semi-supervised`` simulation (15 inputs, 5 outputs),
@@ -49,6 +52,10 @@ CMU_MISSING, CMU_MISSING_ITERS = 0.2, 1000
 FREY_TRAIN, FREY_TEST = 300, 100
 FREY_STATIC_ITERS = 1000
 MG_DELAYS, MG_TRAIN, MG_AHEAD, MG_WINDOW, MG_M = (17.0, 30.0), 150, 100, 12, 40
+#: forecast origins after the training series (steps past its end), each 100 steps ahead
+MG_ORIGINS = tuple(range(0, 100, 10)) + tuple(range(100, 400, 30))
+#: horizons (steps ahead) whose coverage the JSON gives separately
+MG_HORIZONS = ((1, 10), (11, 30), (31, 100))
 QUICK_ITERS = 60
 
 
@@ -273,10 +280,12 @@ def mackey_glass(ctx: Context, S: Scored, info: dict) -> None:
 
     from .mackey_glass import simulate
 
+    origins = MG_ORIGINS if not ctx.quick else MG_ORIGINS[:2]
     for delay in MG_DELAYS:
-        x = simulate(MG_TRAIN + MG_AHEAD, delay=delay)
-        train, future = x[:MG_TRAIN], x[MG_TRAIN:]
-        data = f"Mackey-Glass delay {delay:g}, 100 steps ahead"
+        x = simulate(MG_TRAIN + max(origins) + MG_AHEAD, delay=delay)
+        train = x[:MG_TRAIN]
+        future = np.concatenate([x[MG_TRAIN + o:MG_TRAIN + o + MG_AHEAD] for o in origins])
+        data = f"Mackey-Glass delay {delay:g}, 100 steps ahead from {len(origins)} origins"
         lo, hi = train.min() - np.ptp(train), train.max() + np.ptp(train)
         kw = dict(window=MG_WINDOW, num_inducing=MG_M, seed=ctx.seed)
         it = _iters(ctx, 3000)
@@ -286,16 +295,27 @@ def mackey_glass(ctx: Context, S: Scored, info: dict) -> None:
                  dict(method="moments")),
                 ("zero-variance feedback (defaults' fit)", dict(propagate_uncertainty=False), {})]:
             m = AutoregressiveGP(train, **kw, **model_kw).fit(max_iters=it, progress=False)
-            mean, var = m.forecast(MG_AHEAD, **fc_kw)
+            fc = [m.forecast(MG_AHEAD, history=x[:MG_TRAIN + o], **fc_kw) for o in origins]
+            mean, var = np.concatenate([f[0] for f in fc]), np.concatenate([f[1] for f in fc])
             S.add("AutoregressiveGP.forecast", data, how, mean, var, future)
             info[f"{data} | {how}"] = dict(
                 inside_range=bool(np.all((mean > lo) & (mean < hi))), max_var_over_series_var=float(var.max() / train.var()),
-                noise_variance=m.noise_variance, signal_variance_over_series_var=m.kernel_variance / train.var())
-        t = np.arange(1, MG_TRAIN + MG_AHEAD + 1, dtype=np.float64) / MG_TRAIN
+                noise_variance=m.noise_variance, signal_variance_over_series_var=m.kernel_variance / train.var(),
+                coverage_95_by_horizon=_by_horizon(mean, var, future, len(origins)),
+                coverage_95_by_origin=[float(np.mean(np.abs(f[0] - future[i * MG_AHEAD:(i + 1) * MG_AHEAD])
+                                                     <= 1.959964 * np.sqrt(f[1]))) for i, f in enumerate(fc)])
+        t = np.arange(1, len(x) + 1, dtype=np.float64) / MG_TRAIN
         gp = UncertainInputGPR(t[:MG_TRAIN, None], train[:, None], num_inducing=MG_M, fixed_inputs=True, seed=ctx.seed)
         gp.fit(max_iters=it, progress=False)
-        mean, var = gp.predict(t[MG_TRAIN:, None])
+        at = np.concatenate([t[MG_TRAIN + o:MG_TRAIN + o + MG_AHEAD] for o in origins])
+        mean, var = gp.predict(at[:, None])
         S.add("AutoregressiveGP.forecast", data, "plain GP on (t, y)", mean[:, 0], var[:, 0], future)
+
+
+def _by_horizon(mean, var, truth, n_origins: int) -> dict:
+    """{"1-10": coverage of the 95 % intervals of those steps ahead over all origins, ...}."""
+    inside = (np.abs(mean - truth) <= 1.959964 * np.sqrt(var)).reshape(n_origins, MG_AHEAD)
+    return {f"{a}-{b}": float(inside[:, a - 1:b].mean()) for a, b in MG_HORIZONS}
 
 
 def uncertain_regression(ctx: Context, S: Scored) -> None:

@@ -597,6 +597,27 @@ def test_forecast_without_noise_feeds_back_the_same_window():
     np.testing.assert_allclose(var_f, np.maximum(var_y - m.noise_variance, 0.0), rtol=1e-12, atol=1e-15)
 
 
+def test_forecast_from_a_later_history_starts_from_its_last_window():
+    """``history=``: a forecast from the series observed since the fit (the model fixed)
+    starts from its last ``window`` steps: equal, by every method, to the forecast of the
+    same model whose series ends there; shorter histories and other widths are refused."""
+    y = _series()
+    m = AutoregressiveGP(y[:40], window=5, num_inducing=10, seed=0).fit(max_iters=30, progress=False)
+    later = y[:47]
+    for kw in ({}, {"method": "moments"}, {"propagate_uncertainty": False}):
+        got = m.forecast(6, history=later, **kw)
+        m.series, kept = later[:, None], m.series
+        want = m.forecast(6, **kw)
+        m.series = kept
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+    assert not np.allclose(m.forecast(6, history=later)[0], m.forecast(6)[0])
+    with pytest.raises(ValueError, match="at least window = 5 steps"):
+        m.forecast(3, history=y[:4])
+    with pytest.raises(ValueError, match="a series of 1 output"):
+        m.forecast(3, history=np.c_[y[:10], y[:10]])
+
+
 def test_semi_supervised_stop_ends_every_step():
     """A callback's stop ends the whole fit, not only the step it came in (the later steps
     ran on before); fit_info says which steps ran and why the fit ended."""
