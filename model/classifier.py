@@ -24,11 +24,13 @@ class GPLVMClassifier:
 
     Parameters
     ----------
-    latent_dim, num_inducing, kernel, seed : passed to every class model (num_inducing is
-        capped at the class's number of rows).
-    max_iters : iterations of each class model's fit.
-    infer_kw : options for the inference of q(x*) in each class model (``n_init``,
-        ``max_iters``; see ``BayesianGPLVM.infer_latent``).
+    latent_dim, num_inducing, kernel, seed
+        Passed to every class model (num_inducing is capped at the class's number of rows).
+    max_iters : int
+        Iterations of each class model's fit.
+    infer_kw : dict, optional
+        Options for the inference of q(x*) in each class model (``n_init``, ``max_iters``;
+        see ``BayesianGPLVM.infer_latent``).
     """
 
     def __init__(self, latent_dim: int = 10, num_inducing: int = 50, kernel="rbf",

@@ -71,10 +71,15 @@ class SemiSupervisedGPR(BayesianGPLVM):
 
     Parameters
     ----------
-    X : (N, Q) inputs, NaN where a feature is missing; at least 2 rows fully observed and
-        every feature observed somewhere.  Y : (N, D) outputs, no NaN.
-    num_inducing : M <= N (model M^o uses min(M, number of fully observed rows)).
-    kernel : as ``BayesianGPLVM`` (ARD RBF by default).
+    X : (N, Q) array
+        Inputs, NaN where a feature is missing; at least 2 rows fully observed and every
+        feature observed somewhere.
+    Y : (N, D) array
+        Outputs, no NaN.
+    num_inducing : int
+        M <= N (model M^o uses min(M, number of fully observed rows)).
+    kernel : str or Kernel
+        As ``BayesianGPLVM`` (ARD RBF by default).
     """
 
     def __init__(self, X, Y, num_inducing: int = 30, kernel="rbf", seed: int | None = 0):

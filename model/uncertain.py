@@ -86,17 +86,28 @@ class UncertainInputGPR(BayesianGPLVM):
 
     Parameters
     ----------
-    Z : (N, Q) observed inputs;  Y : (N, D) outputs (centred inside; NaN = missing, as ``BayesianGPLVM``).
-    num_inducing : M inducing inputs, 1 <= M <= N;  kernel : as ``BayesianGPLVM``.
-    tie_mean : q(X)'s means held at Z (the paper's cheaper choice) instead of learned.
-    fixed_inputs : q(X) = N(Z, 1e-9) held fixed and no input noise: plain (sparse
-        variational) GP regression on (Z, Y), the standard GP the paper compares with.
-    input_variance : initial q(X) variances (scalar or (Q,)); default 1e-6 of each input's
-        variance (tiny: the first phase of ``fit`` is then a GP regression fit at the inputs,
-        and the variances grow where the bound wants them; on the Mackey-Glass windows 1e-4
-        left the fit at lower bounds than the plain GP's in 3 of 5 starts, 1e-6 in none).
-        Sigma_z starts at the same values.
+    Z : (N, Q) array
+        Observed inputs.
+    Y : (N, D) array
+        Outputs (centred inside; NaN = missing, as ``BayesianGPLVM``).
+    num_inducing : int
+        M inducing inputs, 1 <= M <= N.
+    kernel : str or Kernel
+        As ``BayesianGPLVM``.
+    tie_mean : bool
+        q(X)'s means held at Z (the paper's cheaper choice) instead of learned.
+    fixed_inputs : bool
+        q(X) = N(Z, 1e-9) held fixed and no input noise: plain (sparse variational) GP
+        regression on (Z, Y), the standard GP the paper compares with.
+    input_variance : float or (Q,) array, optional
+        Initial q(X) variances; default 1e-6 of each input's variance (tiny: the first
+        phase of ``fit`` is then a GP regression fit at the inputs, and the variances grow
+        where the bound wants them; on the Mackey-Glass windows 1e-4 left the fit at lower
+        bounds than the plain GP's in 3 of 5 starts, 1e-6 in none). Sigma_z starts at the
+        same values.
 
+    Notes
+    -----
     The optimiser is not scale invariant: give inputs of comparable, roughly unit scale
     (e.g. time stamps 1..96 as t / 96), as for any GP regression.
     """
