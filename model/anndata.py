@@ -108,14 +108,35 @@ def fit(adata, layer: str | None = None, latent_dim: int = 10, num_inducing: int
         block_rows: int = BLOCK_ROWS, seed: int | None = 0, progress: bool | None = None, **model_kw):
     """Fit the model to ``adata`` (module docstring) and write its results into it.
 
-    layer : the layer to fit (None: ``adata.X``);  latent_dim : Q;  num_inducing : M.
-    time_key : an ``adata.obs`` column of time stamps: a ``DynamicalGPLVM`` (the cells of one
+    Parameters
+    ----------
+    adata : anndata.AnnData
+        The cells x genes data.
+    layer : str, optional
+        The layer to fit (None: ``adata.X``).
+    latent_dim : int
+        Q.
+    num_inducing : int
+        M.
+    time_key : str, optional
+        An ``adata.obs`` column of time stamps: a ``DynamicalGPLVM`` (the cells of one
         ``sequence_key`` value, e.g. an individual or a culture, form one sequence).
-    key : the ``obsm`` / ``uns`` key of the results.  max_iters, progress : ``fit``'s.
-    client, chunks : a Dask cluster (``BayesianGPLVM``'s): the rows go to its workers block
-        by block (``block_rows``), never densified whole on the driver.
-    model_kw : the model's other arguments (kernel, ...).
-    Returns the fitted model (its ``save`` keeps it; ``transform`` places new cells).
+    sequence_key : str, optional
+        An ``adata.obs`` column of sequence ids (with ``time_key``).
+    key : str
+        The ``obsm`` / ``uns`` key of the results.
+    max_iters, progress
+        ``fit``'s.
+    client, chunks
+        A Dask cluster (``BayesianGPLVM``'s): the rows go to its workers block by block
+        (``block_rows``), never densified whole on the driver.
+    **model_kw
+        The model's other arguments (kernel, ...).
+
+    Returns
+    -------
+    BayesianGPLVM or DynamicalGPLVM
+        The fitted model (its ``save`` keeps it; ``transform`` places new cells).
     """
     from . import BayesianGPLVM, DynamicalGPLVM
 
