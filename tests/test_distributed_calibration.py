@@ -186,3 +186,25 @@ def test_a_calibrated_dynamical_model_forecasts_and_reconstructs_alike_on_dask(c
         back = dm.to_model()
         assert type(back) is DynamicalGPLVM and _equal(back.calibration, cal)
         _same(back.forecast(t_after, 1), m.forecast(t_after, 1))
+
+
+def test_impute_on_dask_is_the_in_process_models(client):
+    """``impute`` has one contract: on Dask (static, and dynamical with its rows reordered by
+    sequence) it fills the training rows' missing entries as the in-process model does,
+    calibrated (the path="impute" calibration and each row's factor) and not."""
+    from bgplvm import DynamicalGPLVM
+    from bgplvm.distributed import DistributedDynamicalGPLVM, DistributedGPLVM
+
+    Y = _holes(_synthetic(N=120), 0.2, seed=5)
+    m = BayesianGPLVM(Y, 3, 10, seed=0).fit(20, progress=False)
+    m.calibrate(rows=60, folds=3, path="impute")
+    seq = np.repeat([1, 0, 2], 40)  # sequences out of Y's order
+    d = DynamicalGPLVM(Y, np.tile(np.arange(40.0), 3), 2, 8, sequences=seq, seed=0).fit(10, progress=False)
+    for model, cls in ((m, DistributedGPLVM), (d, DistributedDynamicalGPLVM)):
+        with cls.from_model(model, client=client, chunks=3) as dm:
+            for calibrated in (True, False):
+                _same(dm.impute(calibrated=calibrated), model.impute(calibrated=calibrated))
+    full = BayesianGPLVM(_synthetic(N=60), 2, 6, seed=0)
+    with DistributedGPLVM.from_model(full, client=client, chunks=2) as dm:
+        mean, var = dm.impute()
+        np.testing.assert_array_equal(mean, full.Y) and np.testing.assert_array_equal(var, 0.0)

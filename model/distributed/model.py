@@ -298,6 +298,33 @@ class DistributedGPLVM(Calibrated, Training):
         got = self._all("latent", self._prior_values(self._globals()))
         return self._to_y_order(np.concatenate([g[0] for g in got])), self._to_y_order(np.concatenate([g[1] for g in got]))
 
+    def impute(self, calibrated: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """Y with its missing training entries filled in, (mean (N, D), variance (N, D)) in
+        Y's row order, as ``BayesianGPLVM.impute`` (each row's q(x_n), the training
+        statistics gathered from the workers; ``calibrated``: scaled by the calibration and
+        the row's misfit in its observed entries). The rows and q(X) are gathered block by
+        block (N-sized: for moderate N)."""
+        from ..calibration import apply_calibration
+        from .predict import predict_from_stats, training_stats
+
+        self._baseline_warning()
+        active = self._active_calibration(calibrated)
+        stats = training_stats(self) if self.missing_fraction > 0 else None
+        latent = self._all("latent", self._prior_values(self._globals()))
+        means, variances = [], []
+        for Y, (mu, S) in zip(self._all("rows"), latent):
+            obs = ~np.isnan(Y)
+            mean, var = np.array(Y), np.zeros(Y.shape)
+            r = np.flatnonzero(~obs.all(axis=1))
+            if r.size:
+                m_r, v_r = predict_from_stats(stats, mu[r], S[r])
+                v_r = apply_calibration(v_r, active, rows=(m_r, Y[r], obs[r]))
+                mean[r] = np.where(obs[r], Y[r], m_r)
+                var[r] = np.where(obs[r], 0.0, v_r)
+            means.append(mean)
+            variances.append(var)
+        return self._to_y_order(np.concatenate(means)), self._to_y_order(np.concatenate(variances))
+
     def _to_y_order(self, a: np.ndarray) -> np.ndarray:
         """Rows in block order -> Y's order (the same for the static model)."""
         return a
