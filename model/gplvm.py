@@ -95,6 +95,12 @@ def init_kernel(kernel: Kernel, init: dict) -> None:
         k.set_params(**{n: v for n, v in vals.items() if n not in keep})
 
 
+def signal_variance(k: Kernel) -> float:
+    """The variance of kernel part ``k`` (RBF: its variance; linear: its largest variance)."""
+    p = k.params
+    return float(p["variance"]) if "variance" in p else float(np.max(p["variances"]))
+
+
 def shared_blocks(kernel: Kernel, M: int, Q: int) -> list[Block]:
     """Inducing inputs, kernel parameters and noise: the blocks every prior shares."""
     blocks = [Block("Z", (M, Q), IDENTITY)]
@@ -365,9 +371,7 @@ class BayesianGPLVM(Calibrated):
     def kernel_variance(self) -> float:
         """Signal variance of the ARD kernel part (RBF variance, else the first part's)."""
         self._sync_kernel()
-        k = self._ard_part()
-        p = k.params
-        return float(p["variance"]) if "variance" in p else float(np.max(p["variances"]))
+        return signal_variance(self._ard_part())
 
     @property
     def ard_weights(self) -> np.ndarray:

@@ -375,23 +375,22 @@ def time_prior_text(prior) -> str:
 
 def summary_text(m) -> str:
     """Bound, noise, signal-to-noise, ARD weights sorted, dimensions switched on."""
-    N, D = m.Y.shape
+    N, D = (m.N, m.D) if hasattr(m, "_out") else m.Y.shape  # a distributed model: the workers' sums
     lines = [f"{type(m).__name__}  N={N}  D={D}  Q={m.latent_dim}  M={m.num_inducing}  "
              f"kernel={kernel_spec(m.kernel)}",
              f"  bound (ELBO)      {m.elbo():.4f}",
              *([f"  data              referenced, not in the model file: {m.data_file}"]
                if getattr(m, "data_file", None) else []),
-             *([f"  missing values    {m._missing.n_missing} of {N * D} entries "
-                f"({100 * m.missing_fraction:.1f}%), {len(m._missing.groups)} group(s) of outputs "
-                "observed on the same rows"] if m._missing else []),
+             *_missing_lines(m, N, D),
              f"  noise variance    {m.noise_variance:.6g}",
              f"  kernel variance   {m.kernel_variance:.6g}",
              f"  signal-to-noise   {m.kernel_variance / m.noise_variance:.4g}"]
-    if m.prior.kind == "dynamical":
+    prior = _prior_of(m)
+    if prior.kind == "dynamical":
         lines.append(f"  time kernel       {m.time_kernel!r}  "
-                     f"({len(m.prior.sequence_ids)} sequence(s))")
-        lines.append(f"  time prior        {time_prior_text(m.prior)}")
-    if m.prior.kind == "uncertain":
+                     f"({len(prior.sequence_ids)} sequence(s))")
+        lines.append(f"  time prior        {time_prior_text(prior)}")
+    if prior.kind == "uncertain":
         if m.fixed_inputs:
             lines.append("  inputs            fixed at the observations (GP regression)")
         else:
@@ -425,6 +424,28 @@ def summary_text(m) -> str:
             lines.append(f"  baseline          k-NN (k = {cal.knn_k}) RMSE {cal.knn_rmse:.4g} < the model's "
                          f"{cal.model_rmse:.4g} on the held-out entries")
     return "\n".join(lines)
+
+
+def _prior_of(m):
+    """The model's latent prior; a distributed model's in-process one (``persist.file_prior``)."""
+    if not hasattr(m, "_out"):
+        return m.prior
+    from .distributed.persist import file_prior
+
+    m._sync_kernel(m._globals())  # the time kernel at the model's values
+    return file_prior(m)
+
+
+def _missing_lines(m, N: int, D: int) -> list[str]:
+    """The summary's line on missing values (none for complete data)."""
+    if not m.missing_fraction > 0:
+        return []
+    if hasattr(m, "_out"):  # distributed: the count and column groups of the workers' sums
+        n_missing, groups = int(round(m.missing_fraction * N * D)), int(m._out.groups["G"])
+    else:
+        n_missing, groups = m._missing.n_missing, len(m._missing.groups)
+    return [f"  missing values    {n_missing} of {N * D} entries ({100 * m.missing_fraction:.1f}%), "
+            f"{groups} group(s) of outputs observed on the same rows"]
 
 
 #: an ARD weight above this fraction of the largest counts as a dimension switched on

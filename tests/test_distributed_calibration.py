@@ -208,3 +208,25 @@ def test_impute_on_dask_is_the_in_process_models(client):
     with DistributedGPLVM.from_model(full, client=client, chunks=2) as dm:
         mean, var = dm.impute()
         np.testing.assert_array_equal(mean, full.Y) and np.testing.assert_array_equal(var, 0.0)
+
+
+def test_summary_on_dask_reads_as_in_process(client):
+    """``summary`` has one contract: a distributed model's (static with missing values and a
+    calibration; dynamical with its time kernel and time prior) says what the in-process
+    model's says, line for line, but its class name."""
+    from bgplvm import DynamicalGPLVM
+    from bgplvm.distributed import DistributedDynamicalGPLVM, DistributedGPLVM
+
+    Y = _holes(_synthetic(N=90), 0.2, seed=7)
+    m = BayesianGPLVM(Y, 3, 10, seed=0).fit(15, progress=False)
+    m.calibrate(rows=60, folds=3)
+    d = DynamicalGPLVM(Y, np.tile(np.arange(30.0), 3), 2, 8, sequences=np.repeat([0, 1, 2], 30),
+                       seed=0).fit(8, progress=False)
+    for model, cls in ((m, DistributedGPLVM), (d, DistributedDynamicalGPLVM)):
+        with cls.from_model(model, client=client, chunks=3) as dm:
+            dm.fit_info = dict(model.fit_info)
+            got, want = dm.summary().splitlines(), model.summary().splitlines()
+            assert got[0].split()[0] == cls.__name__
+            assert [g.split(None, 1)[1] if i == 0 else g for i, g in enumerate(got)] == \
+                   [w.split(None, 1)[1] if i == 0 else w for i, w in enumerate(want)]
+    assert "missing values" in m.summary() and "time prior" in d.summary() and "intervals" in m.summary()

@@ -292,6 +292,21 @@ class DistributedGPLVM(Calibrated, Training):
         self._sync_kernel(self._globals())
         return np.asarray(self.kernel.ard_weights, dtype=np.float64)
 
+    @property
+    def kernel_variance(self) -> float:
+        """Signal variance of the ARD kernel part (``BayesianGPLVM.kernel_variance``)."""
+        from ..gplvm import BayesianGPLVM, signal_variance
+
+        self._sync_kernel(self._globals())
+        return signal_variance(BayesianGPLVM._ard_part(self))
+
+    def summary(self) -> str:
+        """As ``BayesianGPLVM.summary`` (``io.summary_text``): sizes, bound, noise, signal,
+        ARD weights, the last fit and the calibration, from the driver's values."""
+        from ..io import summary_text
+
+        return summary_text(self)
+
     def latent(self) -> tuple[np.ndarray, np.ndarray]:
         """(mu, S), each (N, Q), gathered from the workers (N-sized: for moderate N), in
         the rows' order of Y."""
