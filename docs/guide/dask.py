@@ -42,18 +42,18 @@ print(client)
 # %% [markdown]
 # ## Rows as a Dask array
 #
-# 20,000 rows of 20 outputs, smooth functions of a 2-D latent ring with noise. Any Dask
+# 20,000 rows (5,000 when the docs are built quickly) of 20 outputs, smooth functions of a 2-D latent ring with noise. Any Dask
 # array chunked **by rows** works (from Zarr, HDF5, NumPy, ...); each row chunk becomes a
 # block that lives on one worker. `bgplvm.distributed.open_rows("rows.npy")` reads a file
 # on the workers instead, so the driver never holds the rows at all.
 
 # %%
 rng = np.random.default_rng(0)
-N, D = 20_000, 20
+N, D = reduce_in_tests(20_000, test_n=5_000), 20
 angle = rng.uniform(0, 2 * np.pi, N)
 X_true = np.c_[np.cos(angle), np.sin(angle)] * (1 + 0.3 * rng.standard_normal((N, 1)))
 Y = np.tanh(X_true @ rng.standard_normal((2, D))) + 0.05 * rng.standard_normal((N, D))
-Y_dask = da.from_array(Y, chunks=(5_000, D))
+Y_dask = da.from_array(Y, chunks=(N // 4, D))   # 4 blocks of rows
 Y_dask
 
 # %% [markdown]
