@@ -32,7 +32,7 @@ Y_star[:, :6] = np.nan          # the first six readings of every test row hidde
 hidden = np.isnan(Y_star)
 
 # %% [markdown]
-# ## Scoring a prediction: `gaussian_scores`
+# ## Scoring a prediction
 #
 # `gaussian_scores(mean, var, truth, mask=...)` scores any Gaussian prediction against the
 # truth on the entries marked by `mask` (here: the hidden ones):

@@ -38,7 +38,7 @@ m.fit(reduce_in_tests(3000, test_n=100), progress=False)
 print(m.fit_info["reason"], f"bound {m.elbo():.1f}; test rows: {test.Y.shape}")
 
 # %% [markdown]
-# ## Where do new rows lie? `infer_latent`
+# ## Where do new rows lie?
 #
 # `infer_latent(Y_star)` returns q(x*) = N(mu_s, diag S_s) for every row. Each row's
 # optimisation starts from the q(x_n) of the nearest training row in its observed entries
@@ -96,7 +96,7 @@ print(table({"reconstruct": gaussian_scores(mean, var, test.Y, mask=hidden),
 # a row it is less certain than that. `m.calibrate()` repairs the intervals from the
 # training rows alone; see [calibration](calibration.html).
 #
-# ## How likely is a row? `log_density`
+# ## How likely is a row?
 #
 # `log_density(Y_star)` is log p(y*_O | Y), approximated by the difference of the joint
 # and the training bounds, over each row's observed entries. Real test rows score high;
