@@ -23,9 +23,13 @@ build, naming the page and the cell, with its traceback.
 Pages are re-executed when they change, and all of them when a source file of the package
 changed since the last build (so an incremental build does not keep stale outputs).
 
+Pages are executed two at a time (each in its own kernel: on two cores the kernels'
+start-up and single-threaded stretches overlap), before Sphinx reads them.
+
 Settings (``conf.py``): ``notebooks_pattern`` (default ``"guide/*.py"``),
 ``notebooks_timeout`` (seconds per cell, default 1800), ``notebooks_watch`` (folders whose
-``*.py`` files, when changed, re-execute every page).
+``*.py`` files, when changed, re-execute every page), ``notebooks_jobs`` (pages executed at
+once; default ``$BGPLVM_DOCS_JOBS`` or 2).
 """
 
 from __future__ import annotations
@@ -102,6 +106,43 @@ def execute(nb: nbformat.NotebookNode, timeout: int) -> None:
         finally:  # nbclient leaves a kernel manager it was given running
             if km.has_kernel:
                 km.shutdown_kernel(now=False)
+
+
+def run_script(text: str, timeout: int) -> tuple[str, str | None, float]:
+    """Parse and execute one percent script: (the executed notebook as JSON, the error
+    message or None, seconds). Runs in a worker process of ``_execute_ahead``."""
+    t0 = time.perf_counter()
+    nb = read_percent(text)
+    error = None
+    try:
+        execute(nb, timeout)
+    except Exception as exc:  # CellExecutionError, DeadKernelError, timeout
+        error = _ANSI.sub("", str(exc)) or repr(exc)
+    return nbformat.writes(nb), error, time.perf_counter() - t0
+
+
+def _execute_ahead(app, env, docnames):
+    """Execute the notebook pages about to be read, ``notebooks_jobs`` at a time (each in
+    its own kernel); the parser then renders the results (it executes a page itself when
+    there is one page, or one job)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    todo = [d for d in docnames if _is_notebook(app, d)]
+    jobs = max(1, int(app.config.notebooks_jobs))
+    app.notebook_results = {}
+    if len(todo) < 2 or jobs < 2:
+        return
+    logger.info("[notebooks] executing %d page(s), %d at a time", len(todo), jobs)
+    # "spawn": a clean process, not a fork of Sphinx (threads, open files)
+    with ProcessPoolExecutor(max_workers=min(jobs, len(todo)),
+                             mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(run_script, Path(env.doc2path(d)).read_text(encoding="utf-8"),
+                               app.config.notebooks_timeout): d for d in todo}
+        for fut in as_completed(futures):
+            d = futures[fut]
+            app.notebook_results[d] = fut.result()
+            logger.info("[notebooks] %s executed in %.1f s", d, app.notebook_results[d][2])
 
 
 # --------------------------------------------------------------------------- rendering
@@ -186,16 +227,15 @@ class PercentNotebookParser(Parser):
         env = document.settings.env
         app = env.app
         docname = env.docname
-        t0 = time.perf_counter()
-        nb = read_percent(inputstring)
-        try:
-            execute(nb, app.config.notebooks_timeout)
-        except Exception as exc:  # CellExecutionError, DeadKernelError, timeout
-            msg = _ANSI.sub("", str(exc))
-            logger.error("notebook %s failed:\n%s", docname, msg, location=docname)
+        ahead = getattr(app, "notebook_results", {}).pop(docname, None)
+        if ahead is None:
+            ahead = run_script(inputstring, app.config.notebooks_timeout)
+            logger.info("[notebooks] %s executed in %.1f s", docname, ahead[2])
+        text, error, seconds = ahead
+        nb = nbformat.reads(text, as_version=4)
+        if error is not None:
+            logger.error("notebook %s failed:\n%s", docname, error, location=docname)
             env.notebooks_failed = getattr(env, "notebooks_failed", set()) | {docname}
-        seconds = time.perf_counter() - t0
-        logger.info("[notebooks] %s executed in %.1f s", docname, seconds)
         out_dir = Path(app.doctreedir).parent / "notebook_outputs" / docname
         out_dir.mkdir(parents=True, exist_ok=True)
         for old in out_dir.glob("*.png"):
@@ -317,9 +357,11 @@ def setup(app):
     app.add_config_value("notebooks_pattern", "guide/*.py", "env")
     app.add_config_value("notebooks_timeout", 1800, "env")
     app.add_config_value("notebooks_watch", [], "env")
+    app.add_config_value("notebooks_jobs", int(os.environ.get("BGPLVM_DOCS_JOBS", "2")), "")
     app.add_source_suffix(".py", "percent-notebook")
     app.add_source_parser(PercentNotebookParser)
     app.connect("env-get-outdated", _outdated)
+    app.connect("env-before-read-docs", _execute_ahead)
     app.connect("build-finished", _finished)
     app.set_html_assets_policy("always")  # MathJax on every page: guide pages write $...$
     return {"version": "1.0", "parallel_read_safe": False, "parallel_write_safe": True}
