@@ -22,12 +22,9 @@ from .gplvm import BayesianGPLVM
 from .io import register_model_class
 from .mrd import MRD, check_views
 from .priors import LatentPrior, UncertainInputPrior
-from .uncertain import UncertainInputGPR, check_inputs, check_pairs, not_for_regression, regression_init
+from .uncertain import INPUT_VARIANCE, UncertainInputGPR, check_inputs, check_pairs, not_for_regression, regression_init
 
 
-#: default initial q(X) and Sigma_z variances, relative to each input's variance (the
-#: class docstring says what it rests on)
-INPUT_VARIANCE = 1e-2
 
 
 class UncertainInputMRD(MRD):
@@ -40,7 +37,7 @@ class UncertainInputMRD(MRD):
     num_inducing, kernel, seed, inducing : as ``MRD``'s.
     tie_mean : q(X)'s means held at Z (``UncertainInputGPR``'s).
     input_variance : the initial q(X) and Sigma_z variances (scalar or (Q,)); default
-        ``INPUT_VARIANCE`` (1e-2) of each input's variance. Not ``UncertainInputGPR``'s 1e-6:
+        ``uncertain.INPUT_VARIANCE`` (1e-2) of each input's variance, as ``UncertainInputGPR``'s:
         measured on two views of noisy 2-D inputs (80 rows, input noise sd 0.15, 4 seeds,
         500 iterations), a start at 1e-6 left every fit with q(X) at the inputs, Sigma_z
         collapsed and bounds of -59 to 43; starts at 1e-3 and 1e-2 of the input variance

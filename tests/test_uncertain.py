@@ -759,3 +759,21 @@ def test_tie_signal_variance_needs_an_rbf_kernel_and_travels_in_the_file():
     assert back.tie_signal_variance and "kernel.variance" in back._layout.frozen
     with pytest.raises(ValueError, match="method"):
         m.forecast(3, method="mc")
+
+
+def test_the_default_start_learns_the_input_noise_of_noisy_inputs():
+    """Inputs observed with noise (sd 0.3, variance 0.09): from the default start (1e-2 of
+    the inputs' variance) Sigma_z grows to the input noise's scale at a higher bound than
+    from a start at 1e-6 of it, where the fit stays at the inputs and explains the input
+    noise as output noise; ``AutoregressiveGP``'s windows start at 1e-6 (exact inputs)."""
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-3, 3, 200)
+    z, y = x + 0.3 * rng.standard_normal(200), np.sin(2 * x) + 0.05 * rng.standard_normal(200)
+    m = UncertainInputGPR(z[:, None], y[:, None], num_inducing=30, seed=3).fit(max_iters=1000, progress=False)
+    tiny = UncertainInputGPR(z[:, None], y[:, None], num_inducing=30, seed=3, input_variance=1e-6 * z.var())
+    tiny.fit(max_iters=1000, progress=False)
+    assert 0.03 < float(m.input_noise_variance.mean()) < 0.2 and float(tiny.input_noise_variance.mean()) < 1e-4
+    assert m.elbo() > tiny.elbo() + 10
+    ar = AutoregressiveGP(_series(), window=5, num_inducing=10, seed=0)
+    np.testing.assert_allclose(ar.latent_variance, np.broadcast_to(1e-6 * ar.inputs.var(0), ar.latent_variance.shape),
+                               rtol=1e-6)
