@@ -544,7 +544,11 @@ class Calibrated:
     def calibration(self, cal) -> None:
         if cal is not None and self._not_calibrated_because:
             raise TypeError(f"{type(self).__name__} takes no calibration: {self._not_calibrated_because}")
-        self._calibration = None if cal is None else check_calibration(self, cal)
+        self._calibration = None if cal is None else self._check_calibration(cal)
+
+    def _check_calibration(self, cal):
+        """``cal`` if it was made on this model's data (``check_calibration``), else an error."""
+        return check_calibration(self, cal)
 
     def _data_record(self) -> tuple[int, str]:
         """(D, ``fingerprint`` of the training outputs Y): what a calibration must match."""

@@ -143,21 +143,13 @@ def check_views_calibration(cal, data: str, dims: dict) -> ViewsCalibration:
 
 class ViewsCalibrated:
     """The calibration contract of a model of several views, in process (``MRD``) and on
-    Dask (``DistributedMRD``, whose calibration is made in process): the ``calibration``
-    property, checked against the views (``_data_record``: the fingerprint of the views
-    side by side; ``_view_dims``: {view: D_v}), and how a model file's is read."""
+    Dask (``DistributedMRD``, whose calibration is made in process): before
+    ``calibration.Calibrated`` in the bases, it checks a ``ViewsCalibration`` against the
+    views (``_data_record``: the fingerprint of the views side by side; ``_view_dims``:
+    {view: D_v}) and reads a model file's."""
 
-    @property
-    def calibration(self):
-        """The ``ViewsCalibration`` in use (``MRD.calibrate``), or None."""
-        return self._calibration
-
-    @calibration.setter
-    def calibration(self, cal) -> None:
-        if cal is not None and self._not_calibrated_because:
-            raise TypeError(f"{type(self).__name__} takes no calibration: {self._not_calibrated_because}")
-        self._calibration = None if cal is None else check_views_calibration(cal, self._data_record()[1],
-                                                                             self._view_dims())
+    def _check_calibration(self, cal) -> ViewsCalibration:
+        return check_views_calibration(cal, self._data_record()[1], self._view_dims())
 
     @classmethod
     def _calibration_from_file(cls, meta: dict, scale) -> ViewsCalibration:
