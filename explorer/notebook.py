@@ -2,7 +2,8 @@
 
 Returns an ``Explorer``, a Panel ``Viewer`` holding the page of ``app.create_app`` (the
 served app's code) for the model: it renders inline in JupyterLab, Jupyter Notebook and VS
-Code (after ``pn.extension()``, which ``explore`` calls), and ``.show()`` / ``.servable()``
+Code (after ``pn.extension()``, which ``explore`` calls; ``pip install bgplvm[notebook]``
+installs JupyterLab and jupyter_bokeh, the ipywidgets bridge VS Code needs), and ``.show()`` / ``.servable()``
 work as for any Panel object. ``Explorer.state`` is the page's ``ExplorerState``: drive it
 from Python (``ex.state.cursor = (0.5, -1)``, ``ex.state.generate()``).
 
