@@ -16,7 +16,7 @@ directory a fresh temporary folder), and renders it: Markdown through markdown-i
 HTML, its headings as real sections (the first ``# Title`` is the page's title, so toctrees
 and cross references work), code cells as highlighted Python, outputs as literal blocks
 (text/plain, streams), images (image/png, written to files that Sphinx copies to
-``_images``) and raw HTML (text/html). The executed ``.ipynb`` is offered as a download
+``_images``) and raw HTML (text/html without scripts; a live widget shows its text/plain). The executed ``.ipynb`` is offered as a download
 at the top of the page and written next to the built page. A cell that raises fails the
 build, naming the page and the cell, with its traceback.
 
@@ -278,7 +278,8 @@ class PercentNotebookParser(Parser):
             _current(sections).append(code)
             for out in cell.get("outputs", []):
                 if out.output_type == "stream":
-                    _current(sections).append(_text_block(out.text, "nb-" + out.name))
+                    if out.text.strip():
+                        _current(sections).append(_text_block(out.text, "nb-" + out.name))
                 elif out.output_type == "error":
                     _current(sections).append(_text_block("\n".join(out.traceback), "nb-error"))
                 else:
@@ -294,7 +295,9 @@ class PercentNotebookParser(Parser):
                             img["width"] = f"{px // 2}px"
                         img["classes"].append("nb-image")
                         _current(sections).append(img)
-                    elif "text/html" in data:
+                    elif "text/html" in data and "<script" not in data["text/html"]:
+                        # static HTML (tables); HTML with scripts is a live widget (Panel,
+                        # Bokeh) that needs its kernel: shown by its text/plain, if any
                         _current(sections).append(nodes.raw("", data["text/html"], format="html"))
                     elif "text/plain" in data:
                         _current(sections).append(_text_block(data["text/plain"], "nb-result"))
