@@ -16,9 +16,10 @@ directory a fresh temporary folder), and renders it: Markdown through markdown-i
 HTML, its headings as real sections (the first ``# Title`` is the page's title, so toctrees
 and cross references work), code cells as highlighted Python, outputs as literal blocks
 (text/plain, streams), images (image/png, written to files that Sphinx copies to
-``_images``) and raw HTML (text/html without scripts; a live widget shows its text/plain). The executed ``.ipynb`` is offered as a download
-at the top of the page and written next to the built page. A cell that raises fails the
-build, naming the page and the cell, with its traceback.
+``_images``) and raw HTML (text/html without scripts; a live widget shows its
+text/plain). The executed ``.ipynb`` is offered as a download at the top of the page and
+written next to the built page. A cell that raises fails the build, naming the page and
+the cell, with its traceback.
 
 Pages are re-executed when they change, and all of them when a source file of the package
 changed since the last build (so an incremental build does not keep stale outputs).
