@@ -145,7 +145,8 @@ class ModelState(param.Parameterized):
                     Q=int(m.latent_dim), M=int(m.num_inducing),
                     active=int((~off).sum()), kernel=str(getattr(m, "kernel", "") or ""),
                     missing=float(getattr(m, "missing_fraction", 0.0)),
-                    time_prior=_time_prior_line(m), calibration=_calibration_line(m),
+                    time_prior=_time_prior_line(m),
+                    calibration=_calibration_line(self.mrd if self.mrd is not None else m),
                     views=self._views_line())
 
     def _views_line(self) -> str:
@@ -159,8 +160,8 @@ class ModelState(param.Parameterized):
 def _calibration_line(m) -> str:
     """How the model's intervals were calibrated ("" when they are not)."""
     cal = getattr(m, "calibration", None)
-    if cal is not None:
-        return cal.describe()
+    if cal is not None:  # a multi-view model's: one line per view calibrated from the others
+        return cal.describe().replace("\n", "; ")
     if hasattr(m, "calibrate") and not getattr(m, "_not_calibrated_because", ""):
         return "as fitted (not calibrated: m.calibrate() learns how far to trust them)"
     return ""

@@ -191,3 +191,20 @@ def test_a_frame_missing_the_observed_view_says_so():
     s.observed_view = "pose"
     s.infer_from_view()
     assert s.n_candidates >= 1
+
+
+def test_the_model_panel_says_how_the_views_intervals_were_calibrated(mrd):
+    """A multi-view model's intervals line is the MRD's: 'as fitted' with what to do, then,
+    once ``MRD.calibrate`` ran, each view's calibration from the others on one line."""
+    s = ExplorerState()
+    buf = io.BytesIO()
+    mrd.save(buf)
+    s.load_model_bytes("walk-views.npz", buf.getvalue())
+    assert "m.calibrate()" in s.summary()["calibration"]
+    m = walk_mrd(iters=150)
+    m.calibrate(rows=120, folds=3)
+    buf = io.BytesIO()
+    m.save(buf)
+    s.load_model_bytes("walk-views-calibrated.npz", buf.getvalue())
+    line = s.summary()["calibration"]
+    assert "pose from image: calibrated" in line and "; image from pose: calibrated" in line and "\n" not in line
