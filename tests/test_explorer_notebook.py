@@ -60,3 +60,21 @@ def test_a_multi_view_model_explores_too():
 
     ex = walk_mrd(iters=20).explore()
     assert ex.state.mrd is not None and ex.state.view_names == ["pose", "image"]
+
+
+def test_a_model_on_dask_explores_as_its_in_process_model(client):
+    """``explore`` has one contract: a distributed model's page is that of the in-process
+    model it equals (``to_model``), multi-view ones included."""
+    pytest.importorskip("distributed", reason="needs dask[distributed] (the test extra installs it)")
+    from bgplvm import MRD
+    from bgplvm.distributed import DistributedGPLVM
+
+    Y = load("synth_walk").Y[::3]
+    m = BayesianGPLVM(Y, latent_dim=2, num_inducing=8, seed=0).fit(max_iters=10, progress=False)
+    with DistributedGPLVM.from_model(m, client=client, chunks=2) as dm:
+        ex = dm.explore()
+        assert isinstance(ex, Explorer) and ex.state.model.elbo() == pytest.approx(m.elbo(), rel=1e-12)
+    views = {"a": Y[:, :10], "b": Y[:, 10:]}
+    with MRD(views, 2, 6, seed=0, client=client) as dm:
+        ex = dm.explore()
+        assert ex.state.mrd is not None and ex.state.view_names == ["a", "b"]

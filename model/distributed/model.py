@@ -300,6 +300,12 @@ class DistributedGPLVM(Calibrated, Training):
         self._sync_kernel(self._globals())
         return signal_variance(BayesianGPLVM._ard_part(self))
 
+    def explore(self, **kw):
+        """The explorer's page (``BayesianGPLVM.explore``, the same arguments) of the
+        in-process model this one equals (``to_model``: Y and q(X) gathered here, for
+        moderate N; the page draws and infers in this process)."""
+        return self.to_model().explore(**kw)
+
     def summary(self) -> str:
         """As ``BayesianGPLVM.summary`` (``io.summary_text``): sizes, bound, noise, signal,
         ARD weights, the last fit and the calibration, from the driver's values."""
