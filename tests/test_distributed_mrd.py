@@ -313,6 +313,8 @@ def test_predict_and_cross_view_inference_equal_the_in_process_models(client, fi
         _close(np.nan_to_num(k1.mu), np.nan_to_num(k0.mu), 1e-8, seen, "infer_candidates")
         with pytest.raises(KeyError, match="no view 'd'"):
             dm.predict(X, view="d")
+        with pytest.raises(KeyError, match="no view 'd'"):
+            dm.view("d")
         with pytest.raises(ValueError, match="unknown view"):
             dm.infer_latent({"d": test["a"]})
     print("max relative differences:", {k: f"{v:.1e}" for k, v in seen.items()})
@@ -397,3 +399,15 @@ def test_a_calibration_made_in_process_is_used_on_dask(client, tmp_path):
         with pytest.raises(ValueError, match="other views than this model's"):
             dm.calibration = other
     np.testing.assert_allclose(load_model(tmp_path / "m.npz").reconstruct(obs, target="c")[1], want[1], rtol=1e-8)
+
+
+def test_a_view_of_a_model_on_dask_is_the_in_process_views(client, fitted):
+    """``view(name)``: the single-view model at the shared q(X), as in process."""
+    from bgplvm.distributed import DistributedMRD
+
+    m, _ = fitted
+    X = np.random.default_rng(1).standard_normal((5, 3))
+    with DistributedMRD.from_model(m, client=client, chunks=3) as dm:
+        for n in m.view_names:
+            for g, w in zip(dm.view(n).predict(X), m.view(n).predict(X)):
+                np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)

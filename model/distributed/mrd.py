@@ -356,6 +356,13 @@ class DistributedMRD(ViewsCalibrated, DistributedGPLVM):
     def _view_dims(self) -> dict:
         return {n: int(b - a) for n, a, b in self._spans()}
 
+    def view(self, name: str):
+        """The single-view model of view ``name`` at this model's q(X) (``MRD.view``), in
+        process: from ``to_model`` (the views and q(X) gathered here, for moderate N)."""
+        if name not in self.view_names:
+            raise KeyError(f"no view {name!r}; the views are {self.view_names}")
+        return self.to_model().view(name)
+
     def __repr__(self) -> str:
         dims = ", ".join(f"{n}: {int(b - a)}" for n, a, b in self._spans())
         return (f"DistributedMRD(N={getattr(self, 'N', '?')}, views=({dims}), latent_dim={self.latent_dim}, "
