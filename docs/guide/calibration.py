@@ -169,8 +169,9 @@ display(Image(data=c.to_bytes()))
 # - `m.calibrate(path="impute")`: for the training rows' own missing entries (`impute`);
 # - a `DynamicalGPLVM`: `calibrate(hide=cols)` holds out whole sequences, and
 #   `calibrate(path="forecast", horizon=100)` the frames after origins in each sequence;
-# - the regression models (`UncertainInputGPR`, `SemiSupervisedGPR`) and `MRD` refuse,
-#   saying why.
+# - an `MRD`: `m.calibrate(target="c", observed=["a"])` for views predicted from other
+#   views (`predict_views`, `reconstruct`; see [MRD](mrd.html));
+# - the regression models (`UncertainInputGPR`, `SemiSupervisedGPR`) refuse, saying why.
 #
 # `bgplvm fit` calibrates by default (`--no-calibrate`); the explorer's model panel says
 # whether a model is calibrated.
