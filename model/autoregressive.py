@@ -150,12 +150,14 @@ class AutoregressiveGP(UncertainInputGPR):
 
         ``propagate_uncertainty`` (default: the model's) True carries each step's
         uncertainty into the next:
+
         - ``method="samples"`` (default): the mean and variance over ``n_samples``
           trajectories of ``sample_forecast`` (seed ``seed``; relative error of the
           variance ~ sqrt(2 / n_samples));
         - ``method="moments"``: the paper's Gaussian propagation, each step predicting
           y_{T+k} from the window of the last tau values (observed ones exact, earlier
           predictions Gaussian with their predictive variance, a diagonal window).
+
         The module docstring says why samples are the default. False feeds back means
         only and treats the window as exact. Returns (mean, var), each (steps,) for a 1-D
         series, else (steps, D).
@@ -190,11 +192,11 @@ class AutoregressiveGP(UncertainInputGPR):
     @property
     def forecast_variance_bound(self) -> np.ndarray:
         """(D,) the largest variance a forecast of this model can have, by either method:
-        sf2 (1 + |m|_H^2) + noise for the RBF kernel (signal variance sf2), where |m|_H^2 =
-        b^T Kuu b is the RKHS norm of the posterior mean m(x) = k_u(x)^T b (b the column of
-        meanFstar's B for that output). Whatever the distribution of the window, m(x)^2 <=
-        |m|_H^2 k(x, x) and the projected-process variance is at most k(x, x), so
-        Var[y] <= E[m^2] + E[var f] + noise stays below it."""
+        ``sf2 (1 + ||m||_H^2) + noise`` for the RBF kernel (signal variance sf2), where
+        ``||m||_H^2 = b^T Kuu b`` is the RKHS norm of the posterior mean ``m(x) = k_u(x)^T b``
+        (b the column of meanFstar's B for that output). Whatever the distribution of the
+        window, ``m(x)^2 <= ||m||_H^2 k(x, x)`` and the projected-process variance is at most
+        k(x, x), so ``Var[y] <= E[m^2] + E[var f] + noise`` stays below it."""
         from .kernels import RBF
 
         if not isinstance(self.kernel, RBF):

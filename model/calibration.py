@@ -42,11 +42,13 @@ be measured on the data it was fitted to, exactly as a new row would be predicte
    with it; oil's imputed readings (10 / 30 / 50 % missing): 94.7 / 92.6 / 94.5 % without,
    94.9 / 93.8 / 95.1 % with it.
 4. Each output's predictive sd is then multiplied by a scale s_d:
+
    - ``method="quantile"`` (default; split-conformal): s = q / z_level, q the
-     ceil((n + 1) level) / n empirical quantile of the normalised residuals |y - m| / sd,
+     ceil((n + 1) level) / n empirical quantile of the normalised residuals ``|y - m| / sd``,
      so that a nominal ``level`` interval holds ``level`` of held-out entries;
    - ``method="variance"``: s^2 = mean((y - m)^2 / var) (the NLPD-optimal scale of a
      Gaussian, too wide at 95 % when the residuals have heavy tails).
+
    Per output where an output has at least ``MIN_PER_OUTPUT`` held-out entries, elsewhere
    the scale of all of them pooled.
 5. The scales kept are learned on all held-out entries. What they do is reported by

@@ -60,13 +60,18 @@ def side_by_side(arrays: list):
 class DistributedMRD(ViewsCalibrated, DistributedGPLVM):
     """``MRD`` with its rows on Dask workers (module docstring).
 
-    views : dict name -> (N, D_v) array (NaN = missing; a row may miss a whole view but must
-        be observed in some view), or a list of arrays (view0, view1, ...); NumPy arrays or
+    Parameters
+    ----------
+    views : dict or list
+        name -> (N, D_v) array (NaN = missing; a row may miss a whole view but must be
+        observed in some view), or a list of arrays (view0, view1, ...); NumPy arrays or
         dask arrays (chunked by rows: the first dask view's row chunks are the blocks).
-    client, chunks, memory, timeout : as ``DistributedGPLVM``'s.
-    Other arguments as ``MRD``'s. The start is ``MRD``'s from the blocks' sums (the scaled
-    PCA of the views side by side, or of the first view, with missing entries at the
-    column mean), as ``DistributedGPLVM``'s start is ``BayesianGPLVM``'s.
+    client, chunks, memory, timeout
+        As ``DistributedGPLVM``'s.
+
+    Other arguments are ``MRD``'s. The start is ``MRD``'s from the blocks' sums (the scaled
+    PCA of the views side by side, or of the first view, with missing entries at the column
+    mean), as ``DistributedGPLVM``'s start is ``BayesianGPLVM``'s.
     """
 
     #: its cross-view calibration is made in process: dm.calibration = dm.to_model().calibrate(...)
