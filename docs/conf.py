@@ -32,9 +32,6 @@ root_doc = "index"
 source_suffix = {".rst": "restructuredtext"}  # ".py" (guide pages) is added by the extension
 notebooks_pattern = "guide/*.py"
 notebooks_watch = ["../model", "../explorer", "../datasets"]
-# index.rst lists the guide's pages in reading order, then "guide/*" to pick up a page not
-# listed yet; that catch-all is empty (and would warn) while every page is listed
-suppress_warnings = ["toc.empty_glob"]
 
 # API reference
 autodoc_member_order = "bysource"
