@@ -102,7 +102,10 @@ def execute(nb: nbformat.NotebookNode, timeout: int) -> None:
     km = KernelManager(kernel_name="python3", kernel_spec_manager=KernelSpecManager(kernel_dirs=[]))
     with tempfile.TemporaryDirectory(prefix="bgplvm-docs-") as cwd:
         try:
+            # the kernel's own log at ERROR: not its warning, at every start, that a local
+            # kernel talks over TCP unencrypted
             NotebookClient(nb, km=km, timeout=timeout, kernel_name="python3",
+                           extra_arguments=["--IPKernelApp.log_level=ERROR"],
                            resources={"metadata": {"path": cwd}}).execute()
         finally:  # nbclient leaves a kernel manager it was given running
             if km.has_kernel:
