@@ -180,9 +180,16 @@ class _Markdown:
                 if i > start:
                     _current(sections).append(nodes.raw("", html(tokens[start:i]), format="html"))
                 level = int(t.tag[1])
-                title = tokens[i + 1].content
-                title = re.sub(r"MATHPLACEHOLDER(\d+)X", lambda m: stash[int(m.group(1))], title)
-                _open_section(sections, level, _plain(title), document)
+                parts = []  # the heading's text and inline code (emphasis markers dropped)
+                for c in tokens[i + 1].children or []:
+                    text = re.sub(r"MATHPLACEHOLDER(\d+)X", lambda m: stash[int(m.group(1))], c.content)
+                    if c.type == "code_inline":
+                        parts.append(nodes.literal(text, text))
+                    elif c.type in ("text", "html_inline"):
+                        parts.append(nodes.Text(text))
+                    elif c.type in ("softbreak", "hardbreak"):
+                        parts.append(nodes.Text(" "))
+                _open_section(sections, level, parts, document)
                 i += 3
                 start = i
                 continue
@@ -195,21 +202,17 @@ def _escape(tex: str) -> str:
     return tex.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _plain(title: str) -> str:
-    """Inline Markdown of a heading -> its text (backticks and emphasis dropped)."""
-    return re.sub(r"[`*_]", "", title).strip()
-
-
 def _current(sections):
     return sections[-1][1]
 
 
-def _open_section(sections, level: int, title: str, document) -> None:
+def _open_section(sections, level: int, parts: list, document) -> None:
     while len(sections) > 1 and sections[-1][0] >= level:
         sections.pop()
     sec = nodes.section()
-    sec += nodes.title(title, title)
-    sec["names"].append(nodes.fully_normalize_name(title))
+    title = nodes.title("", "", *parts)
+    sec += title
+    sec["names"].append(nodes.fully_normalize_name(title.astext().strip()))
     document.note_implicit_target(sec, sec)
     _current(sections).append(sec)
     sections.append((level, sec))
