@@ -120,7 +120,9 @@ def fit(adata, layer: str | None = None, latent_dim: int = 10, num_inducing: int
         M.
     time_key : str, optional
         An ``adata.obs`` column of time stamps: a ``DynamicalGPLVM`` (the cells of one
-        ``sequence_key`` value, e.g. an individual or a culture, form one sequence).
+        ``sequence_key`` value, e.g. an individual or a culture, form one sequence). Its
+        rows are the cells in time order within each sequence (the results are written
+        back in ``adata``'s order); the cells of one sequence need distinct times.
     sequence_key : str, optional
         An ``adata.obs`` column of sequence ids (with ``time_key``).
     key : str
@@ -143,26 +145,48 @@ def fit(adata, layer: str | None = None, latent_dim: int = 10, num_inducing: int
     X = matrix_of(adata, layer)
     if int(block_rows) < 1:
         raise ValueError(f"block_rows must be a positive number of rows, got {block_rows!r}")
+    if sequence_key is not None and time_key is None:
+        raise ValueError("sequence_key groups the cells of a time course: pass time_key as well")
+    order = None
+    if time_key is not None:
+        t, seq = _times(adata, time_key), _sequences(adata, sequence_key)
+        order = _time_order(t, seq, time_key)
+        X = X[order] if not np.array_equal(order, np.arange(order.size)) else X
     Y = dense_rows(X, int(block_rows)) if client is None else dask_rows(X, int(block_rows))
     kw = dict(latent_dim=latent_dim, num_inducing=num_inducing, seed=seed, **model_kw)
     if client is not None:
         kw.update(client=client, chunks=chunks)
     if time_key is not None:
-        m = DynamicalGPLVM(Y, _times(adata, time_key), sequences=_sequences(adata, sequence_key), **kw)
-    elif sequence_key is not None:
-        raise ValueError("sequence_key groups the cells of a time course: pass time_key as well")
+        m = DynamicalGPLVM(Y, t[order], sequences=None if seq is None else seq[order], **kw)
     else:
         m = BayesianGPLVM(Y, **kw)
     m.fit(max_iters=max_iters, progress=progress)
-    write(adata, m, key=key, layer=layer, time_key=time_key, sequence_key=sequence_key)
+    write(adata, m, key=key, order=order, layer=layer, time_key=time_key, sequence_key=sequence_key)
     return m
 
 
-def write(adata, m, key: str = KEY, **source) -> None:
+def _time_order(t: np.ndarray, seq, time_key: str) -> np.ndarray:
+    """The cells in time order within each sequence (the dynamical model's row order);
+    ValueError where two cells of one sequence share a time."""
+    s = np.zeros(t.size, dtype=np.int64) if seq is None else seq
+    order = np.lexsort((t, s))
+    same = (np.diff(t[order]) == 0) & (np.diff(s[order]) == 0)
+    if same.any():
+        i = order[np.flatnonzero(same)[0]]
+        raise ValueError(f"{int(same.sum())} cell(s) share a time of adata.obs[{time_key!r}] with another cell of "
+                         f"their sequence (first: time {t[i]:g}): the dynamical model needs distinct times within "
+                         "a sequence; give each replicate its own sequence_key, use a per-cell pseudotime, or fit "
+                         "without time_key")
+    return order
+
+
+def write(adata, m, key: str = KEY, order=None, **source) -> None:
     """Write model ``m``'s q(X) and ARD weights into ``adata`` (module docstring); ``source``
-    (layer, time_key, ...) is recorded in ``adata.uns[key]``."""
-    adata.obsm[key] = np.asarray(m.latent_mean, dtype=np.float64)
-    adata.obsm[key + "_var"] = np.asarray(m.latent_variance, dtype=np.float64)
+    (layer, time_key, ...) is recorded in ``adata.uns[key]``. ``order``: the cells of
+    ``adata`` in the model's row order (a dynamical model's: by time), None: the same."""
+    back = slice(None) if order is None else np.argsort(order)
+    adata.obsm[key] = np.asarray(m.latent_mean, dtype=np.float64)[back]
+    adata.obsm[key + "_var"] = np.asarray(m.latent_variance, dtype=np.float64)[back]
     adata.uns[key] = _summary(m, **source)
 
 

@@ -129,3 +129,22 @@ def test_a_real_anndata_in_memory_and_backed(tmp_path):
     np.testing.assert_array_equal(bad.dense_rows(backed.X, block_rows=7), X.toarray())
     back = ad.read_h5ad(path)
     np.testing.assert_array_equal(back.obsm["X_bgplvm"], m.latent_mean)  # the results survive .h5ad
+
+
+def test_cells_out_of_time_order_are_fitted_in_it_and_written_back_in_theirs():
+    """The dynamical model's rows are the cells in time order within each sequence: a
+    shuffled AnnData gives the same latent coordinates, in its own order; cells of one
+    sequence sharing a time are refused with what to do."""
+    X, t = counts(N=40)
+    seq = np.where(np.arange(40) % 2 == 0, "a", "b")
+    kw = dict(latent_dim=2, num_inducing=8, time_key="t", sequence_key="s", max_iters=15, progress=False)
+    ordered = Cells(X, obs=pd.DataFrame({"t": t, "s": seq}))
+    bad.fit(ordered, **kw)
+    perm = np.random.default_rng(0).permutation(40)
+    shuffled = Cells(X[perm], obs=pd.DataFrame({"t": t[perm], "s": seq[perm]}))
+    bad.fit(shuffled, **kw)
+    np.testing.assert_allclose(shuffled.obsm["X_bgplvm"], ordered.obsm["X_bgplvm"][perm], atol=1e-8)
+    np.testing.assert_allclose(shuffled.obsm["X_bgplvm_var"], ordered.obsm["X_bgplvm_var"][perm], atol=1e-8)
+    tied = Cells(X, obs=pd.DataFrame({"t": np.round(t, 1), "s": seq}))
+    with pytest.raises(ValueError, match="share a time .* give each replicate its own sequence_key"):
+        bad.fit(tied, **kw)
