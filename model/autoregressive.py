@@ -86,15 +86,22 @@ class AutoregressiveGP(UncertainInputGPR):
 
     Parameters
     ----------
-    series : (T,) or (T, D) equally spaced observations.
-    window : tau, the number of past outputs the next one depends on; 1 <= tau <= T - 2.
-    num_inducing : M <= T - tau;  kernel : as ``BayesianGPLVM``.
-    propagate_uncertainty : True: q(X) N(z_hat_n, S_n) with learned S and Sigma_z, and
-        forecasts carry their variance forward; False: a standard GP on (z_hat, y_hat)
-        (inputs fixed) whose forecasts feed back means with zero variance.
-    tie_signal_variance : hold the RBF kernel's signal variance at the variance of the
-        training outputs (module docstring). None (default): for an RBF kernel whose
-        variance was not given; True needs such a kernel; False learns it.
+    series : array, (T,) or (T, D)
+        Equally spaced observations.
+    window : int
+        tau, the number of past outputs the next one depends on; 1 <= tau <= T - 2.
+    num_inducing : int
+        M <= T - tau.
+    kernel : str or Kernel
+        As ``BayesianGPLVM``'s.
+    propagate_uncertainty : bool
+        True: q(X) N(z_hat_n, S_n) with learned S and Sigma_z, and forecasts carry their
+        variance forward; False: a standard GP on (z_hat, y_hat) (inputs fixed) whose
+        forecasts feed back means with zero variance.
+    tie_signal_variance : bool, optional
+        Hold the RBF kernel's signal variance at the variance of the training outputs
+        (module docstring). None (default): for an RBF kernel whose variance was not given;
+        True needs such a kernel; False learns it.
     """
 
     #: the windows are exact observations: q(X) starts at them (``UncertainInputGPR``'s

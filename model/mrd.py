@@ -148,16 +148,26 @@ class MRD(ViewsCalibrated, BayesianGPLVM):
 
     Parameters
     ----------
-    views : dict name -> (N, D_v) array (NaN = missing; a row may miss a whole view but must
-        be observed somewhere), or a list of arrays (named view0, view1, ...).
-    latent_dim : Q;  num_inducing : M per view (or in all, ``inducing="shared"``), <= N.
-    kernel : a kernel name or ``Kernel`` (copied for each view), or one per view (list or dict).
-    seed : seed of the initialisation.
-    inducing : "per_view" (each view its own Z, as svargplvm) or "shared" (one Z, as GPy's MRD).
-    init : "scaled_pca" or "first_view" (module docstring).
-    widths : the RBF kernels' starting inverse widths: "vargplvm" (alpha_q = 5 / range(mu_q)^2)
-        or "long" (alpha_q = 0.01 frac_q^2, nearly linear, as GPy's MRD starts; module docstring).
-    client, chunks : a Dask cluster (``BayesianGPLVM``'s): the model is then a
+    views : dict or list
+        name -> (N, D_v) array (NaN = missing; a row may miss a whole view but must be
+        observed somewhere), or a list of arrays (named view0, view1, ...).
+    latent_dim : int
+        Q.
+    num_inducing : int
+        M per view (or in all, ``inducing="shared"``), <= N.
+    kernel : str, Kernel, list or dict
+        A kernel name or ``Kernel`` (copied for each view), or one per view.
+    seed : int, optional
+        Seed of the initialisation.
+    inducing : {"per_view", "shared"}
+        Each view its own Z (as svargplvm), or one Z (as GPy's MRD).
+    init : {"scaled_pca", "first_view"}
+        How q(X) starts (module docstring).
+    widths : {"vargplvm", "long"}
+        The RBF kernels' starting inverse widths: alpha_q = 5 / range(mu_q)^2, or
+        alpha_q = 0.01 frac_q^2, nearly linear, as GPy's MRD starts (module docstring).
+    client, chunks
+        A Dask cluster (``BayesianGPLVM``'s): the model is then a
         ``bgplvm.distributed.DistributedMRD``, each block of rows with its rows of every view.
     """
 
