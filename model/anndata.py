@@ -14,7 +14,7 @@ to the cells x genes matrix ``adata.X`` or a layer, and writes:
 ``transform(model, adata_new)`` places new cells (``BayesianGPLVM.infer_latent``: q(x*) with
 the model fixed) and writes the same keys on them.
 
-Sparse matrices (CSR / CSC, in memory or a backed ``.h5ad``) are read ``block_rows`` rows at
+Sparse matrices (CSR / CSC, in memory, a backed ``.h5ad`` or a dask array) are read ``block_rows`` rows at
 a time: in process each block is densified into the model's (n_obs, n_vars) float64 array
 (the model holds its outputs dense; nothing else of that size is made), and with
 ``client=`` (a Dask cluster) each block is densified by the worker that holds it, so the
@@ -53,12 +53,16 @@ def matrix_of(adata, layer: str | None = None):
 
 
 def dense_block(X, a: int, b: int) -> np.ndarray:
-    """Rows a..b of ``X`` (a dense array, a SciPy sparse matrix or a backed dataset) as a
-    (b - a, n_vars) float64 array."""
+    """Rows a..b of ``X`` (a dense array, a SciPy sparse matrix, a backed dataset or a
+    dask array of either) as a (b - a, n_vars) float64 array."""
     block = X[a:b]
-    if hasattr(block, "toarray"):
-        block = block.toarray()
-    return np.asarray(block, dtype=np.float64)
+    if hasattr(block, "map_blocks"):  # dask-backed: its chunks densified, then gathered
+        block = block.map_blocks(_dense_chunk, dtype=np.float64).compute()
+    return _dense_chunk(block)
+
+
+def _dense_chunk(block) -> np.ndarray:
+    return np.asarray(block.toarray() if hasattr(block, "toarray") else block, dtype=np.float64)
 
 
 def dense_rows(X, block_rows: int = BLOCK_ROWS) -> np.ndarray:
@@ -72,10 +76,13 @@ def dense_rows(X, block_rows: int = BLOCK_ROWS) -> np.ndarray:
 
 def dask_rows(X, block_rows: int = BLOCK_ROWS):
     """``X`` as a dask array of float64 row blocks, each densified where it is computed
-    (the driver slices the sparse rows, a worker makes them dense)."""
+    (the driver slices the sparse rows, a worker makes them dense; a dask-backed matrix is
+    rechunked by rows and its chunks densified where they are)."""
     import dask
     import dask.array as da
 
+    if isinstance(X, da.Array):
+        return X.rechunk((block_rows, -1)).map_blocks(_dense_chunk, dtype=np.float64)
     N, D = X.shape
     blocks = []
     for a in range(0, N, block_rows):

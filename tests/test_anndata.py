@@ -114,6 +114,27 @@ def test_on_dask_the_blocks_are_densified_on_the_workers_and_the_model_is_the_sa
             np.testing.assert_allclose(cells.obsm["X_bgplvm"], ref.latent_mean, atol=1e-8)
 
 
+def test_a_dask_backed_matrix_goes_to_the_workers_in_row_blocks(client):
+    """An AnnData whose X is a dask array (of sparse chunks, as anndata reads large
+    ``.h5ad`` lazily): rechunked by rows, each chunk densified where it is; the fit is the
+    distributed model's of the dense rows (bound to 1e-10 relative)."""
+    import dask.array as da
+
+    X, _ = counts(N=48)
+    lazy = da.from_array(X, chunks=(10, 12), asarray=False)  # chunks stay sparse
+    Y = bad.dask_rows(lazy, block_rows=16)
+    assert Y.chunks[0] == (16, 16, 16)
+    np.testing.assert_array_equal(Y.compute(), X.toarray())
+    np.testing.assert_array_equal(bad.dense_rows(lazy, block_rows=20), X.toarray())
+    cells = Cells(lazy)
+    with bad.fit(cells, latent_dim=2, num_inducing=6, max_iters=10, client=client, block_rows=16,
+                 progress=False) as dm:
+        dense = da.from_array(X.toarray(), chunks=(16, X.shape[1]))
+        with BayesianGPLVM(dense, latent_dim=2, num_inducing=6, seed=0, client=client) as ref:
+            ref.fit(max_iters=10, progress=False)
+            assert abs(dm.elbo() - ref.elbo()) <= 1e-10 * abs(ref.elbo())
+
+
 # --- a real AnnData -------------------------------------------------------------------------------
 def test_a_real_anndata_in_memory_and_backed(tmp_path):
     ad = pytest.importorskip("anndata", reason="needs anndata (pip install bgplvm[anndata]); it is not in the "
