@@ -14,8 +14,8 @@ to the cells x genes matrix ``adata.X`` or a layer, and writes:
 ``transform(model, adata_new)`` places new cells (``BayesianGPLVM.infer_latent``: q(x*) with
 the model fixed) and writes the same keys on them.
 
-Sparse matrices (CSR / CSC, in memory, a backed ``.h5ad`` or a dask array) are read ``block_rows`` rows at
-a time: in process each block is densified into the model's (n_obs, n_vars) float64 array
+Sparse matrices (CSR / CSC, in memory, a backed ``.h5ad`` or a dask array) are read
+``block_rows`` rows at a time: in process each block is densified into the model's (n_obs, n_vars) float64 array
 (the model holds its outputs dense; nothing else of that size is made), and with
 ``client=`` (a Dask cluster) each block is densified by the worker that holds it, so the
 driver never holds more than one block's dense rows: large, backed data go to Dask this way.
