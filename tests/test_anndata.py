@@ -94,45 +94,28 @@ def test_bad_requests_say_what_to_do():
         bad.transform(m, Cells(X[:, :5]))
 
 
-def test_on_dask_the_blocks_are_densified_on_the_workers_and_the_model_is_the_same(client):
-    """With ``client=`` the rows reach the workers as blocks densified there; the fit is that
-    of the distributed model of the dense rows in the same blocks (bound to 1e-10 relative
-    after the same iterations)."""
+@pytest.mark.parametrize("backing", ["sparse", "dask"])
+def test_on_dask_the_blocks_are_densified_on_the_workers_and_the_model_is_the_same(client, backing):
+    """With ``client=`` the rows reach the workers as blocks densified there, from a SciPy
+    sparse matrix or from a dask array of sparse chunks (as anndata reads large ``.h5ad``
+    lazily: rechunked by rows); the fit is that of the distributed model of the dense rows
+    in the same blocks (bound to 1e-10 relative after the same iterations)."""
+    import dask.array as da
+
     X, _ = counts(N=48)
-    cells = Cells(X)
-    Y = bad.dask_rows(X, block_rows=16)
+    M = X if backing == "sparse" else da.from_array(X, chunks=(10, 12), asarray=False)  # chunks stay sparse
+    Y = bad.dask_rows(M, block_rows=16)
     assert Y.chunks[0] == (16, 16, 16)
     np.testing.assert_array_equal(Y.compute(), X.toarray())
+    np.testing.assert_array_equal(bad.dense_rows(M, block_rows=20), X.toarray())
+    cells = Cells(M)
     with bad.fit(cells, latent_dim=2, num_inducing=6, max_iters=15, client=client, block_rows=16,
                  progress=False) as dm:
-        import dask.array as da
-
         dense = da.from_array(X.toarray(), chunks=(16, X.shape[1]))
         with BayesianGPLVM(dense, latent_dim=2, num_inducing=6, seed=0, client=client) as ref:
             ref.fit(max_iters=15, progress=False)
             assert abs(dm.elbo() - ref.elbo()) <= 1e-10 * abs(ref.elbo())
             np.testing.assert_allclose(cells.obsm["X_bgplvm"], ref.latent_mean, atol=1e-8)
-
-
-def test_a_dask_backed_matrix_goes_to_the_workers_in_row_blocks(client):
-    """An AnnData whose X is a dask array (of sparse chunks, as anndata reads large
-    ``.h5ad`` lazily): rechunked by rows, each chunk densified where it is; the fit is the
-    distributed model's of the dense rows (bound to 1e-10 relative)."""
-    import dask.array as da
-
-    X, _ = counts(N=48)
-    lazy = da.from_array(X, chunks=(10, 12), asarray=False)  # chunks stay sparse
-    Y = bad.dask_rows(lazy, block_rows=16)
-    assert Y.chunks[0] == (16, 16, 16)
-    np.testing.assert_array_equal(Y.compute(), X.toarray())
-    np.testing.assert_array_equal(bad.dense_rows(lazy, block_rows=20), X.toarray())
-    cells = Cells(lazy)
-    with bad.fit(cells, latent_dim=2, num_inducing=6, max_iters=10, client=client, block_rows=16,
-                 progress=False) as dm:
-        dense = da.from_array(X.toarray(), chunks=(16, X.shape[1]))
-        with BayesianGPLVM(dense, latent_dim=2, num_inducing=6, seed=0, client=client) as ref:
-            ref.fit(max_iters=10, progress=False)
-            assert abs(dm.elbo() - ref.elbo()) <= 1e-10 * abs(ref.elbo())
 
 
 # --- a real AnnData -------------------------------------------------------------------------------
