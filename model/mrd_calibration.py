@@ -248,8 +248,8 @@ def held_out_views(m, target: str, obs: list, rows: np.ndarray, fold_of: np.ndar
     the other rows, in the observed views."""
     from .baselines import KNNBaseline
     from .bound import posterior_from_stats, predictive_moments
-    from .mrd_inference import ViewsBound, fill_undetermined
-    from .testbound import LatentFit, TestBound, nearest_rows, optimise_rows
+    from .mrd_inference import fill_undetermined, views_bound
+    from .testbound import LatentFit, optimise_rows
 
     names = obs + [target]
     vms = {n: m._view_model(n) for n in names}
@@ -271,23 +271,10 @@ def held_out_views(m, target: str, obs: list, rows: np.ndarray, fold_of: np.ndar
             keep &= out_of_fold != f
         stats = {n: _fold_stats(vms[n], keep) for n in names}
         r = rows[idx]
-        parts, cands = [], []
-        for n in obs:
-            mask = vms[n].Y_observed[r]
-            has = np.flatnonzero(mask.any(axis=1))
-            local = np.full(r.size, -1, dtype=np.int64)
-            local[has] = np.arange(has.size)
-            st, kept_rows = stats[n]
-            Ys = np.where(mask, vms[n].Y[r], 0.0)
-            parts.append((TestBound(st, Ys[has], mask[has]), local))
-            nn = np.full(r.size, -1, dtype=np.int64)
-            nn[has] = kept_rows[nearest_rows(st, Ys[has], mask[has], k=1)[:, 0]]
-            cands.append(nn)
-        cand = np.array(cands).T
-        first = cand[np.arange(r.size), np.argmax(cand >= 0, axis=1)]
-        cand = np.where(cand >= 0, cand, first[:, None])
-        fit: LatentFit = optimise_rows(ViewsBound(parts, r.size), m.latent_mean, m.latent_variance, cand,
-                                       max_iters, 1e-3, 1e-9, 1e-7, True)
+        seen_r = {n: (np.where(vms[n].Y_observed[r], vms[n].Y[r], 0.0), vms[n].Y_observed[r]) for n in obs}
+        bound, cand = views_bound(m, seen_r, stats={n: stats[n] for n in obs})
+        fit: LatentFit = optimise_rows(bound, m.latent_mean, m.latent_variance, cand, max_iters, 1e-3, 1e-9, 1e-7,
+                                       True)
         mu, S = fill_undetermined(m, {n: None for n in obs}, fit, undetermined)
         at = 0
         for n in names:

@@ -85,20 +85,23 @@ def check_observed(m, observed: dict) -> dict[str, tuple[np.ndarray, np.ndarray]
     return out
 
 
-def views_bound(m, obs: dict) -> tuple[ViewsBound, np.ndarray]:
+def views_bound(m, obs: dict, stats: dict | None = None) -> tuple[ViewsBound, np.ndarray]:
     """(the ``ViewsBound`` of the observed views, candidates (n*, k) training rows: each
     observed view's nearest row to each row, the row's first observed view standing in
-    where it observes a view not at all)."""
+    where it observes a view not at all). ``stats``: {view: (TrainingStats, the training
+    rows they hold (indices into q(X)))} in place of the views' own (all rows), e.g. a
+    calibration fold's."""
     n = next(iter(obs.values()))[0].shape[0]
     parts, cands = [], []
     for name, (Ys, mask) in obs.items():
         rows = np.flatnonzero(mask.any(axis=1))
         local = np.full(n, -1, dtype=np.int64)
         local[rows] = np.arange(rows.size)
-        stats = m._view_model(name)._test_stats()
-        parts.append((TestBound(stats, Ys[rows], mask[rows]), local))
+        st, held = (m._view_model(name)._test_stats(), None) if stats is None else stats[name]
+        parts.append((TestBound(st, Ys[rows], mask[rows]), local))
         nn = np.full(n, -1, dtype=np.int64)
-        nn[rows] = nearest_rows(stats, Ys[rows], mask[rows], k=1)[:, 0]
+        near = nearest_rows(st, Ys[rows], mask[rows], k=1)[:, 0]
+        nn[rows] = near if held is None else held[near]
         cands.append(nn)
     cand = np.array(cands).T  # (n*, V_obs), -1 where a row misses that view
     first = cand[np.arange(n), np.argmax(cand >= 0, axis=1)]
