@@ -147,9 +147,63 @@ class AutoregressiveGP(UncertainInputGPR):
             self.freeze("kernel.variance")
         return bool(tie)
 
+    # --- calibration (model/forecast_calibration.py) --------------------------------------------
+    _not_calibrated_because = ""
+
+    def calibrate(self, horizon: int | None = None, stretches: int | None = None, level: float = 0.95,
+                  method: str = "quantile", forecast: str = "samples", n_samples: int = 300,
+                  seed: int = 0):
+        """Learn a scale of the forecast's predictive sd per horizon from the training series
+        itself (``bgplvm.forecast_calibration``): ``stretches`` held-out stretches of
+        ``horizon`` steps (default: 100, at most a quarter of the training pairs), each
+        forecast from the series before it with q(u) recomputed without the pairs that see
+        it, by the model's forecast (``forecast`` "samples" or "moments"; a zero-variance
+        model's means); ``method`` "quantile" (split-conformal, matching a nominal ``level``
+        interval) or "variance". Afterwards ``forecast`` scales its variances by horizon
+        (beyond ``horizon``: the last scale; ``calibrated=False`` turns it off per call,
+        ``m.calibration = None`` drops it); ``save`` keeps it; ``sample_forecast``'s
+        trajectories are not scaled. Returns the ``ForecastCalibration``, whose ``before`` /
+        ``after`` score the held-out stretches (cross-fitted)."""
+        from .forecast_calibration import calibrate_forecast
+
+        self._calibration = calibrate_forecast(self, horizon=horizon, stretches=stretches, level=level,
+                                               method=method, method_forecast=forecast, n_samples=n_samples,
+                                               seed=seed)
+        return self._calibration
+
+    def _check_calibration(self, cal):
+        from .forecast_calibration import check_forecast_calibration
+
+        return check_forecast_calibration(self, cal)
+
+    @classmethod
+    def _calibration_from_file(cls, meta: dict, scale):
+        from .forecast_calibration import ForecastCalibration
+
+        return ForecastCalibration.from_file(meta, scale)
+
+    def _calibrated(self, var, calibrated: bool = True, rows=None):
+        """One-step ``predict`` is not scaled: the calibration is by horizon (``forecast``)."""
+        return var
+
+    def _forecast_calibrated(self, var: np.ndarray, kind: str, calibrated: bool) -> np.ndarray:
+        """``var`` (steps, D) scaled by the calibration's squared sd factor of each horizon, if
+        one is active (``_active_calibration``) and made for this ``kind`` of forecast."""
+        active = self._active_calibration(calibrated)
+        if active is None:
+            return var
+        cal = active[1]
+        if cal.forecast != kind:
+            import warnings
+
+            warnings.warn(f"the model was calibrated for the '{cal.forecast}' forecast and this is the '{kind}' one: "
+                          "its intervals are not calibrated (calibrate(forecast=...) for it)", stacklevel=3)
+            return var
+        return var * cal.factors(var.shape[0])[:, None] ** 2
+
     def forecast(self, steps: int = 180, propagate_uncertainty: bool | None = None,
                  include_noise: bool = True, method: str = "samples", n_samples: int = 1000,
-                 seed: int | None = 0, history=None):
+                 seed: int | None = 0, history=None, calibrated: bool = True, joint: bool = True):
         """Iterated one-step predictions for ``steps`` steps after the end of the series
         (or of ``history``: observations (T', ) or (T', D), T' >= window, whose last
         ``window`` steps start the forecast, e.g. the series observed since the fit; the
@@ -159,24 +213,29 @@ class AutoregressiveGP(UncertainInputGPR):
         uncertainty into the next:
 
         - ``method="samples"`` (default): the mean and variance over ``n_samples``
-          trajectories of ``sample_forecast`` (seed ``seed``; relative error of the
-          variance ~ sqrt(2 / n_samples));
+          trajectories of ``sample_forecast`` (seed ``seed``, ``joint``; relative error of
+          the variance ~ sqrt(2 / n_samples));
         - ``method="moments"``: the paper's Gaussian propagation, each step predicting
           y_{T+k} from the window of the last tau values (observed ones exact, earlier
           predictions Gaussian with their predictive variance, a diagonal window).
 
         The module docstring says why samples are the default. False feeds back means
-        only and treats the window as exact. Returns (mean, var), each (steps,) for a 1-D
-        series, else (steps, D).
+        only and treats the window as exact. ``calibrated`` (when the model was calibrated
+        for this kind of forecast, ``calibrate``) scales each horizon's variance. Returns
+        (mean, var), each (steps,) for a 1-D series, else (steps, D).
         """
         _check_positive_int("steps", steps)
         if method not in ("samples", "moments"):
             raise ValueError(f"method must be 'samples' or 'moments', got {method!r}")
         prop = self.propagate_uncertainty if propagate_uncertainty is None else bool(propagate_uncertainty)
+        kind = ("samples" if joint else "independent samples") if method == "samples" else method
+        kind = kind if prop else "means"
         if prop and method == "samples":
-            paths = self.sample_forecast(steps, n_samples=n_samples, seed=seed, history=history)
+            paths = self.sample_forecast(steps, n_samples=n_samples, seed=seed, history=history, joint=joint)
             mean, var = paths.mean(axis=0), paths.var(axis=0)
-            return mean, var if include_noise else np.maximum(var - self.noise_variance, 0.0)
+            var = var if include_noise else np.maximum(var - self.noise_variance, 0.0)
+            shaped = var.reshape(steps, -1)
+            return mean, self._forecast_calibrated(shaped, kind, calibrated).reshape(var.shape)
         D = self.series.shape[1]
         win_mean = self._start_window(history)
         win_var = np.zeros_like(win_mean)
@@ -192,6 +251,7 @@ class AutoregressiveGP(UncertainInputGPR):
             mean[k], var[k] = m[0], v[0] if include_noise else np.maximum(v[0] - self.noise_variance, 0.0)
             win_mean = np.r_[win_mean[D:], m[0]]
             win_var = np.r_[win_var[D:], v[0] if prop else np.zeros(D)]
+        var = self._forecast_calibrated(var, kind, calibrated)
         if self._series_ndim == 1:
             return mean[:, 0], var[:, 0]
         return mean, var
@@ -227,19 +287,31 @@ class AutoregressiveGP(UncertainInputGPR):
         return h[-self.window:].ravel().copy()
 
     def sample_forecast(self, steps: int = 180, n_samples: int = 1000, seed: int | None = 0,
-                        include_noise: bool = True, history=None) -> np.ndarray:
+                        include_noise: bool = True, history=None, joint: bool = True) -> np.ndarray:
         """Monte Carlo forecasting: ``n_samples`` trajectories of ``steps`` steps after the end
-        of the series, each step drawn from the predictive N(mean, var) at that trajectory's
-        own (exact) window. Unlike ``forecast``'s Gaussian with diagonal window covariance,
-        the samples carry the whole distribution of the window (correlations, non-Gaussian
-        shape), as far as independent draws per step allow (f is not sampled jointly across
-        steps). ``include_noise=False`` draws f, not y, at every step (trajectories without
-        observation noise). ``history``: as ``forecast``'s. Returns (n_samples, steps) for a
-        1-D series, else (n_samples, steps, D)."""
+        of the series (or of ``history``, as ``forecast``'s), each at its own exact window.
+        Unlike ``forecast``'s Gaussian with diagonal window covariance, the samples carry
+        the whole distribution of the window (correlations, non-Gaussian shape).
+
+        ``joint=True`` (default) draws f jointly along each trajectory's path from the
+        posterior process of q(u) (``bgplvm.trajectories``: the model's error at a window
+        and at the next one are correlated, as they are for the series); ``joint=False``
+        draws each step from the predictive N(mean, var) at its window alone (Sigma_z
+        included), independently of the steps before. ``include_noise=False`` draws f, not
+        y, at every step (trajectories without observation noise). Returns
+        (n_samples, steps) for a 1-D series, else (n_samples, steps, D)."""
         _check_positive_int("steps", steps)
         _check_positive_int("n_samples", n_samples)
         rng = np.random.default_rng(seed)
         D = self.series.shape[1]
+        if joint:
+            from .trajectories import joint_trajectories
+
+            self._sync_kernel()
+            out = joint_trajectories(self.kernel, self.inducing_inputs, self._posteriors(), self.Y_mean,
+                                     self.noise_variance, self._start_window(history), steps, n_samples, rng,
+                                     include_noise)
+            return out[:, :, 0] if self._series_ndim == 1 else out
         win = np.tile(self._start_window(history), (n_samples, 1))
         out = np.empty((n_samples, steps, D))
         for k in range(steps):

@@ -163,12 +163,12 @@ def test_scale_rules():
 
 
 def test_regression_models_refuse_calibration_and_a_dynamical_model_a_static_ones():
-    from bgplvm import AutoregressiveGP, DynamicalGPLVM
+    from bgplvm import DynamicalGPLVM, UncertainInputGPR
 
     t = np.arange(20.0)
     Y = _curve(20)
     with pytest.raises(TypeError, match="regression model"):
-        AutoregressiveGP(np.sin(t), window=3, num_inducing=5).calibrate()
+        UncertainInputGPR(t[:, None], np.sin(t)[:, None], num_inducing=5).calibrate()
     # a static model's calibration (rows) is not one of a dynamical model's (stretches of frames)
     static = BayesianGPLVM(Y, latent_dim=2, num_inducing=5, seed=0)
     cal = static.calibrate(rows=20, folds=2)
