@@ -45,6 +45,8 @@ MIN_STRETCHES = 6
 #: the largest fraction of the training pairs one held-out stretch may take out of q(u)
 #: without a warning (module docstring: Mackey-Glass on 150 steps took a third)
 MAX_LEFT_OUT = 0.25
+#: the most held-out stretches calibrate() makes by default (each a forecast of n_samples trajectories)
+MAX_STRETCHES = 50
 
 
 @dataclass(frozen=True)
@@ -115,13 +117,13 @@ def horizon_bins(H: int) -> list[tuple[int, int]]:
 
 def origins(T: int, window: int, horizon: int, stretches: int | None) -> np.ndarray:
     """The held-out stretches' first steps: ``stretches`` (default: one every
-    max(1, horizon // 6) steps) evenly spaced in [window, T - horizon]."""
+    max(1, horizon // 6) steps, at most ``MAX_STRETCHES``) evenly spaced in [window, T - horizon]."""
     last = T - horizon
     if last < window:
         raise ValueError(f"a held-out stretch of {horizon} steps after a first window of {window} needs a series of "
                          f"{window + horizon} steps or more, this one has {T}: pass a smaller horizon=")
     if stretches is None:
-        stretches = (last - window) // max(1, horizon // 6) + 1
+        stretches = min(MAX_STRETCHES, (last - window) // max(1, horizon // 6) + 1)
     n = min(int(stretches), last - window + 1)
     if n < MIN_STRETCHES:
         raise ValueError(f"forecast calibration needs at least {MIN_STRETCHES} held-out stretches; a series of {T} "

@@ -42,3 +42,18 @@ def test_regression_sections_and_the_figure(tmp_path):
         assert np.all(np.diff(cover) >= 0) and 0 <= cover.min() and cover.max() <= 100  # nested intervals
     rc.figure(tmp_path / "coverage.png", S.rows)
     assert (tmp_path / "coverage.png").stat().st_size > 5000
+
+
+def test_mackey_glass_section_scores_the_defaults_calibrated_and_a_longer_series(tmp_path):
+    S, info = rc.Scored(_ctx(tmp_path)), {}
+    rc.mackey_glass(_ctx(tmp_path), S, info)
+    hows = {(r[1].split(",")[0], r[2]) for r in S.rows}
+    for delay in ("Mackey-Glass delay 17", "Mackey-Glass delay 30"):
+        assert (delay, "calibrated (m.calibrate(), by horizon)") in hows
+    long = [r for r in S.rows if f"{rc.MG_LONG} training steps" in r[1]]
+    assert len(long) == 4 and {r[2] for r in long} == {"defaults (signal variance tied, sampled trajectories)",
+                                                      "calibrated (m.calibrate(), by horizon)"}
+    cal = info[f"Mackey-Glass delay 30, {rc.MG_LONG} training steps, 100 ahead from 2 origins | calibration"]
+    assert cal["horizon"] == 10 and len(cal["scale"]) == 10
+    note = rc._mg_note(S.numbers, info)
+    assert note.count("calibrated ") >= 4 and " - " not in note.split("as fitted")[1]
