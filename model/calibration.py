@@ -109,8 +109,23 @@ def fingerprint_parts(shape: tuple, parts) -> str:
     return h.hexdigest()
 
 
+class ScaleRecord:
+    """The model-file form of a calibration dataclass: its ``scale`` array and the rest as
+    JSON metadata (``Calibration``, ``forecast_calibration.ForecastCalibration``)."""
+
+    def meta(self) -> dict:
+        """Everything but ``scale``, as JSON-ready values (the model file's metadata)."""
+        d = asdict(self)
+        d.pop("scale")
+        return d
+
+    @classmethod
+    def from_file(cls, meta: dict, scale: np.ndarray):
+        return cls(scale=np.asarray(scale, dtype=np.float64), **meta)
+
+
 @dataclass(frozen=True)
-class Calibration:
+class Calibration(ScaleRecord):
     """Per-output scales of the predictive sd (module docstring) and how they were measured.
 
     scale : (D,) sd multipliers;  level, method : what was matched;  per_output : one scale
@@ -150,16 +165,6 @@ class Calibration:
     knn_k: int = 0
     data: str = ""
     params: str = ""
-
-    def meta(self) -> dict:
-        """Everything but ``scale``, as JSON-ready values (the model file's metadata)."""
-        d = asdict(self)
-        d.pop("scale")
-        return d
-
-    @classmethod
-    def from_file(cls, meta: dict, scale: np.ndarray) -> "Calibration":
-        return cls(scale=np.asarray(scale, dtype=np.float64), **meta)
 
     @property
     def adaptive(self) -> bool:

@@ -31,11 +31,11 @@ training series.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from .calibration import METHODS, MIN_ENTRIES, _posteriors, fingerprint, fit_scale
+from .calibration import METHODS, MIN_ENTRIES, ScaleRecord, _posteriors, fingerprint, fit_scale
 from .metrics import gaussian_scores
 
 #: default held-out stretch length (steps ahead), at most a quarter of the training pairs
@@ -50,7 +50,7 @@ MAX_STRETCHES = 50
 
 
 @dataclass(frozen=True)
-class ForecastCalibration:
+class ForecastCalibration(ScaleRecord):
     """Per-horizon scales of a forecast's predictive sd (module docstring).
 
     scale : (H,) sd multipliers for 1 .. H steps ahead (beyond H: ``scale[-1]``)
@@ -78,15 +78,6 @@ class ForecastCalibration:
     data: str = ""
     params: str = ""
     kind: str = "forecast"
-
-    def meta(self) -> dict:
-        d = asdict(self)
-        d.pop("scale")
-        return d
-
-    @classmethod
-    def from_file(cls, meta: dict, scale: np.ndarray) -> "ForecastCalibration":
-        return cls(scale=np.asarray(scale, dtype=np.float64), **meta)
 
     def factors(self, steps: int) -> np.ndarray:
         """(steps,) the sd scale of 1 .. ``steps`` steps ahead."""
