@@ -293,9 +293,10 @@ class AutoregressiveGP(UncertainInputGPR):
         Unlike ``forecast``'s Gaussian with diagonal window covariance, the samples carry
         the whole distribution of the window (correlations, non-Gaussian shape).
 
-        ``joint=True`` (default) draws f jointly along each trajectory's path from the
-        posterior process of q(u) (``bgplvm.trajectories``: the model's error at a window
-        and at the next one are correlated, as they are for the series); ``joint=False``
+        ``joint=True`` (default) draws f jointly along each trajectory's path: one draw of
+        u ~ q(u) per trajectory, and the residual the inducing inputs cannot express at
+        each step (``bgplvm.trajectories``: the model's error at a window and at the next
+        one are correlated, as they are for the series); ``joint=False``
         draws each step from the predictive N(mean, var) at its window alone (Sigma_z
         included), independently of the steps before. ``include_noise=False`` draws f, not
         y, at every step (trajectories without observation noise). Returns

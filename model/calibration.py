@@ -308,6 +308,20 @@ def _posteriors(st, posterior_from_stats) -> list:
     return out
 
 
+def posteriors_without(m, left_out: np.ndarray) -> list:
+    """q(u) ([(columns, Posterior)], as ``BayesianGPLVM._posteriors``) from the training
+    rows not ``left_out`` (N,), the kernel, inducing inputs, noise and their q(x_n) fixed
+    (missing entries, if any, left out as in the fit)."""
+    from .bound import posterior_from_stats
+    from .training_stats import TrainingStats
+
+    keep = ~np.asarray(left_out, dtype=bool)
+    observed = m.Y_observed[keep] if m.missing_fraction > 0 else None
+    st = TrainingStats.from_arrays(m.kernel, m.inducing_inputs, m.latent_mean[keep], m.latent_variance[keep],
+                                   m.noise_variance, np.nan_to_num(m.Y[keep]), m.Y_mean, observed=observed)
+    return _posteriors(st, posterior_from_stats)
+
+
 def fit_scale(z: np.ndarray, held: np.ndarray, level: float, method: str, per_output: bool | None,
               unit: np.ndarray | None = None) -> np.ndarray:
     """(D,) sd scales from normalised residuals z (n, D), used where ``held`` (step 4):

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .calibration import METHODS, MIN_ENTRIES, ScaleRecord, _posteriors, fingerprint, fit_scale
+from .calibration import METHODS, MIN_ENTRIES, ScaleRecord, fingerprint, fit_scale, posteriors_without
 from .metrics import gaussian_scores
 
 #: default held-out stretch length (steps ahead), at most a quarter of the training pairs
@@ -142,18 +142,6 @@ def held_out_forecasts(m, starts: np.ndarray, horizon: int, forecast: dict) -> t
         if saved is not None:
             m._cache["posteriors"] = saved
     return mean, var
-
-
-def posteriors_without(m, left_out: np.ndarray) -> list:
-    """q(u) ([(columns, Posterior)], as ``BayesianGPLVM._posteriors``) from the training
-    pairs not ``left_out`` (N,), the kernel, inducing inputs, noise and their q(x_n) fixed."""
-    from .bound import posterior_from_stats
-    from .training_stats import TrainingStats
-
-    keep = ~np.asarray(left_out, dtype=bool)
-    st = TrainingStats.from_arrays(m.kernel, m.inducing_inputs, m.latent_mean[keep], m.latent_variance[keep],
-                                   m.noise_variance, m.Y[keep], m.Y_mean)
-    return _posteriors(st, posterior_from_stats)
 
 
 def bin_scales(z: np.ndarray, bins, level: float, method: str, H: int) -> np.ndarray:

@@ -204,7 +204,9 @@ class SemiSupervisedGPR(BayesianGPLVM):
                    seed=common["seed"])
 
     infer_latent = reconstruct = log_density = not_for_regression
-    _not_calibrated_because = UncertainInputGPR._not_calibrated_because
+    _not_calibrated_because = (
+        "its training inputs are partly missing, and calibrate() (UncertainInputGPR's) predicts held-out rows "
+        "at their observed inputs; the coverage of its predictions is measured in `bgplvm reproduce calibration`")
 
     def __repr__(self) -> str:
         N, D = self.Y.shape

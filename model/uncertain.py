@@ -195,17 +195,36 @@ class UncertainInputGPR(BayesianGPLVM):
             return np.zeros(self.latent_dim)
         return np.asarray(self._values()["Sigma_z"], dtype=np.float64).copy()
 
-    def predict(self, Z_star, Z_star_var=None, include_noise: bool = True, input_noise: bool = True):
+    def predict(self, Z_star, Z_star_var=None, include_noise: bool = True, input_noise: bool = True,
+                calibrated: bool = True):
         """Predictive mean and variance (n, D) of y* at observed test inputs Z_star (n, Q).
 
         The latent test input is x* ~ N(Z_star, diag(Z_star_var + Sigma_z)): the test input
         is a noisy observation like the training ones (``input_noise=False`` leaves Sigma_z
         out), and Z_star_var (n, Q) is any further uncertainty of Z_star itself (None: 0).
         Gaussian x* go through meanFstar / covFstar; with no variance at all the standard
-        projected-process predictive (eq:testPosteriorF) is used.
+        projected-process predictive (eq:testPosteriorF) is used. ``calibrated``: scale the
+        variance by the calibration's per-output factor, if the model was calibrated
+        (``calibrate``).
         """
         Z_star, var = self._test_inputs(Z_star, Z_star_var, input_noise)
-        return super().predict(Z_star, var, include_noise=include_noise)
+        return super().predict(Z_star, var, include_noise=include_noise, calibrated=calibrated)
+
+    def calibrate(self, rows: int = 1000, folds: int = 5, level: float = 0.95, method: str = "quantile",
+                  per_output: bool | None = None, seed: int = 0):
+        """Learn a per-output scale of the predictive sd from the training rows themselves
+        (``bgplvm.regression_calibration``): ``rows`` of them (at random, seed ``seed``), in
+        ``folds``, each predicted at its observed input with q(u) from the other folds' rows,
+        as a new row is; ``method`` "quantile" (split-conformal, matching a nominal
+        ``level`` interval) or "variance". Afterwards ``predict`` scales its variances
+        (``calibrated=False`` turns it off per call; ``m.calibration = None`` drops it);
+        ``save`` keeps it. Returns the ``Calibration`` (``before`` / ``after``: the held-out
+        outputs' scores, cross-fitted). Refuses fewer than 50 held-out outputs."""
+        from .regression_calibration import calibrate_regression
+
+        self._calibration = calibrate_regression(self, rows=rows, folds=folds, level=level, method=method,
+                                                 per_output=per_output, seed=seed)
+        return self._calibration
 
     def _test_inputs(self, Z_star, Z_star_var, input_noise: bool):
         """(Z_star (n, Q), the variances (n, Q) of x* ~ N(Z_star, Z_star_var + Sigma_z), or
@@ -240,10 +259,6 @@ class UncertainInputGPR(BayesianGPLVM):
                    seed=common["seed"], **args)
 
     infer_latent = reconstruct = log_density = not_for_regression
-    _not_calibrated_because = (
-        "a regression model predicts outputs from inputs, and calibrate() learns its scales by inferring "
-        "held-out outputs from the others (the GP-LVM's reconstruct); the coverage of its predictions is "
-        "measured in `bgplvm reproduce calibration`")
 
     def __repr__(self) -> str:
         N, D = self.Y.shape

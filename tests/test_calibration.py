@@ -162,13 +162,15 @@ def test_scale_rules():
     assert pooled[0] == pooled[1]
 
 
-def test_regression_models_refuse_calibration_and_a_dynamical_model_a_static_ones():
-    from bgplvm import DynamicalGPLVM, UncertainInputGPR
+def test_a_semi_supervised_model_refuses_calibration_and_a_dynamical_model_a_static_ones():
+    from bgplvm import DynamicalGPLVM, SemiSupervisedGPR
 
     t = np.arange(20.0)
     Y = _curve(20)
-    with pytest.raises(TypeError, match="regression model"):
-        UncertainInputGPR(t[:, None], np.sin(t)[:, None], num_inducing=5).calibrate()
+    X = np.c_[t, np.cos(t)]
+    X[3:9, 1] = np.nan
+    with pytest.raises(TypeError, match="partly missing"):
+        SemiSupervisedGPR(X, np.sin(t)[:, None], num_inducing=5).calibrate()
     # a static model's calibration (rows) is not one of a dynamical model's (stretches of frames)
     static = BayesianGPLVM(Y, latent_dim=2, num_inducing=5, seed=0)
     cal = static.calibrate(rows=20, folds=2)

@@ -27,19 +27,6 @@ def test_K_matches_reference(case):
     np.testing.assert_array_equal(k.K(X), k.K(X).T)
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_Kpaired_is_the_diagonal_of_the_cross_matrix(case):
-    """Kpaired(X, X2) = diag K(X, X2) (a white part 0, as K(X, X2)), each kernel's own
-    formula and the base class's row-by-row default alike."""
-    from bgplvm.kernels.base import Kernel
-
-    Q = 3
-    k = build(case, Q)
-    X, X2 = points(6, Q), points(6, Q, seed=2)
-    np.testing.assert_allclose(k.Kpaired(X, X2), np.diag(k.K(X, X2)), rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(Kernel.Kpaired(k, X, X2), np.diag(k.K(X, X2)), rtol=1e-12, atol=1e-14)
-
-
 def _K_objective(k, W, X):
     """x = [X, params] -> (sum W * K(X), gradient) from K_gradients."""
     N, Q = X.shape

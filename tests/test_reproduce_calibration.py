@@ -37,6 +37,7 @@ def test_regression_sections_and_the_figure(tmp_path):
     paths = {r[0] for r in S.rows}
     assert paths == {"UncertainInputGPR.predict", "SemiSupervisedGPR.predict"}
     assert sum("baseline" in r[2] for r in S.rows) == 2 and sum("plain GP" in r[2] for r in S.rows) == 2
+    assert [r[2] for r in S.rows].count("calibrated (m.calibrate(), held-out rows)") == 1
     for r in S.rows:
         cover = np.array(r[4:9], dtype=float)
         assert np.all(np.diff(cover) >= 0) and 0 <= cover.min() and cover.max() <= 100  # nested intervals

@@ -55,12 +55,6 @@ class Kernel:
         """Diagonal of K(X), shape (N,)."""
         raise NotImplementedError
 
-    def Kpaired(self, X: np.ndarray, X2: np.ndarray) -> np.ndarray:
-        """(N,) k(x_n, x2_n) of paired rows of X and X2 (both (N, Q)), distinct points (a
-        white part counts 0, as in ``K(X, X2)``): the diagonal of K(X, X2) without the rest."""
-        X, X2 = np.atleast_2d(X), np.atleast_2d(X2)
-        return np.array([self.K(X[n:n + 1], X2[n:n + 1])[0, 0] for n in range(X.shape[0])])
-
     def K_gradients(self, dL_dK: np.ndarray, X: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Given dL/dK for K = K(X) (X2 None; (N, N), symmetric), return (dL_dX (N, Q), dL_dtheta)."""
         raise NotImplementedError

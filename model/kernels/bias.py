@@ -42,9 +42,6 @@ class Bias(_ScalarVariance):
     def Kdiag(self, X):
         return np.full(as_points(X, self.input_dim).shape[0], self.variance)
 
-    def Kpaired(self, X, X2):
-        return self.Kdiag(X)
-
     def K_gradients(self, dL_dK, X):
         X = as_points(X, self.input_dim)
         dL_dK = as_array(dL_dK, (X.shape[0], X.shape[0]), "dL_dK")
@@ -101,9 +98,6 @@ class White(_ScalarVariance):
 
     def Kdiag(self, X):
         return np.full(as_points(X, self.input_dim).shape[0], self.variance)
-
-    def Kpaired(self, X, X2):
-        return np.zeros(as_points(X, self.input_dim).shape[0])
 
     def K_gradients(self, dL_dK, X):
         X = as_points(X, self.input_dim)

@@ -46,9 +46,6 @@ class Linear(Kernel):
         X = as_points(X, self.input_dim)
         return (X * X) @ self.variances
 
-    def Kpaired(self, X, X2):
-        return (as_points(X, self.input_dim) * as_points(X2, self.input_dim, "X2")) @ self.variances
-
     def K_gradients(self, dL_dK, X):
         X = as_points(X, self.input_dim)
         dL_dK = as_array(dL_dK, (X.shape[0], X.shape[0]), "dL_dK")

@@ -63,10 +63,6 @@ class RBF(Kernel):
         X = as_points(X, self.input_dim)
         return np.full(X.shape[0], self.sf2)
 
-    def Kpaired(self, X, X2):
-        X, X2 = as_points(X, self.input_dim), as_points(X2, self.input_dim, "X2")
-        return self.sf2 * np.exp(-0.5 * ((X - X2) ** 2) @ self.alpha)
-
     def K_gradients(self, dL_dK, X):
         X = as_points(X, self.input_dim)
         dL_dK = as_array(dL_dK, (X.shape[0], X.shape[0]), "dL_dK")

@@ -98,9 +98,6 @@ class Sum(Kernel):
     def Kdiag(self, X):
         return sum(p.Kdiag(X) for p in self.parts)
 
-    def Kpaired(self, X, X2):
-        return sum(p.Kpaired(X, X2) for p in self.parts)
-
     def K_gradients(self, dL_dK, X):
         dX = np.zeros_like(as_points(X, self.input_dim))
         grads = {}
