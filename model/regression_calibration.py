@@ -14,8 +14,11 @@ rows are (``bgplvm.calibration``), with the regression's own prediction:
    ("variance"), cross-fitted for the report (``calibration.summarise``, without a row
    factor: a new row has no observed outputs to measure its fit by).
 
-On sin(2x) with inputs observed with noise sd 0.3 (``bgplvm reproduce calibration``) the 95 %
-intervals held 92.0 % as fitted; the reproduction has the calibrated figure.
+Measured on sin(2x) with inputs observed with noise sd 0.3, 200 training rows
+(``bgplvm reproduce calibration``): the held-out training rows' 95 % intervals held 96.5 %,
+so the scale came out 0.90, and 1000 new rows' went from 92.0 % to 89.4 %. The rows a
+calibration holds out were fitted by the noise and Sigma_z it keeps, and 200 entries
+leave a quantile uncertain by +-1.5 % of coverage: with few rows it can err either way.
 """
 
 from __future__ import annotations
