@@ -72,6 +72,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -320,6 +321,20 @@ def posteriors_without(m, left_out: np.ndarray) -> list:
     st = TrainingStats.from_arrays(m.kernel, m.inducing_inputs, m.latent_mean[keep], m.latent_variance[keep],
                                    m.noise_variance, np.nan_to_num(m.Y[keep]), m.Y_mean, observed=observed)
     return _posteriors(st, posterior_from_stats)
+
+
+@contextmanager
+def rows_left_out(m, left_out: np.ndarray):
+    """Within the block, model ``m`` predicts with q(u) from the training rows not
+    ``left_out`` (``posteriors_without``); its own q(u) is back afterwards."""
+    saved = m._cache.get("posteriors")
+    m._cache["posteriors"] = posteriors_without(m, left_out)
+    try:
+        yield m
+    finally:
+        m._cache.pop("posteriors", None)
+        if saved is not None:
+            m._cache["posteriors"] = saved
 
 
 def fit_scale(z: np.ndarray, held: np.ndarray, level: float, method: str, per_output: bool | None,

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .calibration import METHODS, MIN_ENTRIES, ScaleRecord, fingerprint, fit_scale, posteriors_without
+from .calibration import METHODS, MIN_ENTRIES, ScaleRecord, fingerprint, fit_scale, rows_left_out
 from .metrics import gaussian_scores
 
 #: default held-out stretch length (steps ahead), at most a quarter of the training pairs
@@ -139,16 +139,10 @@ def held_out_forecasts(m, starts: np.ndarray, horizon: int, forecast: dict) -> t
     target = np.arange(m.Y.shape[0]) + w  # the series index of each pair's target
     mean = np.empty((starts.size, horizon, y.shape[1]))
     var = np.empty_like(mean)
-    saved = m._cache.get("posteriors")
-    try:
-        for i, o in enumerate(starts):
-            m._cache["posteriors"] = posteriors_without(m, (target >= o) & (target < o + horizon + w))
+    for i, o in enumerate(starts):
+        with rows_left_out(m, (target >= o) & (target < o + horizon + w)):
             mu, v = m.forecast(horizon, history=y[:o], calibrated=False, **forecast)
-            mean[i], var[i] = mu.reshape(horizon, -1), v.reshape(horizon, -1)
-    finally:
-        m._cache.pop("posteriors", None)
-        if saved is not None:
-            m._cache["posteriors"] = saved
+        mean[i], var[i] = mu.reshape(horizon, -1), v.reshape(horizon, -1)
     return mean, var
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .calibration import MIN_ENTRIES, HeldOut, posteriors_without, summarise
+from .calibration import MIN_ENTRIES, HeldOut, rows_left_out, summarise
 
 
 def held_out_regression(m, rows: np.ndarray, fold_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -33,18 +33,12 @@ def held_out_regression(m, rows: np.ndarray, fold_of: np.ndarray) -> tuple[np.nd
     q(u) from the rows outside their fold (module docstring, step 2); no calibration."""
     m._sync_kernel()
     mean, var = np.empty((rows.size, m.Y.shape[1])), np.empty((rows.size, m.Y.shape[1]))
-    saved = m._cache.get("posteriors")
-    try:
-        for f in np.unique(fold_of):
-            idx = np.flatnonzero(fold_of == f)
-            out = np.zeros(m.Y.shape[0], dtype=bool)
-            out[rows[idx]] = True
-            m._cache["posteriors"] = posteriors_without(m, out)
+    for f in np.unique(fold_of):
+        idx = np.flatnonzero(fold_of == f)
+        out = np.zeros(m.Y.shape[0], dtype=bool)
+        out[rows[idx]] = True
+        with rows_left_out(m, out):
             mean[idx], var[idx] = m.predict(m.inputs[rows[idx]], calibrated=False)
-    finally:
-        m._cache.pop("posteriors", None)
-        if saved is not None:
-            m._cache["posteriors"] = saved
     return mean, var
 
 
