@@ -387,6 +387,14 @@ def _folds(chosen: np.ndarray, folds: int, labels: np.ndarray | None, rng):
     return fold_of_group[labels[chosen]], fold_of_group[labels]
 
 
+def check_method_level(method: str, level: float) -> None:
+    """ValueError unless ``method`` is one of ``METHODS`` and 0 < ``level`` < 1."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+
+
 def calibrate(m, rows: int = 1000, hide=None, folds: int = 5, level: float = 0.95,
               method: str = "quantile", per_output: bool | None = None, seed: int = 0,
               path: str = "reconstruct", groups=None, adaptive: bool = True) -> Calibration:
@@ -398,10 +406,7 @@ def calibrate(m, rows: int = 1000, hide=None, folds: int = 5, level: float = 0.9
                          "training data miss none")
     if hide is None:
         hide = min(0.5, max(float(m.missing_fraction), 0.05)) if path == "impute" else 0.5
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    check_method_level(method, level)
     hide = check_hide(hide, m.Y.shape[1])
     folds = int(folds)
     if folds < 2:

@@ -182,15 +182,12 @@ def calibrate_sequences(m, rows: int = 1000, hide=None, folds: int = 5, level: f
                         horizon: int | None = None, max_iters: int = 300):
     """A ``Calibration`` of dynamical model ``m`` (module docstring): see
     ``DynamicalGPLVM.calibrate``."""
-    from .calibration import METHODS
+    from .calibration import check_method_level
 
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS} for a dynamical model (the predictions to calibrate), "
                          f"got {path!r}")
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    check_method_level(method, level)
     if path == "reconstruct" and hide is None:
         hide = 0.5
     hide = None if hide is None else check_hide(hide, m.Y.shape[1])

@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .calibration import METHODS, MIN_ENTRIES, ScaleRecord, fingerprint, fit_scale, rows_left_out
-from .metrics import gaussian_scores
+from .calibration import MIN_ENTRIES, ScaleRecord, _usable, check_method_level, fingerprint, fit_scale, rows_left_out
+from .metrics import gaussian_scores, interval_z
 
 #: default held-out stretch length (steps ahead), at most a quarter of the training pairs
 HORIZON = 100
@@ -152,17 +152,14 @@ def bin_scales(z: np.ndarray, bins, level: float, method: str, H: int) -> np.nda
     for a, b in bins:
         zb = z[:, a:b].reshape(-1, z.shape[2])
         out[a:b] = fit_scale(zb, np.ones(zb.shape, dtype=bool), level, method, per_output=False)[0]
-    return np.where(np.isfinite(out) & (out > 0), out, 1.0)
+    return _usable(out)
 
 
 def calibrate_forecast(m, horizon: int | None = None, stretches: int | None = None, level: float = 0.95,
                        method: str = "quantile", method_forecast: str = "samples", n_samples: int = 300,
                        seed: int = 0) -> ForecastCalibration:
     """``AutoregressiveGP.calibrate`` (module docstring)."""
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    check_method_level(method, level)
     T, w = m.series.shape[0], m.window
     H = min(HORIZON, max(1, (T - w) // 4)) if horizon is None else int(horizon)
     if H < 1:
@@ -183,7 +180,7 @@ def calibrate_forecast(m, horizon: int | None = None, stretches: int | None = No
     crossed = np.where(half[:, None], bin_scales(z[~half], bins, level, method, H)[None, :],
                        bin_scales(z[half], bins, level, method, H)[None, :]) ** 2
     var_after = var * crossed[:, :, None]
-    inside = lambda v: np.abs(truth - mean) <= _z(level) * np.sqrt(v)  # noqa: E731
+    inside = lambda v: np.abs(truth - mean) <= interval_z(level) * np.sqrt(v)  # noqa: E731
     ib, ia = inside(var), inside(var_after)
     by_h = {f"{a + 1}-{b}": [float(ib[:, a:b].mean()), float(ia[:, a:b].mean())] for a, b in bins}
     return ForecastCalibration(
@@ -203,12 +200,6 @@ def _warn_if_short(N: int, left_out: int) -> None:
                   "weaker model than this one and the scales may be far off (Mackey-Glass on 150 steps: scales of "
                   "up to 8 and 96 % where the model held 94 %); calibrate on a longer series or pass a shorter "
                   "horizon=", stacklevel=3)
-
-
-def _z(level: float) -> float:
-    from scipy.special import ndtri
-
-    return float(ndtri(0.5 + 0.5 * level))
 
 
 def _forecast_kwargs(m, method: str, n_samples: int, seed: int) -> tuple[dict, str]:

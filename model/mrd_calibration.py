@@ -50,7 +50,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .calibration import (METHODS, MIN_ENTRIES, Calibration, HeldOut, _folds, _posteriors, check_groups,
+from .calibration import (MIN_ENTRIES, Calibration, HeldOut, _folds, _posteriors, check_groups, check_method_level,
                           fingerprint, summarise)
 
 
@@ -176,10 +176,7 @@ def calibrate_views(m, target=None, observed=None, rows: int = 1000, folds: int 
         observed = [observed] if isinstance(observed, str) else list(observed)
         for n in observed:
             m.view(n)
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    check_method_level(method, level)
     if undetermined not in UNDETERMINED:
         raise ValueError(f"undetermined must be one of {UNDETERMINED}, got {undetermined!r}")
     if int(folds) < 2:

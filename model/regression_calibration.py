@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .calibration import MIN_ENTRIES, HeldOut, rows_left_out, summarise
+from .calibration import MIN_ENTRIES, HeldOut, check_method_level, rows_left_out, summarise
 
 
 def held_out_regression(m, rows: np.ndarray, fold_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -46,12 +46,7 @@ def calibrate_regression(m, rows: int = 1000, folds: int = 5, level: float = 0.9
                          per_output: bool | None = None, seed: int = 0):
     """``UncertainInputGPR.calibrate`` (module docstring): a ``calibration.Calibration``
     with ``path="predict"``."""
-    from .calibration import METHODS
-
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    check_method_level(method, level)
     folds = int(folds)
     if folds < 2:
         raise ValueError(f"folds must be at least 2 (a fold's rows are predicted from the others), got {folds}")
