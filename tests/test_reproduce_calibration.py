@@ -31,8 +31,12 @@ def test_oil_section_scores_as_fitted_calibrated_and_knn(tmp_path):
 
 
 def test_regression_sections_and_the_figure(tmp_path):
-    S = rc.Scored(_ctx(tmp_path))
-    rc.uncertain_regression(_ctx(tmp_path), S)
+    S, info = rc.Scored(_ctx(tmp_path)), {}
+    rc.uncertain_regression(_ctx(tmp_path), S, info)
+    assert len(info["Sigma_z"]) == len(info["far_rows"]) == 1 and 0 < info["Sigma_z"][0]  # quick: one draw
+    assert set(info["coverage_95_by_draw"]) == {r[2] for r in S.rows}
+    note = rc._uig_note(S.numbers, info)
+    assert "Sigma_z at the truth they hold" in note and f"(the truth {rc.UIG_INPUT_SD ** 2:g})" in note
     rc.semi_supervised(_ctx(tmp_path), S)
     paths = {r[0] for r in S.rows}
     assert paths == {"UncertainInputGPR.predict", "SemiSupervisedGPR.predict"}
