@@ -365,7 +365,20 @@ class BayesianGPLVM(Calibrated):
 
     @property
     def noise_variance(self) -> float:
+        """The Gaussian noise variance sigma^2 (beta^{-1} in the paper). Settable: e.g. hold
+        it at a value of your choice with ``m.noise_variance = v; m.freeze("noise_variance")``
+        before ``fit``."""
         return float(self._values()["noise_variance"])
+
+    @noise_variance.setter
+    def noise_variance(self, value: float) -> None:
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            raise TypeError(f"noise_variance must be a positive number, got {value!r}") from None
+        if not (np.isfinite(v) and v > 0.0):
+            raise ValueError(f"noise_variance must be a positive, finite number, got {value!r}")
+        self._set_x(self._layout.with_block(self._x, "noise_variance", v))
 
     @property
     def kernel_variance(self) -> float:

@@ -93,6 +93,19 @@ class ParamLayout:
             x[self.slices[b.name]] = b.transform.inverse(v).ravel()
         return x
 
+    def with_block(self, x: np.ndarray, name: str, value) -> np.ndarray:
+        """A copy of ``x`` with block ``name`` set to ``value`` (parameter space); every other
+        entry is left bit for bit (``pack`` of ``unpack`` may move them by a rounding)."""
+        if name not in self.slices:
+            raise KeyError(f"unknown parameter {name!r}; known: {self.names}")
+        block = self.blocks[self.names.index(name)]
+        value = np.asarray(value, dtype=np.float64)
+        if value.shape != block.shape:
+            raise ValueError(f"{name!r} has shape {block.shape}, got {value.shape}")
+        x = np.array(x, dtype=np.float64)
+        x[self.slices[name]] = block.transform.inverse(value).ravel()
+        return x
+
     def unpack(self, x: np.ndarray) -> dict[str, np.ndarray]:
         """Full unconstrained vector -> constrained values by name."""
         return {b.name: b.transform.forward(x[self.slices[b.name]]).reshape(b.shape)

@@ -100,6 +100,26 @@ def test_frozen_blocks_leave_the_free_vector():
     assert m.noise_variance == noise0
 
 
+def test_the_noise_variance_can_be_set_and_held_through_a_fit_and_a_model_file(tmp_path):
+    m = BayesianGPLVM(_data(), latent_dim=2, num_inducing=4, seed=0)
+    x0 = m.get_param_vector()
+    m.noise_variance = 0.125
+    assert m.noise_variance == pytest.approx(0.125, rel=1e-14)
+    changed = np.flatnonzero(m.get_param_vector() != x0)
+    assert changed.tolist() == [m._layout.slices["noise_variance"].start]  # nothing else moved
+    m.freeze("noise_variance")
+    m.fit(max_iters=20, progress=False)
+    assert m.noise_variance == pytest.approx(0.125, rel=1e-14)
+    m.save(tmp_path / "m.npz")
+    assert BayesianGPLVM.load(tmp_path / "m.npz").noise_variance == m.noise_variance
+    for bad in (0.0, -1.0, np.inf, np.nan):
+        with pytest.raises(ValueError, match="positive, finite"):
+            m.noise_variance = bad
+    with pytest.raises(TypeError, match="positive number"):
+        m.noise_variance = "small"
+    assert m.noise_variance == pytest.approx(0.125, rel=1e-14)
+
+
 # --- fitting -----------------------------------------------------------------------------------
 def test_fit_increases_bound_and_reports_progress():
     m = BayesianGPLVM(_data(N=30, D=4), latent_dim=3, num_inducing=8, seed=0)

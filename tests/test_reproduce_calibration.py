@@ -56,9 +56,12 @@ def test_mackey_glass_section_scores_the_defaults_calibrated_and_a_longer_series
     for delay in ("Mackey-Glass delay 17", "Mackey-Glass delay 30"):
         assert (delay, "calibrated (m.calibrate(), by horizon)") in hows
     long = [r for r in S.rows if f"{rc.MG_LONG} training steps" in r[1]]
-    assert len(long) == 4 and {r[2] for r in long} == {"defaults (signal variance tied, sampled trajectories)",
-                                                      "calibrated (m.calibrate(), by horizon)"}
+    assert len(long) == 6 and {r[2] for r in long} == {"defaults (signal variance tied, sampled trajectories)",
+                                                      "calibrated (m.calibrate(), by horizon)", rc.MG_HELD_NOISE}
+    held = [v for k, v in info.items() if k.endswith(rc.MG_HELD_NOISE)]
+    assert len(held) == 4 and all(v["noise_variance"] > 0 for v in held)
     cal = info[f"Mackey-Glass delay 30, {rc.MG_LONG} training steps, 100 ahead from 2 origins | calibration"]
     assert cal["horizon"] == 10 and len(cal["scale"]) == 10
     note = rc._mg_note(S.numbers, info)
     assert note.count("calibrated ") >= 4 and " - " not in note.split("as fitted")[1]
+    assert note.count("; noise held at") == 4 and "RMSE" in note
