@@ -87,10 +87,7 @@ class ParamLayout:
         """Constrained values by name -> full unconstrained vector."""
         x = np.empty(self.size)
         for b in self.blocks:
-            v = np.asarray(values[b.name], dtype=np.float64)
-            if v.shape != b.shape:
-                raise ValueError(f"parameter {b.name!r} has shape {v.shape}, expected {b.shape}")
-            x[self.slices[b.name]] = b.transform.inverse(v).ravel()
+            self._put(x, b, values[b.name])
         return x
 
     def with_block(self, x: np.ndarray, name: str, value) -> np.ndarray:
@@ -98,13 +95,16 @@ class ParamLayout:
         entry is left bit for bit (``pack`` of ``unpack`` may move them by a rounding)."""
         if name not in self.slices:
             raise KeyError(f"unknown parameter {name!r}; known: {self.names}")
-        block = self.blocks[self.names.index(name)]
-        value = np.asarray(value, dtype=np.float64)
-        if value.shape != block.shape:
-            raise ValueError(f"{name!r} has shape {block.shape}, got {value.shape}")
         x = np.array(x, dtype=np.float64)
-        x[self.slices[name]] = block.transform.inverse(value).ravel()
+        self._put(x, self.blocks[self.names.index(name)], value)
         return x
+
+    def _put(self, x: np.ndarray, b: Block, value) -> None:
+        """Block ``b``'s entries of ``x`` (in place) from its constrained ``value``."""
+        v = np.asarray(value, dtype=np.float64)
+        if v.shape != b.shape:
+            raise ValueError(f"parameter {b.name!r} has shape {v.shape}, expected {b.shape}")
+        x[self.slices[b.name]] = b.transform.inverse(v).ravel()
 
     def unpack(self, x: np.ndarray) -> dict[str, np.ndarray]:
         """Full unconstrained vector -> constrained values by name."""
