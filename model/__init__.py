@@ -8,7 +8,7 @@ from .gplvm import BayesianGPLVM  # noqa: E402
 from .classifier import GPLVMClassifier  # noqa: E402
 from .dynamical import DynamicalGPLVM  # noqa: E402
 from .uncertain import UncertainInputGPR  # noqa: E402
-from .autoregressive import AutoregressiveGP  # noqa: E402
+from .autoregressive import AutoregressiveGP, ForecastSpreadWarning  # noqa: E402
 from .semisupervised import SemiSupervisedGPR  # noqa: E402
 from .mrd import MRD, DynamicalMRD  # noqa: E402
 from .mrd_uncertain import UncertainInputMRD  # noqa: E402
@@ -48,6 +48,6 @@ def warmup() -> None:
 
 
 __all__ = ["BayesianGPLVM", "DynamicalGPLVM", "GPLVMClassifier", "UncertainInputGPR",
-           "AutoregressiveGP", "SemiSupervisedGPR", "MRD", "DynamicalMRD", "UncertainInputMRD", "CholeskyError", "FitProgress",
+           "AutoregressiveGP", "ForecastSpreadWarning", "SemiSupervisedGPR", "MRD", "DynamicalMRD", "UncertainInputMRD", "CholeskyError", "FitProgress",
            "ModelFileError", "make_kernel",
            "warmup", "__version__"]

@@ -39,10 +39,12 @@ origins after the training series (``bgplvm reproduce calibration``):
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from .autoregressive import ForecastSpreadWarning
 from .calibration import MIN_ENTRIES, ScaleRecord, _usable, check_method_level, fingerprint, fit_scale, rows_left_out
 from .metrics import gaussian_scores, interval_z
 
@@ -140,7 +142,8 @@ def held_out_forecasts(m, starts: np.ndarray, horizon: int, forecast: dict) -> t
     mean = np.empty((starts.size, horizon, y.shape[1]))
     var = np.empty_like(mean)
     for i, o in enumerate(starts):
-        with rows_left_out(m, (target >= o) & (target < o + horizon + w)):
+        with rows_left_out(m, (target >= o) & (target < o + horizon + w)), warnings.catch_warnings():
+            warnings.simplefilter("ignore", ForecastSpreadWarning)  # the scales measure it
             mu, v = m.forecast(horizon, history=y[:o], calibrated=False, **forecast)
         mean[i], var[i] = mu.reshape(horizon, -1), v.reshape(horizon, -1)
     return mean, var
@@ -193,8 +196,6 @@ def calibrate_forecast(m, horizon: int | None = None, stretches: int | None = No
 def _warn_if_short(N: int, left_out: int) -> None:
     if left_out <= MAX_LEFT_OUT * N:
         return
-    import warnings
-
     warnings.warn(f"each held-out stretch takes {left_out} of the {N} training pairs out of q(u) "
                   f"({100 * left_out / N:.0f} %, more than {100 * MAX_LEFT_OUT:g} %): its forecasts come from a "
                   "weaker model than this one and the scales may be far off (Mackey-Glass on 150 steps: scales of "

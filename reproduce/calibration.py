@@ -344,12 +344,14 @@ def _score_forecasts(S: Scored, info: dict, m, x, n_train: int, origins, data: s
     train = x[:n_train]
     future = np.concatenate([x[n_train + o:n_train + o + MG_AHEAD] for o in origins])
     lo, hi = train.min() - np.ptp(train), train.max() + np.ptp(train)
-    fc = [m.forecast(MG_AHEAD, history=x[:n_train + o], **fc_kw, **forecast) for o in origins]
+    fc, said = zip(*(_quiet(m.forecast, MG_AHEAD, history=x[:n_train + o], **fc_kw, **forecast) for o in origins))
     mean, var = np.concatenate([f[0] for f in fc]), np.concatenate([f[1] for f in fc])
     label = how if not forecast.get("calibrated") else "calibrated (m.calibrate(), by horizon)"
     S.add("AutoregressiveGP.forecast", data, label, mean, var, future)
     info[f"{data} | {label}"] = dict(
         inside_range=bool(np.all((mean > lo) & (mean < hi))), max_var_over_series_var=float(var.max() / train.var()),
+        range_variance_over_series_var=float(np.ptp(train) ** 2 / 4 / train.var()),
+        origins_warned=sum(any("forecast puts mass outside the range" in w for w in ws) for ws in said),
         noise_variance=m.noise_variance, signal_variance_over_series_var=m.kernel_variance / train.var(),
         coverage_95_by_horizon=_by_horizon(mean, var, future, len(origins)),
         coverage_95_by_origin=[float(np.mean(np.abs(f[0] - future[i * MG_AHEAD:(i + 1) * MG_AHEAD])
@@ -380,7 +382,10 @@ def _mg_note(scores: dict, mg_info: dict) -> str:
         info = mg_info[f"{data} | {how}"]
         hz = " / ".join(f"{100 * v:.0f}" for v in info["coverage_95_by_horizon"].values())
         return (f"{100 * scores[key]['coverage']['0.95']:.1f} % (steps 1-10 / 11-30 / 31-100: {hz} %; largest "
-                f"variance {info['max_var_over_series_var']:.1f}x the series'; RMSE {scores[key]['rmse']:.3f})")
+                f"variance {info['max_var_over_series_var']:.1f}x the series', past its range's "
+                f"{info['range_variance_over_series_var']:.1f}x from {info['origins_warned']} of "
+                f"{len(info['coverage_95_by_origin'])} origins; RMSE "
+                f"{scores[key]['rmse']:.3f})")
 
     parts = []
     for data in sorted({k.split(" | ")[0] for k in mg_info if "Mackey-Glass" in k}):
@@ -400,7 +405,10 @@ def _mg_note(scores: dict, mg_info: dict) -> str:
             "on 150 steps a stretch takes a third of the pairs out and the held-out forecasts are much worse than "
             "the model's (calibrate() warns), on 600 steps a fifth. The defaults' fit takes the noise to ~2e-5 "
             f"of the series' variance; a floor (the noise held at {MG_NOISE_FLOOR:g} of it) is scored beside them, "
-            "and the defaults keep the fitted noise (bgplvm.autoregressive says why). " + " ".join(parts))
+            "and the defaults keep the fitted noise (bgplvm.autoregressive says why). forecast() warns "
+            "(ForecastSpreadWarning) where a forecast's variance passes (max - min)^2 / 4 of the training series, "
+            "the most a distribution inside the series' range can have (Popoviciu's inequality); the rows say from "
+            "how many origins it did. " + " ".join(parts))
 
 
 def _uig_note(scores: dict, info: dict) -> str:
@@ -434,7 +442,6 @@ def _by_horizon(mean, var, truth, n_origins: int) -> dict:
     """{"1-10": coverage of the 95 % intervals of those steps ahead over all origins, ...}."""
     inside = (np.abs(mean - truth) <= 1.959964 * np.sqrt(var)).reshape(n_origins, MG_AHEAD)
     return {f"{a}-{b}": float(inside[:, a - 1:b].mean()) for a, b in MG_HORIZONS}
-
 
 
 def _uig_draw(seed: int, iters: int) -> tuple[dict, dict, np.ndarray]:

@@ -5,13 +5,14 @@ forecasts, the semi-supervised GP's frozen entries, per-entry freeze masks, bad 
 model files."""
 
 import io
+import warnings
 
 import numpy as np
 import pytest
 from scipy.linalg import cho_solve
 
 from gradcheck import assert_gradient, assert_model_block_gradients
-from bgplvm import AutoregressiveGP, BayesianGPLVM, SemiSupervisedGPR, UncertainInputGPR
+from bgplvm import AutoregressiveGP, BayesianGPLVM, ForecastSpreadWarning, SemiSupervisedGPR, UncertainInputGPR
 from bgplvm.autoregressive import lagged_pairs
 from bgplvm.params import Block, ParamLayout
 from bgplvm.priors import UncertainInputPrior
@@ -212,6 +213,7 @@ def test_lagged_pairs_layout():
     assert Z.shape == (4, 4) and Y.shape == (4, 2)
 
 
+@pytest.mark.filterwarnings("ignore::bgplvm.ForecastSpreadWarning")  # a small model: its far forecast is wide
 def test_k_step_variance_grows_only_when_it_is_propagated():
     s = _series()
     m = AutoregressiveGP(s, window=5, num_inducing=20, seed=0).fit(max_iters=150, progress=False)
@@ -778,10 +780,29 @@ def test_mackey_glass_tau_30_forecasts_stay_sane_by_default():
     assert gaussian_scores(mean, var, future).coverage[0.95] >= 0.9
     mean0, _ = m.forecast(100, propagate_uncertainty=False)
     assert np.all((mean0 > lo) & (mean0 < hi))
-    far_mean, far_var = m.forecast(2000, n_samples=200)  # trajectories' spread levels off (~5x at 1000 steps)
+    with pytest.warns(ForecastSpreadWarning, match=r"\(max - min\)\^2 / 4 = 3.7x the series' variance\) from step"):
+        far_mean, far_var = m.forecast(2000, n_samples=200)  # trajectories' spread levels off (~5x at 1000 steps)
     assert np.all(np.isfinite(far_mean)) and np.all(np.isfinite(far_var)) and np.all((far_mean > lo) & (far_mean < hi))
     bound = m.forecast_variance_bound[0]
-    assert far_var.max() < bound and m.forecast(300, method="moments")[1].max() < bound
+    with pytest.warns(ForecastSpreadWarning):
+        moments_var = m.forecast(300, method="moments")[1]
+    assert far_var.max() < bound and moments_var.max() < bound
+
+
+def test_a_forecast_wider_than_the_series_range_allows_warns():
+    """Popoviciu: no distribution inside [min, max] has a variance above (max - min)^2 / 4, so a
+    forecast's variance above it puts mass where the series has never been (per output; a
+    constant output has no range and is left alone)."""
+    from bgplvm.autoregressive import check_spread
+
+    series = np.c_[np.linspace(0.0, 2.0, 50), np.linspace(-1.0, 1.0, 50), np.full(50, 3.0)]  # limits 1, 1, 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_spread(series, np.full((10, 3), 0.99))
+    var = np.full((10, 3), 0.5)
+    var[6:, 1] = 1.5
+    with pytest.warns(ForecastSpreadWarning, match=r"= 2.9x the series' variance\) from step 7 on for output 1, up to 4.3x"):
+        check_spread(series, var)
 
 
 def test_tie_signal_variance_needs_an_rbf_kernel_and_travels_in_the_file():
