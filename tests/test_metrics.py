@@ -85,3 +85,44 @@ def test_scores_print_as_a_table_and_as_json_numbers():
     assert "| a path | 1000 |" in text
     d = s.as_dict()
     assert set(d["coverage"]) == {"0.5", "0.8", "0.9", "0.95", "0.99"} and len(d["pit"]) == 10
+
+
+def test_the_coverage_interval_holds_the_level_and_widens_with_correlated_rows():
+    """Independent rows: the 90 % bootstrap interval of the 95 % coverage holds the truth
+    (0.95) about 90 % of the time and is about as wide as the binomial's. Rows of one
+    correlated error (an AR(1) with coefficient 0.9, as neighbouring frames' errors are) give
+    a wider interval with blocks (here 1.9x) than when the rows are taken as independent."""
+    from bgplvm.metrics import coverage_interval
+
+    rng = np.random.default_rng(0)
+    n, held = 400, 0
+    for seed in range(100):
+        y = np.random.default_rng(seed).standard_normal((n, 3))
+        lo, hi = coverage_interval(np.zeros_like(y), np.ones_like(y), y, block=1, n_boot=400, seed=seed)
+        held += lo <= 0.95 <= hi
+    assert 80 <= held <= 98
+    binomial = 2 * 1.645 * np.sqrt(0.95 * 0.05 / (3 * n))
+    assert 0.7 * binomial < hi - lo < 1.3 * binomial
+    e = np.empty(n)
+    e[0] = rng.standard_normal()
+    for t in range(1, n):
+        e[t] = 0.9 * e[t - 1] + np.sqrt(1 - 0.81) * rng.standard_normal()
+    Y = e[:, None] + np.zeros((n, 3))
+    lo1, hi1 = coverage_interval(np.zeros_like(Y), np.ones_like(Y), Y, block=1)
+    lo_b, hi_b = coverage_interval(np.zeros_like(Y), np.ones_like(Y), Y, block=20)
+    assert hi_b - lo_b > 1.5 * (hi1 - lo1)
+    assert coverage_interval(np.zeros(50), np.ones(50), np.zeros(50)) == (1.0, 1.0)
+
+
+def test_the_coverage_interval_refuses_what_it_cannot_resample():
+    from bgplvm.metrics import coverage_interval
+
+    y = np.zeros((10, 2))
+    with pytest.raises(ValueError, match="block must be an integer from 1 to the number of rows 10"):
+        coverage_interval(y, y + 1, y, block=11)
+    with pytest.raises(ValueError, match="ci must be in"):
+        coverage_interval(y, y + 1, y, ci=1.0)
+    with pytest.raises(ValueError, match="needs rows"):
+        coverage_interval(0.0, 1.0, 0.0)
+    with pytest.raises(ValueError, match="one shape"):
+        coverage_interval(y, y[:5] + 1, y)

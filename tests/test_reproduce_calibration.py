@@ -26,7 +26,7 @@ def test_oil_section_scores_as_fitted_calibrated_and_knn(tmp_path):
     fitted, calibrated, knn = rows[(test, "as fitted")], rows[(test, "calibrated")], rows[(test, "k-NN baseline")]
     assert fitted[3] == calibrated[3] == knn[3] == 6000  # the 6 missing readings of 1000 test rows
     assert abs(calibrated[7] - 95) < abs(fitted[7] - 95) and abs(calibrated[7] - 95) <= 2
-    assert calibrated[-1] == fitted[-1]  # the calibration leaves the means alone
+    assert calibrated[10] == fitted[10]  # the calibration leaves the means alone (RMSE)
     assert info["oil"]["n_entries"] == 6000 and len(info["oil"]["scale"]) == 12
 
 
@@ -45,7 +45,10 @@ def test_regression_sections_and_the_figure(tmp_path):
     for r in S.rows:
         cover = np.array(r[4:9], dtype=float)
         assert np.all(np.diff(cover) >= 0) and 0 <= cover.min() and cover.max() <= 100  # nested intervals
-    rc.figure(tmp_path / "coverage.png", S.rows)
+        lo, hi = (float(v) for v in r[11].split("-"))  # the 95 % coverage's bootstrap interval holds it
+        assert lo <= r[7] <= hi and hi - lo > 0
+        assert S.numbers[" | ".join(r[:3])]["coverage_95_ci"] == pytest.approx([lo / 100, hi / 100], abs=1e-3)
+    rc.figure(tmp_path / "coverage.png", S.rows, S.numbers)
     assert (tmp_path / "coverage.png").stat().st_size > 5000
 
 
@@ -65,3 +68,15 @@ def test_mackey_glass_section_scores_the_defaults_calibrated_and_a_longer_series
     note = rc._mg_note(S.numbers, info)
     assert note.count("calibrated ") >= 4 and " - " not in note.split("as fitted")[1]
     assert note.count("; noise held at") == 4 and "RMSE" in note
+
+
+def test_the_band_note_says_which_final_rows_miss_and_whether_their_interval_reaches_the_band():
+    row = ["reconstruct", "trial", "calibrated", 434, 0, 0, 0, 89.4, 0, 0, 0, "85.0-94.0"]
+    wide = ["forecast", "delay 17", "defaults (sampled)", 2000, 0, 0, 0, 98.7, 0, 0, 0, "98.0-99.5"]
+    fitted = ["reconstruct", "trial", "as fitted", 434, 0, 0, 0, 70.0, 0, 0, 0, "60.0-80.0"]
+    note = rc._band_note([row, wide, fitted])
+    assert note.startswith("**Outside 93-97 %**: 2 of the 2 calibrated (or default) rows")
+    assert "reach the band for reconstruct, trial, calibrated: 89.4 % (85.0-94.0); they lie outside it for " \
+           "forecast, delay 17, defaults: 98.7 % (98.0-99.5)." in note
+    assert rc._band_note([fitted]) == ""
+    assert rc._band_note([row[:7] + [95.0] + row[8:]]).startswith("Every one of the 1 calibrated")
