@@ -421,14 +421,22 @@ def _mg_note(scores: dict, mg_info: dict) -> str:
 
 
 def _band_note(rows: list) -> str:
-    """Which of the model's final rows (calibrated, or the defaults where nothing is
-    calibrated) miss 93-97 % at 95 %, and whether their bootstrap interval reaches the band."""
-    final = [r for r in rows if r[2].startswith(("calibrated", "defaults"))]
+    """Which of the model's final rows on held-out data (per path and data: the calibrated
+    row, else the defaults'; in-sample rows left out) miss 93-97 % at 95 %, and whether
+    their bootstrap interval reaches the band."""
+    final = {}
+    for r in rows:
+        if "in-sample" in r[1] or not r[2].startswith(("calibrated", "defaults")):
+            continue
+        if (r[0], r[1]) not in final or r[2].startswith("calibrated"):
+            final[(r[0], r[1])] = r
+    final = list(final.values())
     missed = [r for r in final if not 93 <= r[7] <= 97]
     if not final:
         return ""
     if not missed:
-        return f"Every one of the {len(final)} calibrated (or default) rows holds 93-97 % of the truth at 95 %."
+        return (f"Every one of the {len(final)} final rows on held-out data (calibrated, else the defaults') holds "
+                "93-97 % of the truth at 95 %.")
 
     def ci(r):
         return tuple(float(v) for v in r[11].split("-"))
@@ -438,7 +446,8 @@ def _band_note(rows: list) -> str:
 
     reach = [r for r in missed if ci(r)[0] <= 97 and ci(r)[1] >= 93]
     beyond = [r for r in missed if r not in reach]
-    return (f"**Outside 93-97 %**: {len(missed)} of the {len(final)} calibrated (or default) rows. Their 90 % "
+    return (f"**Outside 93-97 %**: {len(missed)} of the {len(final)} final rows on held-out data (calibrated, else "
+            f"the defaults'). Their 90 % "
             f"bootstrap intervals still reach the band for {say(reach)}; they lie outside it for {say(beyond)}.")
 
 
@@ -631,7 +640,9 @@ def run(ctx: Context) -> Result:
                         "saying why). '95 %: 90 % CI': the 90 % interval of the 95 % coverage by a moving-block "
                         "bootstrap over the rows in their order (bgplvm.metrics.coverage_interval; blocks of "
                         "ceil(rows^(1/3)) rows, or one origin's 100 forecast steps): neighbouring frames' errors are "
-                        "correlated, so a test trial of 62 frames pins its coverage down to several points."))
+                        "correlated, so a test trial of 62 frames pins its coverage down to several points. It is the "
+                        "spread of the scored rows only, not that of refitting on other training data "
+                        "(UncertainInputGPR's draws of the data spread further: its note below)."))
     t2 = Table(title="The calibrations: 95 % coverage of their own held-out entries (after: cross-fitted, each "
                      "half with the scales learned on the other; for a dynamical model, the range over its held-out "
                      "stretches too), and the point errors of the model and k-NN there",

@@ -71,12 +71,16 @@ def test_mackey_glass_section_scores_the_defaults_calibrated_and_a_longer_series
 
 
 def test_the_band_note_says_which_final_rows_miss_and_whether_their_interval_reaches_the_band():
+    """Per path and data the calibrated row counts, else the defaults'; in-sample rows do not."""
     row = ["reconstruct", "trial", "calibrated", 434, 0, 0, 0, 89.4, 0, 0, 0, "85.0-94.0"]
     wide = ["forecast", "delay 17", "defaults (sampled)", 2000, 0, 0, 0, 98.7, 0, 0, 0, "98.0-99.5"]
     fitted = ["reconstruct", "trial", "as fitted", 434, 0, 0, 0, 70.0, 0, 0, 0, "60.0-80.0"]
-    note = rc._band_note([row, wide, fitted])
-    assert note.startswith("**Outside 93-97 %**: 2 of the 2 calibrated (or default) rows")
+    calibrated_too = ["forecast", "delay 30", "calibrated (by horizon)", 2000, 0, 0, 0, 96.0, 0, 0, 0, "94.0-97.5"]
+    uncalibrated = ["forecast", "delay 30", "defaults (sampled)", 2000, 0, 0, 0, 90.0, 0, 0, 0, "88.0-92.0"]
+    in_sample = ["predict", "training rows (in-sample)", "calibrated", 1000, 0, 0, 0, 100.0, 0, 0, 0, "100.0-100.0"]
+    note = rc._band_note([row, wide, fitted, uncalibrated, calibrated_too, in_sample])
+    assert note.startswith("**Outside 93-97 %**: 2 of the 3 final rows on held-out data")
     assert "reach the band for reconstruct, trial, calibrated: 89.4 % (85.0-94.0); they lie outside it for " \
            "forecast, delay 17, defaults: 98.7 % (98.0-99.5)." in note
-    assert rc._band_note([fitted]) == ""
-    assert rc._band_note([row[:7] + [95.0] + row[8:]]).startswith("Every one of the 1 calibrated")
+    assert rc._band_note([fitted, in_sample]) == ""
+    assert rc._band_note([row[:7] + [95.0] + row[8:]]).startswith("Every one of the 1 final rows")

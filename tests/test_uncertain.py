@@ -801,7 +801,8 @@ def test_a_forecast_wider_than_the_series_range_allows_warns():
         check_spread(series, np.full((10, 3), 0.99))
     var = np.full((10, 3), 0.5)
     var[6:, 1] = 1.5
-    with pytest.warns(ForecastSpreadWarning, match=r"= 2.9x the series' variance\) from step 7 on for output 1, up to 4.3x"):
+    said = r"= 2.9x the series' variance\) from step 7 on for output 1, up to 4.3x"
+    with pytest.warns(ForecastSpreadWarning, match=said):
         check_spread(series, var)
 
 
