@@ -164,7 +164,11 @@ print(f"(the series' sd: {train.std():.3f})")
 # prediction all the way, so its intervals do not hold the truth (look at its NLPD). The
 # moments method is the cheaper approximation and the worse one here: a Gaussian window
 # with a diagonal covariance loses the phase of the oscillation, and its mean flattens
-# towards the series' mean (an RMSE close to the series' sd) under a wide band.
+# towards the series' mean (an RMSE close to the series' sd) under a wide band. If that
+# band grows past (max - min)^2 / 4 of the training series, more variance than any
+# distribution inside the series' range can have, `forecast` says so in a
+# `ForecastSpreadWarning` (above, where it shows): the forecast then puts mass where the
+# series has never been.
 
 # %%
 t_future = np.arange(150, 150 + horizon)
