@@ -48,6 +48,6 @@ def warmup() -> None:
 
 
 __all__ = ["BayesianGPLVM", "DynamicalGPLVM", "GPLVMClassifier", "UncertainInputGPR",
-           "AutoregressiveGP", "ForecastSpreadWarning", "SemiSupervisedGPR", "MRD", "DynamicalMRD", "UncertainInputMRD", "CholeskyError", "FitProgress",
-           "ModelFileError", "make_kernel",
+           "AutoregressiveGP", "SemiSupervisedGPR", "MRD", "DynamicalMRD", "UncertainInputMRD",
+           "CholeskyError", "FitProgress", "ModelFileError", "ForecastSpreadWarning", "make_kernel",
            "warmup", "__version__"]

@@ -49,16 +49,22 @@ class Scores:
                     pit=[float(v) for v in self.pit])
 
 
-def _checked(mean, var, truth, mask):
-    mean, var, truth = (np.asarray(a, dtype=np.float64) for a in (mean, var, truth))
-    if not (mean.shape == var.shape == truth.shape):
-        raise ValueError(f"mean, var and truth must have one shape, got {mean.shape}, {var.shape} and {truth.shape}")
+def _scored(truth: np.ndarray, mask) -> np.ndarray:
+    """Where the truth is scored: finite, and True in ``mask`` (of the truth's shape) if given."""
     keep = np.isfinite(truth)
     if mask is not None:
         mask = np.asarray(mask, dtype=bool)
         if mask.shape != truth.shape:
             raise ValueError(f"mask must have the truth's shape {truth.shape}, got {mask.shape}")
         keep &= mask
+    return keep
+
+
+def _checked(mean, var, truth, mask):
+    mean, var, truth = (np.asarray(a, dtype=np.float64) for a in (mean, var, truth))
+    if not (mean.shape == var.shape == truth.shape):
+        raise ValueError(f"mean, var and truth must have one shape, got {mean.shape}, {var.shape} and {truth.shape}")
+    keep = _scored(truth, mask)
     if not keep.any():
         raise ValueError("nothing to score: the truth is NaN (or masked) everywhere")
     m, v, y = mean[keep], var[keep], truth[keep]
@@ -97,7 +103,7 @@ def coverage_interval(mean, var, truth, level: float = 0.95, mask=None, block: i
     _checked(mean, var, truth, mask)  # the same checks as the scores'
     if truth.ndim == 0:
         raise ValueError("coverage_interval needs rows (axis 0) to resample, got a scalar")
-    keep = np.isfinite(truth) if mask is None else np.isfinite(truth) & np.asarray(mask, dtype=bool)
+    keep = _scored(truth, mask)
     with np.errstate(invalid="ignore", divide="ignore"):
         inside = keep & (np.abs(truth - mean) <= interval_z(level) * np.sqrt(var))
     rows = truth.shape[0]
@@ -108,10 +114,12 @@ def coverage_interval(mean, var, truth, level: float = 0.95, mask=None, block: i
         raise ValueError(f"block must be an integer from 1 to the number of rows {rows}, got {block!r}")
     if not 0 < ci < 1:
         raise ValueError(f"ci must be in (0, 1), got {ci!r}")
+    if not (isinstance(n_boot, (int, np.integer)) and n_boot >= 1):
+        raise ValueError(f"n_boot must be a positive integer, got {n_boot!r}")
     rng = np.random.default_rng(seed)
     n_blocks = -(-rows // block)
-    starts = rng.integers(0, rows - block + 1, size=(int(n_boot), n_blocks))
-    idx = (starts[:, :, None] + np.arange(block)).reshape(int(n_boot), -1)[:, :rows]
+    starts = rng.integers(0, rows - block + 1, size=(n_boot, n_blocks))
+    idx = (starts[:, :, None] + np.arange(block)).reshape(n_boot, -1)[:, :rows]
     with np.errstate(invalid="ignore", divide="ignore"):
         boot = hits[idx].sum(axis=1) / counts[idx].sum(axis=1)
     lo, hi = np.nanquantile(boot, [0.5 - 0.5 * ci, 0.5 + 0.5 * ci])

@@ -122,6 +122,10 @@ def test_the_coverage_interval_refuses_what_it_cannot_resample():
         coverage_interval(y, y + 1, y, block=11)
     with pytest.raises(ValueError, match="ci must be in"):
         coverage_interval(y, y + 1, y, ci=1.0)
+    with pytest.raises(ValueError, match="n_boot must be a positive integer"):
+        coverage_interval(y, y + 1, y, n_boot=0)
+    with pytest.raises(ValueError, match="mask must have the truth's shape"):
+        coverage_interval(y, y + 1, y, mask=np.ones(10, dtype=bool))
     with pytest.raises(ValueError, match="needs rows"):
         coverage_interval(0.0, 1.0, 0.0)
     with pytest.raises(ValueError, match="one shape"):

@@ -68,6 +68,11 @@ def test_mackey_glass_section_scores_the_defaults_calibrated_and_a_longer_series
     note = rc._mg_note(S.numbers, info)
     assert note.count("calibrated ") >= 4 and " - " not in note.split("as fitted")[1]
     assert note.count("; noise held at") == 4 and "RMSE" in note
+    scored = [v for k, v in info.items() if not k.endswith("| calibration")]
+    assert all(v["origins_warned"] in (0, 1, 2) and v["range_variance_over_series_var"] > 1 for v in scored)
+    paper = info["Mackey-Glass delay 30, 100 steps ahead from 2 origins | paper's choices (signal variance learned, "
+                 "Gaussian moments)"]
+    assert paper["origins_warned"] == 2 and paper["max_var_over_series_var"] > paper["range_variance_over_series_var"]
 
 
 def test_the_band_note_says_which_final_rows_miss_and_whether_their_interval_reaches_the_band():
@@ -82,5 +87,6 @@ def test_the_band_note_says_which_final_rows_miss_and_whether_their_interval_rea
     assert note.startswith("**Outside 93-97 %**: 2 of the 3 final rows on held-out data")
     assert "reach the band for reconstruct, trial, calibrated: 89.4 % (85.0-94.0); they lie outside it for " \
            "forecast, delay 17, defaults: 98.7 % (98.0-99.5)." in note
+    assert rc._band_note([row, fitted]).endswith("reach the band for reconstruct, trial, calibrated: 89.4 % (85.0-94.0).")
     assert rc._band_note([fitted, in_sample]) == ""
     assert rc._band_note([row[:7] + [95.0] + row[8:]]).startswith("Every one of the 1 final rows")
