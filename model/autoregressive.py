@@ -297,11 +297,19 @@ class AutoregressiveGP(UncertainInputGPR):
         kind = kind if prop else "means"
         if prop and method == "samples":
             paths = self.sample_forecast(steps, n_samples=n_samples, seed=seed, history=history, joint=joint)
-            mean, var = paths.mean(axis=0), paths.var(axis=0)
+            mean, var = paths.mean(axis=0).reshape(steps, -1), paths.var(axis=0).reshape(steps, -1)
             var = var if include_noise else np.maximum(var - self.noise_variance, 0.0)
-            shaped = self._forecast_calibrated(var.reshape(steps, -1), kind, calibrated)
-            check_spread(self.series, shaped, stacklevel=3)
-            return mean, shaped.reshape(var.shape)
+        else:
+            mean, var = self._iterated_moments(steps, prop, include_noise, history)
+        var = self._forecast_calibrated(var, kind, calibrated)
+        check_spread(self.series, var, stacklevel=3)
+        if self._series_ndim == 1:
+            return mean[:, 0], var[:, 0]
+        return mean, var
+
+    def _iterated_moments(self, steps: int, prop: bool, include_noise: bool, history) -> tuple:
+        """(mean, var), each (steps, D): ``forecast``'s one-step predictions iterated from the
+        window, with each step's variance fed back (``prop``) or means only."""
         D = self.series.shape[1]
         win_mean = self._start_window(history)
         win_var = np.zeros_like(win_mean)
@@ -317,10 +325,6 @@ class AutoregressiveGP(UncertainInputGPR):
             mean[k], var[k] = m[0], v[0] if include_noise else np.maximum(v[0] - self.noise_variance, 0.0)
             win_mean = np.r_[win_mean[D:], m[0]]
             win_var = np.r_[win_var[D:], v[0] if prop else np.zeros(D)]
-        var = self._forecast_calibrated(var, kind, calibrated)
-        check_spread(self.series, var, stacklevel=3)
-        if self._series_ndim == 1:
-            return mean[:, 0], var[:, 0]
         return mean, var
 
     @property
