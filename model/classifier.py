@@ -118,16 +118,24 @@ def _fmt(c) -> str:
 
 
 def _check_labels(labels, N: int) -> np.ndarray:
-    """Numeric (integer-valued or real) labels, one per row, no NaN."""
-    lab = np.asarray(labels)
+    """One label per row: numbers (integer-valued or real, no NaN) or strings, as
+    scikit-learn's classifiers take them; ``classes_`` and ``predict`` give them back."""
+    # a list of numbers and strings would become all strings in np.asarray: see each value
+    lab = labels if isinstance(labels, np.ndarray) else np.asarray(labels, dtype=object)
     if lab.ndim != 1 or lab.shape[0] != N:
         raise ValueError(f"labels must give one label per row of Y: expected shape ({N},), got {lab.shape}")
-    if lab.dtype.kind == "O" and all(isinstance(v, (Integral, float, np.number)) for v in lab.tolist()):
-        lab = np.asarray(lab.tolist())  # e.g. a list of Python ints that came as an object array
-    if lab.dtype.kind not in "iufb":
-        bad = next((v for v in lab.tolist() if not isinstance(v, (Integral, float, np.number))), lab[0])
-        raise ValueError(f"labels must be numeric (e.g. integers 0..K-1), got {lab.dtype} values such as "
-                         f"{bad!r}; map them to numbers first")
+    if lab.dtype.kind == "O":  # a list, or e.g. a pandas column of Python ints or of strings
+        values = lab.tolist()
+        if all(isinstance(v, (Integral, float, np.number)) for v in values):
+            lab = np.asarray(values)
+        elif all(isinstance(v, str) for v in values):
+            lab = np.asarray(values, dtype=str)
+        else:
+            kinds = ", ".join(sorted({type(v).__name__ for v in values}))
+            raise ValueError(f"labels must be all numbers or all strings, got a mix of {kinds}: convert them to "
+                             "one type (and give every row a label) first")
+    if lab.dtype.kind not in "iufbUS":
+        raise ValueError(f"labels must be numbers or strings, got {lab.dtype} values such as {lab[0]!r}")
     if lab.dtype.kind == "f" and not np.all(np.isfinite(lab)):
         rows = np.flatnonzero(~np.isfinite(lab))
         raise ValueError(f"labels contain NaN or inf at rows {rows[:5].tolist()}")

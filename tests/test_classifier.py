@@ -65,8 +65,10 @@ def test_missing_entries_are_allowed_in_test_rows(fitted):
 def test_fit_errors_name_the_problem():
     Ytr, ltr, _, _ = _blobs()
     clf = GPLVMClassifier(latent_dim=2, num_inducing=5, max_iters=5)
-    with pytest.raises(ValueError, match="labels must be numeric"):
-        clf.fit(Ytr, np.where(ltr == 3, "three", "eight"))
+    with pytest.raises(ValueError, match="all numbers or all strings, got a mix of int, str"):
+        clf.fit(Ytr, ["three" if v == 3 else 8 for v in ltr])  # np.asarray would make 8 "8"
+    with pytest.raises(ValueError, match="a mix of NoneType, str"):
+        clf.fit(Ytr, [None] + ["a"] * (len(Ytr) - 1))
     # numbers in an object array are numbers (a list of Python ints via pandas, say)
     assert GPLVMClassifier(latent_dim=2, num_inducing=5, max_iters=2).fit(
         Ytr, ltr.astype(object)).classes_.dtype.kind in "iu"
@@ -80,6 +82,22 @@ def test_fit_errors_name_the_problem():
         clf.fit(Ytr, np.zeros(len(Ytr), dtype=int))
     with pytest.raises(RuntimeError, match="not fitted"):
         GPLVMClassifier().predict(Ytr)
+
+
+def test_string_labels_come_back_as_strings(fitted):
+    """Labels may be strings (a pandas column of names, say), as scikit-learn's classifiers
+    take them: the class models are those of the numeric labels, in sorted order."""
+    clf, Yte, lte = fitted
+    Ytr, ltr, _, _ = _blobs()
+    names = {3: "three", 8: "eight"}
+    named = GPLVMClassifier(latent_dim=2, num_inducing=8, max_iters=150).fit(
+        Ytr, np.array([names[v] for v in ltr], dtype=object))
+    np.testing.assert_array_equal(named.classes_, ["eight", "three"])
+    pred = named.predict(Yte)
+    np.testing.assert_array_equal(pred, [names[v] for v in clf.predict(Yte)])
+    assert named.score(Yte, [names[v] for v in lte]) == 1.0
+    # columns follow classes_: "eight" first, so the numeric classifier's columns swap
+    np.testing.assert_allclose(named.predict_log_proba(Yte), clf.predict_log_proba(Yte)[:, ::-1], rtol=1e-10)
 
 
 def test_predict_errors(fitted):
