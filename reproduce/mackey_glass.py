@@ -222,10 +222,11 @@ def verdict(per_seed: dict, facts: dict, seeds: list) -> list[str]:
                        f"the best bound it met, which can be a rounding spike, so these bounds do not rank the "
                        f"seeds' models.")
     out.append(f"The check row propagates the whole distribution through (c) by sampling ({N_SAMPLES} "
-               f"trajectories, each step drawn at its own window: exact propagation, full window covariance "
-               f"included, up to sampling error). Its mean log density is {mean(check, 'mean_log_density'):.3g} "
-               f"against the moment-matched forecast's {mean(c, 'mean_log_density'):.3g}: the difference is "
-               f"what the moment matching's diagonal window covariance (dropped correlations) changes. The GP "
+               f"trajectories, each at its own exact window and with its own draw of u ~ q(u), so f is one function "
+               f"along its path (bgplvm.trajectories): the full window covariance included, up to sampling "
+               f"error). Its mean log density is {mean(check, 'mean_log_density'):.3g} against the "
+               f"moment-matched forecast's {mean(c, 'mean_log_density'):.3g}: the difference is what the moment "
+               f"matching's diagonal window, and its f drawn afresh at every step, change. The GP "
                f"on (t, y) is honest only in reverting to its prior variance.")
     own_rmse = [per_seed[s][own]["rmse"] for s in seeds]
     own_wins = sum(per_seed[s][own]["rmse"] <= min(per_seed[s][m]["rmse"] for m in (a, b)) for s in seeds)
