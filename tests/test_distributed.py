@@ -399,6 +399,36 @@ def test_predictions_of_a_model_fitted_with_missing_values_equal_in_process(clie
         mean0, var0 = m.reconstruct(new)
         np.testing.assert_allclose(mean.compute(), mean0, **tol)
         np.testing.assert_allclose(var.compute(), var0, **tol)
+        X = m.latent_mean[:9] + 0.3  # each group's variance of f, averaged over the outputs
+        np.testing.assert_allclose(dm.predictive_variance(X), m.predictive_variance(X), rtol=1e-8, atol=1e-12)
+
+
+def test_freeze_and_predictive_variance_as_in_process(client):
+    """freeze / unfreeze hold the driver's parameters through a fit, as in process, and
+    to_model keeps them held; q(X)'s rows (on the workers) or a misspelt name are refused
+    naming what can be held; predictive_variance equals the in-process model's."""
+    from bgplvm.distributed import DistributedGPLVM
+
+    m = BayesianGPLVM(_synthetic(N=120), 3, 10, seed=0)
+    m.fit(30, progress=False)
+    with DistributedGPLVM.from_model(m, client=client, chunks=2) as dm:
+        X = np.random.default_rng(0).standard_normal((7, 3))
+        np.testing.assert_allclose(dm.predictive_variance(X), m.predictive_variance(X), rtol=1e-8)
+        assert dm.predictive_variance(X).shape == (7,)
+        noise, Z = dm.noise_variance, dm.inducing_inputs
+        dm.freeze("noise_variance", "Z")
+        dm.fit(5, progress=False)
+        assert dm.noise_variance == noise and np.array_equal(dm.inducing_inputs, Z)
+        assert {"noise_variance", "Z"} <= set(dm.to_model()._layout.frozen)
+        dm.unfreeze("Z")
+        dm.fit(3, progress=False)
+        assert dm.noise_variance == noise and not np.array_equal(dm.inducing_inputs, Z)
+        with pytest.raises(KeyError, match=r"'mu' is not a parameter .*to_model"):
+            dm.freeze("mu")
+        with pytest.raises(KeyError, match="noise_varance"):
+            dm.unfreeze("noise_varance")
+        with pytest.raises(ValueError, match=r"Xnew must have shape \(n, 3\)"):
+            dm.predictive_variance(X[:, :2])
 
 
 def test_distributed_bound_with_missing_values_equals_in_process(client):

@@ -190,6 +190,11 @@ def test_what_a_distributed_mrd_refuses(client):
         DynamicalMRD(three_views(N=40), np.arange(40.0), 2, 5, client=client)
     with pytest.raises(NotImplementedError, match="only an MRD with the static prior"):
         DistributedMRD.from_model(DynamicalMRD(three_views(N=40), np.arange(40.0), 2, 5), client=client)
+    with MRD(three_views(N=40), 2, 5, client=client) as dm:  # f's variance is each view's, as in process
+        with pytest.raises(TypeError, match=r"each view's: dm.view\(name\).predictive_variance"):
+            dm.predictive_variance(np.zeros((3, 2)))
+        with pytest.raises(KeyError, match="'mu' is not a parameter this model on Dask can hold"):
+            dm.freeze("mu")
 
 
 # --- checkpoints: an interrupted fit resumes ------------------------------------------------------

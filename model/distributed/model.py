@@ -404,6 +404,35 @@ class DistributedGPLVM(Calibrated, Training):
         mean, var = predict_from_stats(training_stats(self), X, S, include_noise)
         return mean, self._calibrated(var, calibrated)
 
+    def predictive_variance(self, Xnew) -> np.ndarray:
+        """(n,) variance of f at deterministic latent points Xnew (n, Q), as
+        ``BayesianGPLVM.predictive_variance`` (eq:testPosteriorF; fitted with missing values,
+        the mean over the outputs of each group's), from the gathered training statistics."""
+        from ..gplvm import check_latent
+        from .predict import predict_from_stats, training_stats
+
+        X = check_latent(Xnew, self.latent_dim, "Xnew")
+        return predict_from_stats(training_stats(self), X, None, include_noise=False)[1].mean(axis=1)
+
+    # --- held parameters: the driver's ----------------------------------------------------------
+    def freeze(self, *names: str) -> None:
+        """Hold global parameters fixed during ``fit``, as ``BayesianGPLVM.freeze``: "Z",
+        "kernel.<name>", "noise_variance" and a dynamical prior's own (``frozen`` lists them;
+        ``save``, ``to_model`` and checkpoints keep them). q(X)'s rows live on the workers and
+        stay free here: hold them in process (``to_model``)."""
+        self.frozen |= set(self._global_names(names))
+
+    def unfreeze(self, *names: str) -> None:
+        self.frozen -= set(self._global_names(names))
+
+    def _global_names(self, names) -> tuple[str, ...]:
+        known = list(self._glayout.slices)
+        for n in names:
+            if n not in known:
+                raise KeyError(f"{n!r} is not a parameter this model on Dask can hold; those it can: {known} "
+                               "(q(X)'s rows live on the workers and stay free: hold them in process, to_model())")
+        return tuple(names)
+
     # --- calibration: the contract of ``calibration.Calibrated``, learned in process -----------
     #: the in-process class whose ``calibrate`` makes this model's calibrations
     _in_process = "BayesianGPLVM"

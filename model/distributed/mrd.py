@@ -325,6 +325,11 @@ class DistributedMRD(ViewsCalibrated, DistributedGPLVM):
         training statistics (M x M and M x D_v sums gathered from the workers)."""
         return self._views_view().predict(Xnew, Xnew_var, include_noise=include_noise, view=view)
 
+    def predictive_variance(self, Xnew):
+        """Not of the views together: each view has its own (``MRD`` has none either)."""
+        raise TypeError("an MRD's variance of f is each view's: dm.view(name).predictive_variance(Xnew), or "
+                        "dm.predict(Xnew, include_noise=False, view=name)")
+
     def infer_latent(self, observed: dict, max_iters: int = 200, return_fit: bool = False):
         """q(x*) of new rows from the views observed (``MRD.infer_latent``): the views'
         statistics and the q(x_n) and rows of a sample of ``predict.POOL_ROWS`` training rows
