@@ -368,13 +368,9 @@ class DynamicalGPLVM(BayesianGPLVM):
         ``sequence_inference.conditioned_predict``); False: the training data's q(u) alone.
         ``calibrated``: scaled by the calibration (``calibrate``) and each frame's misfit in its
         observed entries (``Calibration.row_factor``), if there is one."""
-        from .sequence_inference import conditioned_predict
-        from .testbound import check_test_outputs
+        from .sequence_inference import check_fill, conditioned_predict
 
-        Ys, observed = check_test_outputs(Y_star, self.Y.shape[1])
-        if fit.mu.shape[0] != Ys.shape[0]:
-            raise ValueError(f"fit holds q(X*) of {fit.mu.shape[0]} frames but Y_star has "
-                             f"{Ys.shape[0]} rows: pass the frames the fit was inferred from")
+        Ys, observed = check_fill(fit, Y_star, self.Y.shape[1])
         if condition:
             mean, var = conditioned_predict(self, fit.mu, fit.S, Ys, observed, include_noise)
         else:

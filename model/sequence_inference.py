@@ -173,6 +173,18 @@ def infer_sequence(model, Ys, observed, t_star, sequence=None, max_iters: int = 
                        iterations=opt.iteration, evaluations=opt.n_evals)
 
 
+def check_fill(fit, Y_star, D: int) -> tuple[np.ndarray, np.ndarray]:
+    """(Ys, observed) of the frames Y_star (n*, D; NaN = missing) whose q(X*) is ``fit`` (a
+    ``SequenceFit`` of as many frames), checked for ``fill_missing``."""
+    from .testbound import check_test_outputs
+
+    Ys, observed = check_test_outputs(Y_star, D)
+    if fit.mu.shape[0] != Ys.shape[0]:
+        raise ValueError(f"fit holds q(X*) of {fit.mu.shape[0]} frames but Y_star has "
+                         f"{Ys.shape[0]} rows: pass the frames the fit was inferred from")
+    return Ys, observed
+
+
 def conditioned_predict(model, mu, S, Ys, observed, include_noise: bool = True):
     """meanFstar / covFstar (eqs. meanFstar, covFstar) at q(X*) = N(mu, diag S) (n*, Q),
     with q(u_d) of every output dimension d conditioned on the training data *and* on the

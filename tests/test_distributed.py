@@ -742,6 +742,14 @@ def test_new_sequences_of_a_distributed_dynamical_model_equal_in_process(client,
         assert np.array_equal(np.isnan(Ys), var > 0)
         [(mean2, _)] = dm.reconstruct_sequences(new[:1], max_iters=its)
         np.testing.assert_allclose(mean2, mean0, atol=1e-3)
+        for kw in ({}, dict(condition=False), dict(include_noise=False)):  # at one q(X*): equal
+            (f_mean, f_var), (f_mean0, f_var0) = dm.fill_missing(ref, Ys, **kw), m.fill_missing(ref, Ys, **kw)
+            np.testing.assert_allclose(f_mean, f_mean0, rtol=1e-7, atol=1e-9)
+            np.testing.assert_allclose(f_var, f_var0, rtol=1e-7, atol=1e-12)
+        holes = np.isnan(Ys)  # without the noise, each missing entry's variance is the noise less
+        np.testing.assert_allclose(dm.fill_missing(ref, Ys)[1][holes] - f_var[holes], dm.noise_variance, rtol=1e-6)
+        with pytest.raises(ValueError, match=r"fit holds q\(X\*\) of 25 frames but Y_star has 10 rows"):
+            dm.fill_missing(ref, Ys[:10])
         with pytest.raises(ValueError, match="pair"):
             dm.infer_sequences([new[0][0]])
         with pytest.raises(TypeError, match="infer_sequence"):

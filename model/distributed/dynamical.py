@@ -191,6 +191,16 @@ class DistributedDynamicalGPLVM(DistributedGPLVM):
         self._baseline_warning()
         return reconstruct_frames(self, Y_star, t_star, sequence, max_iters, progress, condition, calibrated)
 
+    def fill_missing(self, fit, Y_star, condition: bool = True, include_noise: bool = True,
+                     calibrated: bool = True):
+        """Mean and variance (n*, D) of frames Y_star (NaN = missing) at their q(X*) ``fit``
+        (from ``infer_sequence``), observed entries passed through with variance 0, as
+        ``DynamicalGPLVM.fill_missing`` (``condition``, ``include_noise``, ``calibrated``
+        included), from the training statistics gathered from the workers."""
+        from .sequences import fill_frames
+
+        return fill_frames(self, fit, Y_star, condition, include_noise, self._active_calibration(calibrated))
+
     def infer_sequences(self, sequences, max_iters: int = 500) -> list:
         """``infer_sequence`` of many new sequences, [(Y_star, t_star), ...], on the workers
         (each independent given the training statistics): a list of ``SequenceFit``."""

@@ -92,7 +92,8 @@ def check_new_sequence(view: SequenceView, Y_star, t_star) -> tuple:
     return Ys, observed, t_star
 
 
-def _reconstructed(view: SequenceView, fit, Ys, observed, active=None, condition: bool = True) -> tuple:
+def _reconstructed(view: SequenceView, fit, Ys, observed, active=None, condition: bool = True,
+                   include_noise: bool = True) -> tuple:
     """(mean, var) (n*, D) of frames at their q(X*) ``fit``, as ``DynamicalGPLVM.fill_missing``:
     each output's q(u) conditioned on the frames' observed entries too
     (``sequence_inference.conditioned_predict``; ``condition`` False: the training
@@ -103,9 +104,9 @@ def _reconstructed(view: SequenceView, fit, Ys, observed, active=None, condition
     from .predict import predict_from_stats
 
     if condition:
-        mean, var = conditioned_predict(view, fit.mu, fit.S, Ys, observed)
+        mean, var = conditioned_predict(view, fit.mu, fit.S, Ys, observed, include_noise)
     else:
-        mean, var = predict_from_stats(view.stats, fit.mu, fit.S)
+        mean, var = predict_from_stats(view.stats, fit.mu, fit.S, include_noise)
     var = apply_calibration(var, active, rows=(mean, Ys, observed))
     return np.where(observed, Ys, mean), np.where(observed, 0.0, var)
 
@@ -153,6 +154,16 @@ def reconstruct_frames(dm, Y_star, t_star, sequence=None, max_iters: int = 500, 
     view, Ys, observed, t_star, prior = _frames(dm, Y_star, t_star, sequence)
     fit = infer_sequence(view, Ys, observed, t_star, sequence, max_iters, None, progress, prior=prior)
     return _reconstructed(view, fit, Ys, observed, dm._active_calibration(calibrated), condition)
+
+
+def fill_frames(dm, fit, Y_star, condition: bool = True, include_noise: bool = True, active=None) -> tuple:
+    """(mean, var) (n*, D) of frames Y_star at their q(X*) ``fit`` (``infer_sequence``), as
+    ``DynamicalGPLVM.fill_missing``: ``_reconstructed`` from the gathered statistics."""
+    from ..sequence_inference import check_fill
+
+    view = sequence_view(dm)
+    Ys, observed = check_fill(fit, Y_star, view.stats.D)
+    return _reconstructed(view, fit, Ys, observed, active, condition, include_noise)
 
 
 def _one(view, Y_star, t_star, max_iters, what, active=None):
