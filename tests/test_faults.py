@@ -391,6 +391,33 @@ def test_a_stuck_worker_stops_the_fit_at_its_deadline(two, tmp_path):
         assert read_meta(folder)["iteration"] == 5
 
 
+def test_the_gathered_predictions_never_hang_on_a_lost_worker(two):
+    """After the fit, predict / predictive_variance gather the blocks' sums: a killed worker
+    raises WorkerLost naming its block at once, and a stopped one a ClusterTimeout at the
+    model's deadline, instead of waiting."""
+    from bgplvm.distributed.faults import ClusterTimeout, WorkerLost
+
+    with BayesianGPLVM(_rows(600), 2, 10, seed=0, client=two, chunks=2, timeout=5) as dm:
+        dm.fit(3, progress=False)
+        X = np.zeros((4, 2))
+        assert dm.predictive_variance(X).shape == (4,)
+        pid = _pids(two)[dm._blocks.where[1]]
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            t = time.monotonic()
+            with pytest.raises(ClusterTimeout, match=r"block\(s\) \[1\]"):
+                dm.predictive_variance(X)
+            assert time.monotonic() - t < 30
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        _kill(two, dm._blocks.where[0])
+        t = time.monotonic()
+        for call in (lambda: dm.predictive_variance(X), lambda: dm.predict(X)):
+            with pytest.raises(WorkerLost, match=r"block\(s\) \[0\]"):
+                call()
+        assert time.monotonic() - t < RETURNS_WITHIN
+
+
 # --- workers that join --------------------------------------------------------------------------
 def test_a_worker_that_joins_takes_blocks_at_the_next_checkpoint(tmp_path):
     """One worker holds 4 blocks; a second joins at iteration 6: at the checkpoint of
