@@ -97,10 +97,16 @@ def execute(nb: nbformat.NotebookNode, timeout: int) -> None:
     from jupyter_client.manager import KernelManager
     from nbclient import NotebookClient
 
-    # the built-in python3 spec runs sys.executable (the venv's python), whatever kernels
-    # the user has installed elsewhere
-    km = KernelManager(kernel_name="python3", kernel_spec_manager=KernelSpecManager(kernel_dirs=[]))
-    with tempfile.TemporaryDirectory(prefix="bgplvm-docs-") as cwd:
+    with tempfile.TemporaryDirectory(prefix="bgplvm-docs-") as cwd, \
+            tempfile.TemporaryDirectory(prefix="bgplvm-kernel-") as sockets:
+        # the built-in python3 spec runs sys.executable (the venv's python), whatever kernels
+        # the user has installed elsewhere. Over TCP the client picks free ports, closes them
+        # and the kernel binds them a moment later; two kernels starting at once (or a Dask
+        # cluster in another page) can take the same port and the kernel dies at start
+        # ("Address already in use", then "Kernel didn't respond"). Unix sockets in a folder
+        # of this run's own have no such race.
+        km = KernelManager(kernel_name="python3", kernel_spec_manager=KernelSpecManager(kernel_dirs=[]),
+                           **_transport(sockets))
         try:
             # the kernel's own log at ERROR: not its warning, at every start, that a local
             # kernel talks over TCP unencrypted
@@ -110,6 +116,14 @@ def execute(nb: nbformat.NotebookNode, timeout: int) -> None:
         finally:  # nbclient leaves a kernel manager it was given running
             if km.has_kernel:
                 km.shutdown_kernel(now=False)
+
+
+def _transport(folder: str) -> dict:
+    """The kernel's sockets: Unix sockets named under ``folder`` where the OS has them,
+    else TCP on the loopback."""
+    if os.name != "posix":
+        return {"transport": "tcp"}
+    return {"transport": "ipc", "ip": os.path.join(folder, "k")}
 
 
 def run_script(text: str, timeout: int) -> tuple[str, str | None, float]:
