@@ -33,8 +33,14 @@ machine"). Set it in the environment to try.
 
 Caveat of the on-disk cache: a cached kernel is invalidated when its own source file
 changes, not when a function it calls from another module changes (``_fastexp.exp_into``
-is inlined into the RBF kernels). After editing such a helper, delete the ``*.nbi``/``*.nbc``
-files in ``model/kernels/__pycache__``.
+is inlined into the RBF kernels), nor when the options below change (Numba's cache key
+holds the signature, the CPU and the function's bytecode, not its compiler flags). After
+editing such a helper or an option, delete the ``*.nbi``/``*.nbc`` files in
+``model/__pycache__``, ``model/kernels/__pycache__`` and ``model/priors/__pycache__``.
+
+A run that compiles the kernels and a later run that loads them from the cache give the
+same numbers bit for bit (``bench/cache_determinism.py`` checks it; the fast-math flags
+below are chosen for it).
 
 Environment variables (read once, at import):
     BGPLVM_NUMBA_PARALLEL=0       one thread only
@@ -79,10 +85,16 @@ BUSY_CHECK_INTERVAL: float = 0.1
 #: (fixed: results do not depend on how many threads run them).
 MAX_THREADS: int = max(1, int(numba.config.NUMBA_NUM_THREADS))
 
-#: LLVM fast-math flags. Deliberately *not* ``nnan``/``ninf``: with them NaN checks are
-#: compiled away. ``reassoc`` lets LLVM vectorise the sums over inducing points; it changes
-#: results only at the level of rounding (~1e-15 relative).
-FASTMATH = frozenset({"nsz", "arcp", "contract", "afn", "reassoc"})
+#: LLVM fast-math flags of the psi-statistics and test-bound kernels. Deliberately *not*
+#: ``nnan``/``ninf``: with them NaN checks are compiled away. ``reassoc`` lets LLVM
+#: vectorise the sums over inducing points; it changes results only at the level of
+#: rounding (~1e-15 relative). Not ``nsz`` either: with it (together with ``contract`` and
+#: ``reassoc``) the code a process runs right after compiling a kernel and the code it
+#: writes to the on-disk cache differed in the last bits, so the run that compiled and every
+#: later run gave different fits (the walk reproduction's bound 9,328.25 against 9,329.64
+#: after 2000 iterations). Without it they are equal bit for bit, at the same speed
+#: (``bench/cache_determinism.py``, bench/README.md "Compiled and cached code").
+FASTMATH = frozenset({"arcp", "contract", "afn", "reassoc"})
 
 #: Cache compiled kernels on disk (safe: every kernel takes only arrays and scalars).
 CACHE: bool = True
@@ -91,6 +103,14 @@ CACHE: bool = True
 #: of the one ``prange`` loop per kernel.
 SERIAL_OPTIONS = dict(cache=CACHE, fastmath=set(FASTMATH), nogil=True)
 PARALLEL_OPTIONS = dict(SERIAL_OPTIONS, parallel=True)
+
+#: The same for the latent priors' kernels (``priors/_*_numba.py``), without fast-math: on
+#: their d x d recursions every combination of two or more of the flags above let the
+#: compiled and the cached code differ (the fits from the state-space prior drifted apart),
+#: and they gain nothing from it (d x d loops, no long sums to vectorise; CMU's state-space
+#: bound + gradient 43.3 ms with the flags, 41.7 ms without).
+STRICT_SERIAL_OPTIONS = dict(SERIAL_OPTIONS, fastmath=False)
+STRICT_PARALLEL_OPTIONS = dict(STRICT_SERIAL_OPTIONS, parallel=True)
 
 
 class _IdleCores:

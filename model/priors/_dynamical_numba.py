@@ -26,7 +26,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import get_cython_function_address
 
-from .._numba_config import SERIAL_OPTIONS as _SERIAL
+from .._numba_config import STRICT_SERIAL_OPTIONS as _SERIAL
 
 for _module, _name in (("scipy.linalg.cython_lapack", "dpotrf"),
                        ("scipy.linalg.cython_lapack", "dpotri"),

@@ -14,7 +14,7 @@ import math
 
 from numba import njit
 
-from .._numba_config import SERIAL_OPTIONS as _SERIAL
+from .._numba_config import STRICT_SERIAL_OPTIONS as _SERIAL
 
 
 @njit(**_SERIAL)

@@ -25,8 +25,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .._numba_config import PARALLEL_OPTIONS as _PARALLEL
-from .._numba_config import SERIAL_OPTIONS as _SERIAL
+from .._numba_config import STRICT_PARALLEL_OPTIONS as _PARALLEL
+from .._numba_config import STRICT_SERIAL_OPTIONS as _SERIAL
 from ._small_numba import _chol_solve, _cholesky, _dim, _mm, _mmt, _quad
 
 #: state dimensions with their own compiled specialisation (see the module docstring)
