@@ -13,13 +13,16 @@ prints, per case, the largest difference between the two runs (0 is what it shou
 and exits 1 if any is not 0.
 
 Why: on 2026-12-07 the walk reproduction's state-space rows came out different in two runs
-at the same commit on one machine. The first run compiled its kernels, the second loaded
-them. The cause is in the parallel kernels compiled with the fast-math flags ``nsz``,
-``contract`` and ``reassoc`` together (``_numba_config``): the code Numba runs right after
-compiling and the code it caches differ at the rounding level (2.8e-14 on values of
-order 10, one kernel of the state-space prior); any two of those flags, or the same
-kernel compiled serially, give equal results. After 2000 iterations of L-BFGS the two
-fits had drifted apart (bound 9,328.25 against 9,329.64).
+at the same commit on one machine: the first run compiled its kernels, the second loaded
+them. With the fast-math flags the kernels had then (``nsz arcp contract afn reassoc``),
+the code Numba runs right after compiling and the code it loads from the cache differed in
+the last bits: every case below differed (the gradient at the start by up to 5e-10 in
+the static cases, 2.8e-14 in one state-space pass on values of order 10), serial and
+parallel kernels alike, and not without fast-math. After 2000 iterations of L-BFGS the
+two walk fits had drifted apart (bound 9,328.25 against 9,329.64). Dropping ``nsz`` made the
+psi-statistics kernels equal; the latent priors' kernels still differed with ``contract``
+and ``reassoc``, or ``reassoc`` alone, and are equal compiled without fast-math
+(``model/_numba_config.py``). The speed is the same (bench/README.md).
 """
 
 from __future__ import annotations

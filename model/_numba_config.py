@@ -93,7 +93,8 @@ MAX_THREADS: int = max(1, int(numba.config.NUMBA_NUM_THREADS))
 #: writes to the on-disk cache differed in the last bits, so the run that compiled and every
 #: later run gave different fits (the walk reproduction's bound 9,328.25 against 9,329.64
 #: after 2000 iterations). Without it they are equal bit for bit, at the same speed
-#: (``bench/cache_determinism.py``, bench/README.md "Compiled and cached code").
+#: (``bench/cache_determinism.py``, bench/README.md "The same numbers from compiled and
+#: cached kernels").
 FASTMATH = frozenset({"arcp", "contract", "afn", "reassoc"})
 
 #: Cache compiled kernels on disk (safe: every kernel takes only arrays and scalars).
@@ -105,10 +106,11 @@ SERIAL_OPTIONS = dict(cache=CACHE, fastmath=set(FASTMATH), nogil=True)
 PARALLEL_OPTIONS = dict(SERIAL_OPTIONS, parallel=True)
 
 #: The same for the latent priors' kernels (``priors/_*_numba.py``), without fast-math: on
-#: their d x d recursions every combination of two or more of the flags above let the
-#: compiled and the cached code differ (the fits from the state-space prior drifted apart),
-#: and they gain nothing from it (d x d loops, no long sums to vectorise; CMU's state-space
-#: bound + gradient 43.3 ms with the flags, 41.7 ms without).
+#: their d x d recursions the compiled and the cached code differed with the flags above,
+#: with ``contract`` and ``reassoc`` alone and with ``reassoc`` alone (the fits with the
+#: state-space prior drifted apart); without any they are equal. They gain nothing from it
+#: (d x d loops, no long sums to vectorise; CMU's state-space bound + gradient 43.3 ms with
+#: the former flags, 41.7 ms without, the best of three alternating runs).
 STRICT_SERIAL_OPTIONS = dict(SERIAL_OPTIONS, fastmath=False)
 STRICT_PARALLEL_OPTIONS = dict(STRICT_SERIAL_OPTIONS, parallel=True)
 
