@@ -499,4 +499,27 @@ def test_a_killed_worker_under_a_multi_view_fit_never_hangs_it(two, tmp_path):
         local = dm.to_model()
         Y = G.compute()
         np.testing.assert_array_equal(local.views["a"].Y, Y[:, :5])
-        assert abs(local.elbo() - dm.elbo()) <= 1e-8 * abs(dm.elbo())
+        # to 1e-8, or 4 times what the in-process bound itself moves when its rows come in
+        # another order: at this fitted point that is up to 1.7e-8 (5 orders), and the
+        # distributed bound's 4 blocks are one more order (seen 1.3e-8)
+        tol = max(1e-8, 4 * _permuted_rows_spread(local))
+        assert abs(local.elbo() - dm.elbo()) <= tol * abs(dm.elbo())
+
+
+def _permuted_rows_spread(m, orders: int = 3) -> float:
+    """The largest relative change of in-process MRD ``m``'s bound with its rows (outputs
+    and q(X) alike) in ``orders`` random orders: the rounding floor of its sums over rows,
+    which a fit can leave ill-conditioned enough to reach 1e-8."""
+    from bgplvm import MRD
+
+    F0, N = m.elbo(), m.views[m.view_names[0]].shape[0]
+    values, spread = dict(m._values()), 0.0
+    for seed in range(orders):
+        order = np.random.default_rng(seed).permutation(N)
+        m2 = MRD({n: m.views[n].Y[order] for n in m.view_names}, m.latent_dim, m.num_inducing,
+                 [m.kernels[n] for n in m.view_names], inducing=m.inducing)
+        v = dict(values)
+        v.update({n: v[n][order] for n in m.prior.row_blocks})
+        m2._set_x(m2._layout.pack(v))
+        spread = max(spread, abs(m2.elbo() - F0) / abs(F0))
+    return spread

@@ -40,10 +40,12 @@ def test_one_view_is_the_uncertain_input_regression():
 def test_gradients_hold():
     _, Z, views = noisy_inputs()
     m = UncertainInputMRD(Z, views, num_inducing=10, seed=0)
-    # eps 1e-5: the KL to p(X | Z) with small variances makes 1e-6 differences round off, as
-    # for UncertainInputGPR (analytic and numeric agree to 3e-5 there at eps 1e-6)
-    assert_model_block_gradients(m, eps=1e-5)
-    assert_model_block_gradients(UncertainInputMRD(Z, views, num_inducing=10, seed=0, inducing="shared"), eps=1e-5)
+    # eps 1e-4: the KL to p(X | Z) with small variances makes smaller differences round off,
+    # as for UncertainInputGPR (analytic and numeric agree to 3e-5 there at eps 1e-6). Here,
+    # the kernel variance of view a: 1.7e-7 relative at eps 1e-3, 1.2e-6 at 1e-4, 2.2e-5 at
+    # 1e-5 (the round-off; 1.1e-5 with the fast-math flags before 2026-12-07), 2.3e-4 at 1e-6
+    assert_model_block_gradients(m, eps=1e-4)
+    assert_model_block_gradients(UncertainInputMRD(Z, views, num_inducing=10, seed=0, inducing="shared"), eps=1e-4)
 
 
 def test_two_views_place_the_inputs_better_than_either_alone():
