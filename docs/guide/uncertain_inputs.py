@@ -206,7 +206,7 @@ display(Image(data=c.to_bytes()))
 # stretch takes its pairs out of q(u), and on 150 points (a third of them out per stretch)
 # the held-out forecasts are worse than the model's and the scales err (it warns). On 600
 # points of the same series, 100 steps ahead from 20 origins, the 95 % intervals went from
-# 100 % to 98.4 % (`bgplvm reproduce calibration` has the table).
+# 100 % to 98.0 % (`bgplvm reproduce calibration` has the table).
 #
 # ## Notes
 #
