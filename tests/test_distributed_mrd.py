@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from bgplvm import MRD
-from mrd_data import three_views
+from mrd_data import rows_in_order, three_views
 
 distributed = pytest.importorskip("distributed", reason="needs dask[distributed] (the test extra installs it)")
 da = pytest.importorskip("dask.array")
@@ -47,12 +47,7 @@ def _reorder_spread(m) -> tuple[float, float]:
     (``test_distributed._reorder_spread``)."""
     F0, g0 = m._bound(m._x)
     N, Q, sl = m.views[m.view_names[0]].shape[0], m.latent_dim, m._layout.slices
-    order = np.arange(N)[::-1]
-    m2 = MRD({n: m.views[n].Y[order] for n in m.view_names}, Q, m.num_inducing,
-             [m.kernels[n] for n in m.view_names], inducing=m.inducing)
-    v = dict(m._values())
-    v.update({n: v[n][order] for n in m.prior.row_blocks})
-    m2._set_x(m2._layout.pack(v))
+    m2 = rows_in_order(m, np.arange(N)[::-1])
     F2, g2 = m2._bound(m2._x)
     for n in m.prior.row_blocks:
         g2[sl[n]] = g2[sl[n]].reshape(N, Q)[::-1].ravel()
